@@ -1,0 +1,516 @@
+"""The common scalar and key grammars (spec §2, §2a), written once for every codec.
+
+Encoders use :func:`format_scalar`, :func:`format_key` and :func:`format_number`; decoders
+use :func:`split_cells`, :func:`parse_scalar`, :func:`parse_key_at` and
+:func:`parse_field_decl_at`. Everything here is a pure function on strings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+from typing import Any, Final
+
+from .errors import GCFError
+
+__all__ = [
+    "ATTACH",
+    "INT64_MAX",
+    "INT64_MIN",
+    "MISSING",
+    "Attach",
+    "check_scalar_text",
+    "format_key",
+    "format_number",
+    "format_scalar",
+    "is_bare_key",
+    "needs_quote",
+    "parse_field_decl_at",
+    "parse_key_at",
+    "parse_quoted_at",
+    "parse_scalar",
+    "quote_string",
+    "split_cells",
+]
+
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+_TWO_53: Final = float(2**53)
+
+
+class _Missing:
+    """The ``~`` cell: the field is absent from this row (§7.4.2)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+class Attach:
+    """A ``^`` or ``^{fields}`` cell: the value is in an attachment body (§7.4.4)."""
+
+    __slots__ = ("schema",)
+
+    def __init__(self, schema: tuple[str, ...] | None) -> None:
+        self.schema = schema
+
+    def __repr__(self) -> str:
+        return f"Attach({self.schema!r})"
+
+
+MISSING: Final = _Missing()
+ATTACH: Final = Attach(None)
+
+# ASCII-only classes throughout: §2.3 forbids a Unicode-aware digit class.
+_NUMBER_RE: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z")
+_NUMERIC_LIKE_RE: Final = re.compile(r"[+-]\.?[0-9]|\.[0-9]|0[0-9]")
+_BARE_KEY_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_BARE_KEY_AT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INLINE_ARRAY_LOOKALIKE: Final = re.compile(r"\[[^\]]*\]:")
+# Any character that forces quoting wherever it stands: quote, backslash, C0, C1, and the
+# non-ASCII whitespace the spec names (plus every other Unicode space, see _has_unicode_space).
+_ALWAYS_QUOTE_CHARS: Final = re.compile('["\\\\\x00-\x1f\x7f-\x9f\u00a0\u2028\u2029\ufeff]')
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_QUOTED_BODY: Final = re.compile(r'"((?:[^"\\\x00-\x1f]|\\.)*)"', re.DOTALL)
+_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
+_SIMPLE_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+_QUOTE_TABLE: Final = {
+    **{i: f"\\u{i:04x}" for i in range(0x20)},
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    0x22: '\\"',
+    0x5C: "\\\\",
+}
+
+# ---------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------
+
+
+def quote_string(s: str) -> str:
+    """Quote ``s`` with the canonical JSON escapes of §2.2 (non-ASCII stays literal).
+
+    >>> quote_string('say "hi"\\n')
+    '"say \\\\"hi\\\\"\\\\n"'
+    """
+    if _SURROGATE.search(s):
+        raise GCFError(
+            "invalid_surrogate",
+            f"string {s[:40]!r} holds a lone surrogate, which is not a Unicode scalar value; "
+            "fix the producer's string",
+        )
+    return '"' + s.translate(_QUOTE_TABLE) + '"'
+
+
+def _has_unicode_space(s: str) -> bool:
+    return any(c.isspace() for c in _NON_ASCII.findall(s))
+
+
+def _is_field_decl(s: str) -> bool:
+    try:
+        _, end = parse_field_decl_at(s, 0)
+    except GCFError:
+        return False
+    return end == len(s)
+
+
+def needs_quote(s: str, delim: str = "") -> bool:
+    """True when ``s`` must be quoted to decode as this same string (§2.4).
+
+    ``delim`` is the active context delimiter: ``"|"`` in tabular rows, ``","`` in inline
+    arrays, ``""`` in key=value and item contexts.
+
+    >>> needs_quote("true"), needs_quote("1.5x"), needs_quote("a|b", "|"), needs_quote("ok")
+    (True, False, True, False)
+    """
+    if not s:
+        return True
+    first = s[0]
+    if s in ("-", "~", "^", "true", "false"):
+        return True
+    if first in "#@." or first.isspace() or s[-1].isspace():
+        return True
+    if first == "^" and s.startswith("^{") and _is_field_decl(s[1:]):
+        return True
+    if _NUMBER_RE.match(s) or _NUMERIC_LIKE_RE.match(s):
+        return True
+    if _ALWAYS_QUOTE_CHARS.search(s):
+        return True
+    if delim and delim in s:
+        return True
+    if "[" in s and _INLINE_ARRAY_LOOKALIKE.search(s):
+        return True
+    return not s.isascii() and _has_unicode_space(s)
+
+
+def format_number(value: int | float) -> str:
+    """Canonical number text (§2.3.1) within the numeric domain (§2.3.2).
+
+    >>> [format_number(v) for v in (-0.0, 3.0, 0.1, 1e-7, 2.0**53, -(2**63))]
+    ['0', '3', '0.1', '1e-7', '9.007199254740992e+15', '-9223372036854775808']
+    """
+    if isinstance(value, int):
+        if value < INT64_MIN or value > INT64_MAX:
+            raise GCFError(
+                "out_of_range",
+                f"integer {value} is outside int64 [-2^63, 2^63-1]; "
+                "model it as a string at the producer",
+            )
+        return str(value)
+    if not math.isfinite(value):
+        raise GCFError(
+            "out_of_range",
+            f"{value!r} is not a JSON number; convert NaN/Infinity to null or a string first",
+        )
+    if value == 0:
+        return "0"
+    sign, digits_t, exp = Decimal(repr(value)).as_tuple()
+    digits = "".join(map(str, digits_t)).rstrip("0") or "0"
+    assert isinstance(exp, int)
+    # value = 0.<digits> * 10**point, with `point` the position of the decimal point.
+    point = len(digits_t) + exp
+    prefix = "-" if sign else ""
+    mag = abs(value)
+    if 1e-6 <= mag < _TWO_53:
+        if point <= 0:
+            return f"{prefix}0.{'0' * -point}{digits}"
+        if point >= len(digits):
+            return prefix + digits + "0" * (point - len(digits))
+        return f"{prefix}{digits[:point]}.{digits[point:]}"
+    e = point - 1
+    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{prefix}{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
+
+
+def format_scalar(value: Any, delim: str = "") -> str:
+    """Wire text of a JSON scalar in a context whose delimiter is ``delim``.
+
+    >>> [format_scalar(v, "|") for v in (None, True, 2.5, "a|b", "plain")]
+    ['-', 'true', '2.5', '"a|b"', 'plain']
+    """
+    if isinstance(value, str):
+        return quote_string(value) if needs_quote(value, delim) else _checked(value)
+    if value is None:
+        return "-"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return format_number(value)
+    raise GCFError(
+        "unsupported_type",
+        f"{type(value).__name__} is not a JSON scalar (str, int, float, bool, None)",
+    )
+
+
+def _checked(s: str) -> str:
+    if not s.isascii() and _SURROGATE.search(s):
+        quote_string(s)  # raises invalid_surrogate
+    return s
+
+
+def is_bare_key(key: str) -> bool:
+    """True when ``key`` may be written without quotes (§2a.1)."""
+    return _BARE_KEY_RE.match(key) is not None
+
+
+def format_key(key: str) -> str:
+    """A key or field name: bare when the grammar allows, else quoted (§2a).
+
+    >>> format_key("name"), format_key("content-type"), format_key("")
+    ('name', '"content-type"', '""')
+    """
+    if not isinstance(key, str):
+        raise GCFError(
+            "unsupported_type",
+            f"object key {key!r} is a {type(key).__name__}; JSON keys are strings",
+        )
+    return key if _BARE_KEY_RE.match(key) else quote_string(key)
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------
+
+
+def _unescape(body: str, line: int | None) -> str:
+    def repl(m: re.Match[str]) -> str:
+        hexd, ch = m.group(1), m.group(2)
+        if hexd is None:
+            try:
+                return _SIMPLE_ESCAPES[ch]
+            except KeyError:
+                raise GCFError(
+                    "invalid_escape",
+                    f"\\{ch} is not a JSON escape; use one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
+                    line,
+                ) from None
+        return chr(int(hexd, 16))
+
+    out = _ESCAPE.sub(repl, body)
+    if _ESCAPE.sub("", body).count("\\"):
+        raise GCFError("invalid_escape", "incomplete escape sequence at end of string", line)
+    if _SURROGATE.search(out):
+        out = _join_surrogates(out, line)
+    return out
+
+
+def _join_surrogates(s: str, line: int | None) -> str:
+    chars: list[str] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        o = ord(c)
+        if 0xD800 <= o <= 0xDBFF:
+            if i + 1 < n and 0xDC00 <= ord(s[i + 1]) <= 0xDFFF:
+                chars.append(chr(0x10000 + ((o - 0xD800) << 10) + (ord(s[i + 1]) - 0xDC00)))
+                i += 2
+                continue
+            raise GCFError(
+                "invalid_surrogate", "high surrogate not followed by a low surrogate", line
+            )
+        if 0xDC00 <= o <= 0xDFFF:
+            raise GCFError("invalid_surrogate", "isolated low surrogate", line)
+        chars.append(c)
+        i += 1
+    return "".join(chars)
+
+
+def parse_quoted_at(text: str, pos: int, line: int | None = None) -> tuple[str, int]:
+    """Parse the quoted string starting at ``text[pos] == '"'``; return (value, end).
+
+    >>> parse_quoted_at('"a\\\\tb"|x', 0)
+    ('a\\tb', 6)
+    """
+    m = _QUOTED_BODY.match(text, pos)
+    if m is None:
+        rest = text[pos + 1 :]
+        bad = re.search(r'[\x00-\x1f]', rest.split('"', 1)[0]) if '"' in rest else None
+        if bad is not None:
+            raise GCFError(
+                "invalid_escape",
+                f"control character U+{ord(bad.group()):04X} inside a quoted string must be "
+                "escaped",
+                line,
+            )
+        raise GCFError(
+            "unterminated_quote",
+            "quoted string has no closing quote; close it or escape the inner quote as \\\"",
+            line,
+        )
+    body = m.group(1)
+    if "\\" in body:
+        body = _unescape(body, line)
+    elif not body.isascii() and _SURROGATE.search(body):
+        raise GCFError("invalid_surrogate", "literal surrogate code point in string", line)
+    return body, m.end()
+
+
+def check_scalar_text(text: str, line: int | None) -> None:
+    """Reject literal surrogates in bare text (only possible when decoding ``str`` input)."""
+    if not text.isascii() and _SURROGATE.search(text):
+        raise GCFError("invalid_surrogate", "literal surrogate code point", line)
+
+
+def split_cells(text: str, delim: str, line: int | None = None) -> list[str]:
+    """Split ``text`` on ``delim`` outside quoted strings; tokens come back trimmed.
+
+    >>> split_cells('a | "b|c" |d', "|")
+    ['a', '"b|c"', 'd']
+    """
+    if '"' not in text:
+        return [t.strip(" \t") for t in text.split(delim)]
+    out: list[str] = []
+    pos, n = 0, len(text)
+    while True:
+        while pos < n and text[pos] in " \t":
+            pos += 1
+        if pos < n and text[pos] == '"':
+            _, end = parse_quoted_at(text, pos, line)
+            nxt = text.find(delim, end)
+            stop = n if nxt < 0 else nxt
+            if text[end:stop].strip(" \t"):
+                raise GCFError(
+                    "trailing_characters",
+                    f"characters {text[end:stop].strip()!r} after a closing quote",
+                    line,
+                )
+            out.append(text[pos:end])
+        else:
+            nxt = text.find(delim, pos)
+            stop = n if nxt < 0 else nxt
+            out.append(text[pos:stop].rstrip(" \t"))
+        if nxt < 0:
+            return out
+        pos = nxt + 1
+
+
+def _parse_number(tok: str, m: re.Match[str], line: int | None) -> int | float:
+    if m.group(1) is None and m.group(2) is None:
+        # Bound the digit count before int(): huge literals are out of range anyway, and
+        # int() of a 100 MB literal would be slow (or refused by the str-digits limit).
+        if len(tok) > 20:
+            raise GCFError(
+                "out_of_range",
+                f"integer literal {tok[:24]}... is outside int64; model it as a string",
+                line,
+            )
+        v = int(tok)
+        if v < INT64_MIN or v > INT64_MAX:
+            raise GCFError(
+                "out_of_range",
+                f"integer {tok} is outside int64 [-2^63, 2^63-1]; model it as a string",
+                line,
+            )
+        return v
+    f = float(tok)
+    if math.isinf(f):
+        raise GCFError(
+            "out_of_range",
+            f"number {tok[:40]} overflows a double; model it as a string",
+            line,
+        )
+    return f
+
+
+def parse_scalar(tok: str, line: int | None = None, *, in_row: bool = False) -> Any:
+    """Decode one trimmed scalar token by the precedence of §2.1.
+
+    In a tabular row cell (``in_row=True``) it may also return :data:`MISSING` for ``~``
+    or an :class:`Attach` for ``^`` / ``^{fields}``; elsewhere those are errors.
+
+    >>> [parse_scalar(t) for t in ('"01"', '-', 'true', '12', '1.5e3', '01', 'x y')]
+    ['01', None, True, 12, 1500.0, '01', 'x y']
+    """
+    if not tok:
+        return tok
+    c = tok[0]
+    if c == '"':
+        value, end = parse_quoted_at(tok, 0, line)
+        if end != len(tok):
+            raise GCFError(
+                "trailing_characters",
+                f"characters {tok[end:]!r} after the closing quote; quote the whole value",
+                line,
+            )
+        return value
+    if c == "-" and len(tok) == 1:
+        return None
+    if c == "~" and len(tok) == 1:
+        if in_row:
+            return MISSING
+        raise GCFError(
+            "invalid_missing", "~ (absent) is only valid in a tabular row cell", line
+        )
+    if c == "^":
+        if tok == "^":
+            if in_row:
+                return ATTACH
+            raise GCFError(
+                "invalid_attachment_marker", "^ is only valid in a tabular row cell", line
+            )
+        if tok.startswith("^{") and tok.endswith("}"):
+            if not in_row:
+                raise GCFError(
+                    "invalid_attachment_marker",
+                    "^{...} is only valid in a tabular row cell",
+                    line,
+                )
+            try:
+                fields, end = parse_field_decl_at(tok, 1, line)
+            except GCFError as e:
+                raise GCFError(
+                    "invalid_attachment_marker", f"bad inline schema: {e.detail}", line
+                ) from None
+            if end != len(tok):
+                raise GCFError("invalid_attachment_marker", "bad inline schema", line)
+            return Attach(tuple(fields))
+    if c == "t" and tok == "true":
+        return True
+    if c == "f" and tok == "false":
+        return False
+    if c == "-" or "0" <= c <= "9":
+        m = _NUMBER_RE.match(tok)
+        if m is not None:
+            return _parse_number(tok, m, line)
+    if not tok.isascii():
+        check_scalar_text(tok, line)
+    return tok
+
+
+def parse_key_at(text: str, pos: int, line: int | None = None) -> tuple[str, int]:
+    """Parse a bare or quoted key at ``pos``; return (key, end).
+
+    >>> parse_key_at('"a=b"=1', 0), parse_key_at("name[2]: x", 0)
+    (('a=b', 5), ('name', 4))
+    """
+    if pos < len(text) and text[pos] == '"':
+        return parse_quoted_at(text, pos, line)
+    m = _BARE_KEY_AT.match(text, pos)
+    if m is None:
+        raise GCFError(
+            "invalid_key",
+            f"expected a key at column {pos + 1} of {text[:60]!r}; "
+            "quote keys that are not [A-Za-z_][A-Za-z0-9_]*",
+            line,
+        )
+    return m.group(), m.end()
+
+
+def parse_field_decl_at(
+    text: str, pos: int, line: int | None = None, *, id_marker: bool = False
+) -> tuple[list[str], int]:
+    """Parse ``{f1,f2,...}`` at ``pos``; return (names, end). Duplicates are rejected.
+
+    With ``id_marker`` one name may carry the ``@`` of a delta identity column (§10a.1);
+    it is kept in the returned name (``"@id"``).
+
+    >>> parse_field_decl_at('{id,"a,b",c}', 0)
+    (['id', 'a,b', 'c'], 12)
+    """
+    n = len(text)
+    if pos >= n or text[pos] != "{":
+        raise GCFError("invalid_line", "expected a field declaration {...}", line)
+    pos += 1
+    names: list[str] = []
+    seen: set[str] = set()
+    while True:
+        marker = ""
+        if id_marker and pos < n and text[pos] == "@":
+            marker = "@"
+            pos += 1
+        key, pos = parse_key_at(text, pos, line)
+        if key in seen:
+            raise GCFError(
+                "duplicate_field_name", f"field {key!r} is declared twice", line
+            )
+        seen.add(key)
+        names.append(marker + key)
+        if pos >= n:
+            raise GCFError("invalid_line", "unterminated field declaration", line)
+        c = text[pos]
+        pos += 1
+        if c == "}":
+            return names, pos
+        if c != ",":
+            raise GCFError(
+                "invalid_line",
+                f"unexpected {c!r} in a field declaration; separate names with ','",
+                line,
+            )
