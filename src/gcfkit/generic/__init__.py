@@ -1,0 +1,1 @@
+"""The generic profile (spec §7): the JSON data model as GCF."""
