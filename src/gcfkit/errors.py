@@ -60,6 +60,9 @@ CODES: dict[str, str] = {
     # values outside the JSON model
     "unsupported_type": "a value outside the JSON data model",
     "unsupported_profile": "a payload this operation does not accept",
+    # command line
+    "invalid_json": "input that is not valid JSON",
+    "io_error": "a file that cannot be read or written",
 }
 
 

@@ -1,0 +1,101 @@
+"""Strict JSON in, JSON models out: the JSON side of every gcfkit command.
+
+``read_json_bytes`` parses JSON the way the GCF data model needs it (§1.2): duplicate keys
+rejected, NaN and Infinity rejected, numbers that overflow a double rejected, key order kept.
+``to_json_model`` turns what :func:`gcfkit.decode` returns into plain JSON values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from .errors import GCFError
+
+__all__ = ["loads_json", "read_json_bytes", "to_json_model"]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise GCFError("duplicate_key", f"JSON object has the key {k!r} twice")
+        out[k] = v
+    return out
+
+
+def _float(text: str) -> float:
+    f = float(text)
+    if math.isinf(f):
+        raise GCFError("out_of_range", f"number {text[:40]} overflows a double")
+    return f
+
+
+def _constant(name: str) -> Any:
+    raise GCFError("invalid_json", f"{name} is not JSON; use null or a string")
+
+
+def loads_json(text: str) -> Any:
+    """Parse JSON text strictly; every rejection is a :class:`GCFError`.
+
+    >>> loads_json('{"a": 1, "b": [true, null]}')
+    {'a': 1, 'b': [True, None]}
+    """
+    try:
+        return json.loads(
+            text, object_pairs_hook=_pairs, parse_float=_float, parse_constant=_constant
+        )
+    except json.JSONDecodeError as e:
+        raise GCFError(
+            "invalid_json", f"invalid JSON: {e.msg} (column {e.colno})", e.lineno
+        ) from None
+    except RecursionError:
+        raise GCFError("limit_exceeded", "JSON nested too deeply") from None
+    except ValueError as e:  # int() digit-limit on absurdly long integer literals
+        raise GCFError("out_of_range", f"invalid JSON number: {e}") from None
+
+
+def read_json_bytes(data: bytes) -> Any:
+    """Parse UTF-8 JSON bytes (a UTF-8 BOM is tolerated) strictly."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise GCFError("invalid_utf8", f"input is not UTF-8 (byte {e.start})", line) from None
+    return loads_json(text)
+
+
+_RENAMES = {"budget": "tokenBudget", "tokens": "tokensUsed"}
+
+
+def _camel(name: str) -> str:
+    if name in _RENAMES:
+        return _RENAMES[name]
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def to_json_model(obj: Any) -> Any:
+    """A decoded payload as plain JSON: generic values unchanged; graph payloads, graph
+    deltas and generic deltas as the camelCase model of the conformance fixtures.
+
+    >>> to_json_model({"a": [1, 2]})
+    {'a': [1, 2]}
+    """
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    if isinstance(obj, dict):
+        return {k: to_json_model(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_json_model(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if type(obj).__name__ == "Graph":
+            from . import graph
+
+            return graph.graph_to_model(obj)
+        return {
+            _camel(f.name): to_json_model(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+        }
+    raise GCFError("unsupported_type", f"cannot render {type(obj).__name__} as JSON")

@@ -1,0 +1,54 @@
+"""Shared helpers for tests: where the official fixtures live, and type-strict equality.
+
+The conformance suite is read straight from ``../shared/conformance`` (relative to the repo
+root), as CI lays it out; set ``GCF_CONFORMANCE_DIR`` to point elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CONFORMANCE_DIR = Path(
+    os.environ.get("GCF_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")
+)
+CORPUS_DIR = REPO.parent / "shared" / "corpus"
+
+
+def load_fixtures() -> list[tuple[str, dict[str, Any]]]:
+    """Every fixture as (relative path, parsed JSON), sorted by path."""
+    out = []
+    for path in sorted(CONFORMANCE_DIR.rglob("*.json")):
+        with path.open(encoding="utf-8") as f:
+            out.append((path.relative_to(CONFORMANCE_DIR).as_posix(), json.load(f)))
+    return out
+
+
+def strict_equal(a: Any, b: Any, *, ordered: bool = True, int_float: bool = True) -> bool:
+    """Structural equality where a bool never equals a number and key order counts.
+
+    ``ordered=False`` compares object membership only (decode fixtures were written from
+    unordered maps). ``int_float`` lets an integer-valued float equal the same int (§2.3.1:
+    the wire does not keep ``1.0`` apart from ``1``).
+    """
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if type(a) is not type(b) and not int_float:
+            return False
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        if ordered and list(a) != list(b):
+            return False
+        if not ordered and set(a) != set(b):
+            return False
+        return all(strict_equal(a[k], b[k], ordered=ordered, int_float=int_float) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(
+            strict_equal(x, y, ordered=ordered, int_float=int_float)
+            for x, y in zip(a, b, strict=True)
+        )
+    return type(a) is type(b) and a == b

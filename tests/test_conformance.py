@@ -1,0 +1,293 @@
+"""The official GCF v3.5.3 conformance suite, run strictly, dispatching on ``operation``.
+
+Contracts: ../shared/conformance/SOURCE.md. Exact bytes for every encoder, key order kept
+on round trips, a bool never equal to a number, the exact error category.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import gcfkit
+from gcfkit import GCFError
+from tests.conformance import load_fixtures, strict_equal
+
+FIXTURES = load_fixtures()
+OUTCOMES: Counter[tuple[str, str]] = Counter()
+
+# Operations delivered by issue 3 (graph profile, streaming, sessions, deltas, pack roots).
+# While their module is missing they are reported as expected failures naming that issue.
+_LATER = {
+    "gcfkit.graph": "issue 3 (graph profile, sessions, streaming, graph deltas)",
+    "gcfkit.keyed": "issue 3 (keyed sets and generic deltas)",
+}
+
+
+def _module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.xfail(f"{_LATER[name]} not landed: {e}")
+
+
+def _is_graph_payload(text: Any) -> bool:
+    return isinstance(text, str) and text.startswith("GCF profile=graph")
+
+
+def _raw_input(fx: dict[str, Any]) -> str | bytes:
+    if "inputBase64" in fx:
+        return base64.b64decode(fx["inputBase64"])
+    return str(fx["input"])
+
+
+def _check_error(err: GCFError, expected: str) -> None:
+    if re.fullmatch(r"[a-z0-9_]+", expected):
+        assert err.code == expected, f"code {err.code!r} ({err}), expected {expected!r}"
+    else:
+        assert expected in str(err), f"message {str(err)!r} lacks the phrase {expected!r}"
+
+
+def _graph_model_matches(actual: dict[str, Any], expected: dict[str, Any]) -> bool:
+    """The fixture's model names the fields it pins; compare exactly those, in order."""
+    for key, want in expected.items():
+        got = actual.get(key)
+        if isinstance(want, list):
+            if not isinstance(got, list) or len(got) != len(want):
+                return False
+            for g, w in zip(got, want, strict=True):
+                if not all(strict_equal(g.get(k), v, ordered=False) for k, v in w.items()):
+                    return False
+        elif not strict_equal(got, want, ordered=False):
+            return False
+    return True
+
+
+# -- operations ----------------------------------------------------------------------------
+
+
+def op_encode(fx: dict[str, Any]) -> None:
+    if fx["expected"].startswith("GCF profile=graph"):
+        graph = _module("gcfkit.graph")
+        assert graph.dumps(graph.graph_from_model(fx["input"])) == fx["expected"]
+    else:
+        assert gcfkit.dumps(fx["input"]) == fx["expected"]
+
+
+def op_roundtrip(fx: dict[str, Any]) -> None:
+    wire = gcfkit.dumps(fx["input"])
+    assert wire == fx["expected"]
+    assert strict_equal(gcfkit.loads(wire), fx["input"])
+
+
+def op_roundtrip_wire(fx: dict[str, Any]) -> None:
+    assert gcfkit.dumps(gcfkit.loads(fx["input"])) == fx["expected"]
+
+
+def op_decode(fx: dict[str, Any]) -> None:
+    if _is_graph_payload(fx["input"]):
+        graph = _module("gcfkit.graph")
+        model = graph.graph_to_model(gcfkit.decode(fx["input"]))
+        assert _graph_model_matches(model, fx["expected"]), model
+    else:
+        got = gcfkit.decode(fx["input"])
+        assert strict_equal(got, fx["expected"], ordered=False), got
+
+
+def op_error(fx: dict[str, Any]) -> None:
+    raw = _raw_input(fx)
+    if _is_graph_payload(raw):
+        _module("gcfkit.graph")
+    with pytest.raises(GCFError) as info:
+        gcfkit.decode(raw)
+    _check_error(info.value, fx["expectedError"])
+
+
+def op_encode_error(fx: dict[str, Any]) -> None:
+    with pytest.raises(GCFError) as info:
+        gcfkit.dumps(fx["input"])
+    _check_error(info.value, fx["expectedError"])
+
+
+def op_pack_root(fx: dict[str, Any]) -> None:
+    graph = _module("gcfkit.graph")
+    g = graph.graph_from_model(fx["input"])
+    assert graph.pack_root(g.symbols, g.edges) == fx["expected"]
+
+
+def op_session(fx: dict[str, Any]) -> None:
+    graph = _module("gcfkit.graph")
+    session = graph.Session()
+    for call in fx["calls"]:
+        assert session.dumps(graph.graph_from_model(call["input"])) == call["expected"]
+
+
+def op_graph_stream_encode(fx: dict[str, Any]) -> None:
+    graph = _module("gcfkit.graph")
+    g = graph.graph_from_model(fx["input"])
+    out: list[str] = []
+    enc = graph.GraphStreamEncoder(
+        out.append,
+        tool=g.tool,
+        budget=g.budget,
+        tokens=g.tokens,
+        pack_root=g.pack_root,
+        labeled_counts=bool((fx.get("options") or {}).get("labeledTrailerCounts")),
+    )
+    for s in g.symbols:
+        enc.add_symbol(s)
+    for e in g.edges:
+        enc.add_edge(e)
+    enc.close()
+    assert "".join(out) == fx["expected"]
+
+
+def _snapshot(graph: Any, model: dict[str, Any]) -> tuple[Any, Any]:
+    g = graph.graph_from_model(model)
+    return g.symbols, g.edges
+
+
+def op_delta(fx: dict[str, Any]) -> None:
+    graph = _module("gcfkit.graph")
+    if isinstance(fx["input"], dict):
+        assert graph.dumps_delta(graph.delta_from_model(fx["input"])) == fx["expected"]
+        return
+    symbols, edges = _snapshot(graph, fx["base_snapshot"])
+    if "base_root" in fx:
+        assert graph.pack_root(symbols, edges) == fx["base_root"]
+    delta = graph.loads_delta(fx["input"])
+    new_symbols, new_edges = graph.apply_delta(symbols, edges, delta)
+    want_symbols, want_edges = _snapshot(graph, fx["expected_snapshot"])
+    assert sorted(map(repr, new_symbols)) == sorted(map(repr, want_symbols))
+    assert sorted(map(repr, new_edges)) == sorted(map(repr, want_edges))
+    assert graph.pack_root(new_symbols, new_edges) == fx.get(
+        "new_root", graph.pack_root(want_symbols, want_edges)
+    )
+
+
+def op_delta_verify(fx: dict[str, Any]) -> None:
+    graph = _module("gcfkit.graph")
+    symbols, edges = _snapshot(graph, fx["base_snapshot"])
+    before = (list(symbols), list(edges))
+    with pytest.raises(GCFError) as info:
+        graph.apply_delta(symbols, edges, graph.loads_delta(fx["input"]))
+    _check_error(info.value, fx["expectedError"])
+    assert (list(symbols), list(edges)) == before
+
+
+def _keyed_set(keyed: Any, model: dict[str, Any]) -> Any:
+    return keyed.KeyedSet(
+        model["key"], list(model["fields"]), list(model["rows"]), model.get("name", "rows")
+    )
+
+
+def _generic_delta(keyed: Any, model: dict[str, Any]) -> Any:
+    return keyed.GenericDelta(
+        model["key"],
+        list(model["fields"]),
+        model["baseRoot"],
+        model["newRoot"],
+        added=tuple(model.get("added", ())),
+        changed=tuple(model.get("changed", ())),
+        removed=tuple(model.get("removed", ())),
+        tool=model.get("tool", ""),
+        delta_tokens=model.get("deltaTokens", 0),
+        full_tokens=model.get("fullTokens", 0),
+    )
+
+
+def op_generic_pack_root(fx: dict[str, Any]) -> None:
+    keyed = _module("gcfkit.keyed")
+    assert keyed.pack_root(_keyed_set(keyed, fx["input"])) == fx["expected"]
+
+
+def op_generic_delta(fx: dict[str, Any]) -> None:
+    keyed = _module("gcfkit.keyed")
+    assert keyed.dumps_delta(_generic_delta(keyed, fx["input"])) == fx["expected"]
+
+
+def _verify_generic(keyed: Any, fx: dict[str, Any], delta_source: Any) -> None:
+    base = _keyed_set(keyed, fx["input"]["base"])
+    before = keyed.pack_root(base)
+    rows_before = [dict(r) for r in base.rows]
+    if "expectedError" in fx:
+        with pytest.raises(GCFError) as info:
+            delta = delta_source()
+            keyed.apply_delta(base, delta, expected_root=fx["input"]["expectedNewRoot"])
+        _check_error(info.value, fx["expectedError"])
+        assert keyed.pack_root(base) == before
+        assert [dict(r) for r in base.rows] == rows_before
+        return
+    result = keyed.apply_delta(base, delta_source(), expected_root=fx["input"]["expectedNewRoot"])
+    assert keyed.pack_root(result) == fx["expected"]
+
+
+def op_generic_delta_verify(fx: dict[str, Any]) -> None:
+    keyed = _module("gcfkit.keyed")
+    _verify_generic(keyed, fx, lambda: _generic_delta(keyed, fx["input"]["delta"]))
+
+
+def op_generic_delta_decode(fx: dict[str, Any]) -> None:
+    keyed = _module("gcfkit.keyed")
+    _verify_generic(keyed, fx, lambda: keyed.loads_delta(fx["input"]["wire"]))
+
+
+def op_generic_delta_session(fx: dict[str, Any]) -> None:
+    keyed = _module("gcfkit.keyed")
+    policy = fx["input"]["policy"]
+    reanchor = keyed.FixedN(policy["n"]) if policy["mode"] == "fixedN" else keyed.SizeGuard()
+    session = keyed.DeltaSession(
+        _keyed_set(keyed, fx["input"]["base"]), tool=fx["input"]["tool"], reanchor=reanchor
+    )
+    assert session.full() == fx["expected"]["initialFull"]
+    emissions = fx["expected"]["emissions"]
+    assert len(emissions) == len(fx["input"]["updates"])
+    for update, want in zip(fx["input"]["updates"], emissions, strict=True):
+        wire, is_full = session.next(_keyed_set(keyed, update))
+        assert (wire, is_full) == (want["wire"], want["isFull"])
+
+
+OPERATIONS = {
+    "encode": op_encode,
+    "roundtrip": op_roundtrip,
+    "roundtrip-wire": op_roundtrip_wire,
+    "decode": op_decode,
+    "error": op_error,
+    "encode-error": op_encode_error,
+    "pack-root": op_pack_root,
+    "session": op_session,
+    "graph-stream-encode": op_graph_stream_encode,
+    "delta": op_delta,
+    "delta-verify": op_delta_verify,
+    "generic-pack-root": op_generic_pack_root,
+    "generic-delta": op_generic_delta,
+    "generic-delta-verify": op_generic_delta_verify,
+    "generic-delta-decode": op_generic_delta_decode,
+    "generic-delta-session": op_generic_delta_session,
+}
+
+
+def test_suite_is_complete() -> None:
+    """All 281 fixtures are present and every operation has a runner."""
+    assert len(FIXTURES) == 281, f"found {len(FIXTURES)} fixtures"
+    unknown = {fx["operation"] for _, fx in FIXTURES} - set(OPERATIONS)
+    assert not unknown, f"fixtures with unknown operations: {unknown}"
+
+
+@pytest.mark.parametrize(("path", "fx"), FIXTURES, ids=[p for p, _ in FIXTURES])
+def test_fixture(path: str, fx: dict[str, Any]) -> None:
+    op = fx["operation"]
+    outcome = "failed"
+    try:
+        OPERATIONS[op](fx)
+        outcome = "passed"
+    except pytest.xfail.Exception:
+        outcome = "xfail"
+        raise
+    finally:
+        OUTCOMES[(op, outcome)] += 1
