@@ -60,6 +60,12 @@ CODES: dict[str, str] = {
     # values outside the JSON model
     "unsupported_type": "a value outside the JSON data model",
     "unsupported_profile": "a payload this operation does not accept",
+    # files, options and MCP client configs (ledger, install-mcp)
+    "invalid_option": "a command-line option value that cannot be interpreted",
+    "malformed_config": "an MCP client config file that is not valid JSON of the expected shape",
+    "server_not_found": "no MCP client config defines the named server",
+    "ambiguous_server": "the named server is in several configs; choose with --client/--scope",
+    "unsupported_server": "a server the proxy cannot wrap (e.g. an HTTP server)",
     # command line
     "invalid_json": "input that is not valid JSON",
     "io_error": "a file that cannot be read or written",
