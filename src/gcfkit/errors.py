@@ -60,6 +60,7 @@ CODES: dict[str, str] = {
     # values outside the JSON model
     "unsupported_type": "a value outside the JSON data model",
     "unsupported_profile": "a payload this operation does not accept",
+    "unsupported_shape": "a value the target format cannot carry (GCX1: fall back to JSON)",
     # files, options and MCP client configs (ledger, install-mcp)
     "invalid_option": "a command-line option value that cannot be interpreted",
     "malformed_config": "an MCP client config file that is not valid JSON of the expected shape",
