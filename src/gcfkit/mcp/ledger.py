@@ -499,7 +499,7 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
     }
 
 
-_BAR_WIDTH = 20
+_BAR_WIDTH = 12
 
 
 def _bar(fraction: float, width: int = _BAR_WIDTH) -> str:
@@ -537,14 +537,14 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
         title += f" ({summary.first[:10]} .. {summary.last[:10]})"
     table = Table(title=title, show_footer=True)
     total = summary.total
-    table.add_column("server", footer="total")
-    table.add_column("tool")
+    table.add_column("server", footer="total", overflow="fold")
+    table.add_column("tool", overflow="fold")
     table.add_column("calls", justify="right", footer=str(total.calls))
-    table.add_column("tokens before", justify="right", footer=f"{total.tokens_before:,}")
-    table.add_column("tokens after", justify="right", footer=f"{total.tokens_after:,}")
-    table.add_column("saved", justify="right", footer=f"{total.tokens_saved:,}")
+    table.add_column("tokens in", justify="right", footer=f"{total.tokens_before:,}")
+    table.add_column("tokens out", justify="right", footer=f"{total.tokens_after:,}")
+    table.add_column("tokens saved", justify="right", footer=f"{total.tokens_saved:,}")
     table.add_column("%", justify="right", footer=f"{total.token_savings:.1%}")
-    table.add_column("", footer=_bar(total.token_savings), no_wrap=True)
+    table.add_column("saved", footer=_bar(total.token_savings), no_wrap=True)
     for (server, tool), t in summary.tools.items():
         table.add_row(
             server,
