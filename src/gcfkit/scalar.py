@@ -71,7 +71,7 @@ _BARE_KEY_AT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INLINE_ARRAY_LOOKALIKE: Final = re.compile(r"\[[^\]]*\]:")
 # Any character that forces quoting wherever it stands: quote, backslash, C0, C1, and the
 # non-ASCII whitespace the spec names (plus every other Unicode space, see _has_unicode_space).
-_ALWAYS_QUOTE_CHARS: Final = re.compile('["\\\\\x00-\x1f\x7f-\x9f\u00a0\u2028\u2029\ufeff]')
+_ALWAYS_QUOTE_CHARS: Final = re.compile('["\\\\\x00-\x1f\x80-\x9f\u00a0\u2028\u2029\ufeff]')
 _NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _QUOTED_BODY: Final = re.compile(r'"((?:[^"\\\x00-\x1f]|\\.)*)"', re.DOTALL)
@@ -145,7 +145,9 @@ def needs_quote(s: str, delim: str = "") -> bool:
         return True
     if first in "#@." or first.isspace() or s[-1].isspace():
         return True
-    if first == "^" and s.startswith("^{") and _is_field_decl(s[1:]):
+    # Quote every ^{...} token, not only valid declarations: a decoder rejects a bare
+    # ^{...} cell whose declaration is malformed (§2.1 rule 4), so it cannot stay bare.
+    if first == "^" and s.startswith("^{") and (s.endswith("}") or _is_field_decl(s[1:])):
         return True
     if _NUMBER_RE.match(s) or _NUMERIC_LIKE_RE.match(s):
         return True
@@ -198,13 +200,19 @@ def format_number(value: int | float) -> str:
 
 
 def format_scalar(value: Any, delim: str = "") -> str:
-    """Wire text of a JSON scalar in a context whose delimiter is ``delim``.
+    """Canonical wire text of a JSON scalar in a context whose delimiter is ``delim``.
+
+    Strings holding ``|`` or ``,`` are quoted in every context, as canonical output does.
 
     >>> [format_scalar(v, "|") for v in (None, True, 2.5, "a|b", "plain")]
     ['-', 'true', '2.5', '"a|b"', 'plain']
     """
     if isinstance(value, str):
-        return quote_string(value) if needs_quote(value, delim) else _checked(value)
+        # Canonical output quotes both delimiters in every context (the conformance
+        # fixtures do), which is a superset of the §2.4 active-delimiter obligation.
+        if needs_quote(value, delim) or "|" in value or "," in value:
+            return quote_string(value)
+        return _checked(value)
     if value is None:
         return "-"
     if value is True:
@@ -258,7 +266,8 @@ def _unescape(body: str, line: int | None) -> str:
             except KeyError:
                 raise GCFError(
                     "invalid_escape",
-                    f"\\{ch} is not a JSON escape; use one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
+                    f"\\{ch} is not a JSON escape; use one of "
+                    '\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX',
                     line,
                 ) from None
         return chr(int(hexd, 16))
@@ -301,7 +310,7 @@ def parse_quoted_at(text: str, pos: int, line: int | None = None) -> tuple[str, 
     m = _QUOTED_BODY.match(text, pos)
     if m is None:
         rest = text[pos + 1 :]
-        bad = re.search(r'[\x00-\x1f]', rest.split('"', 1)[0]) if '"' in rest else None
+        bad = re.search(r"[\x00-\x1f]", rest.split('"', 1)[0]) if '"' in rest else None
         if bad is not None:
             raise GCFError(
                 "invalid_escape",
@@ -311,7 +320,7 @@ def parse_quoted_at(text: str, pos: int, line: int | None = None) -> tuple[str, 
             )
         raise GCFError(
             "unterminated_quote",
-            "quoted string has no closing quote; close it or escape the inner quote as \\\"",
+            'quoted string has no closing quote; close it or escape the inner quote as \\"',
             line,
         )
     body = m.group(1)
@@ -415,9 +424,7 @@ def parse_scalar(tok: str, line: int | None = None, *, in_row: bool = False) -> 
     if c == "~" and len(tok) == 1:
         if in_row:
             return MISSING
-        raise GCFError(
-            "invalid_missing", "~ (absent) is only valid in a tabular row cell", line
-        )
+        raise GCFError("invalid_missing", "~ (absent) is only valid in a tabular row cell", line)
     if c == "^":
         if tok == "^":
             if in_row:
@@ -497,9 +504,7 @@ def parse_field_decl_at(
             pos += 1
         key, pos = parse_key_at(text, pos, line)
         if key in seen:
-            raise GCFError(
-                "duplicate_field_name", f"field {key!r} is declared twice", line
-            )
+            raise GCFError("duplicate_field_name", f"field {key!r} is declared twice", line)
         seen.add(key)
         names.append(marker + key)
         if pos >= n:

@@ -1,0 +1,750 @@
+"""The buffered generic-profile encoder (spec §7): any JSON-model value to canonical GCF.
+
+Form selection follows §7.3 and §7.2a; where the spec leaves a choice, the defaults are the
+forms the official conformance fixtures expect:
+
+* a uniform nested object inside a tabular array is flattened into ``>`` path columns
+  (§7.4.6) whenever that is lossless;
+* array attachments of one field reuse the first row's field declaration (shared array
+  schemas, §7.4.5.3);
+* inline object schemas (§7.4.5.1) are off unless ``inline_schemas=True``.
+
+Output is built as a list of lines and joined once. Nesting is bounded by
+:data:`MAX_DEPTH` levels of containers (far beyond the 32 of §12), beyond which the
+encoder raises ``GCFError("limit_exceeded")`` instead of exhausting the interpreter stack.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from ..errors import GCFError
+from ..scalar import INT64_MAX, INT64_MIN, format_key, format_number, needs_quote, quote_string
+
+__all__ = ["MAX_DEPTH", "dumps", "render_tabular"]
+
+#: Deepest container nesting :func:`dumps` accepts (the root container is level 1).
+MAX_DEPTH: Final = 256
+
+# A string that is certainly safe bare in every context: starts with a letter or `_` (so
+# never a number, numeric-like, marker, `#@.` prefix or leading space), printable ASCII
+# without `"`, `\`, `|`, `,` or `[` (so no delimiter or inline-array lookalike), no
+# trailing space, and not a boolean word. Everything else takes the full §2.4 check.
+_FAST_BARE: Final = re.compile(
+    r"(?!(?:true|false)\Z)[A-Za-z_](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
+).match
+_TWO_53: Final = float(2**53)
+_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z").match
+_ABSENT: Final = object()
+
+
+class _Nested(Exception):
+    """Raised by the flat-row fast path when a cell holds a container."""
+
+
+# ---------------------------------------------------------------------------------------
+# Scalars
+# ---------------------------------------------------------------------------------------
+
+
+def _slow_str(s: str, delim: str) -> str:
+    # Canonical output quotes `|` and `,` in every context, as the fixtures do.
+    if needs_quote(s, "|") or "," in s:
+        return quote_string(s)
+    return _check_surrogates(s)
+
+
+def _check_surrogates(s: str) -> str:
+    if not s.isascii():
+        # quote_string is the single place that knows how to reject a lone surrogate.
+        quote_string(s)
+    return s
+
+
+def _float(v: float) -> str:
+    mag = v if v > 0 else -v
+    # repr() is already the shortest round-trip spelling, and in plain notation, here.
+    if 1e-4 <= mag < _TWO_53:
+        r = repr(v)
+        return r[:-2] if r.endswith(".0") else r
+    return format_number(v)
+
+
+def _scalar(v: Any, delim: str) -> str:
+    """Wire text of scalar ``v`` where ``delim`` is the active delimiter."""
+    t = type(v)
+    if t is str:
+        if _FAST_BARE(v):
+            return v  # type: ignore[no-any-return]
+        return _slow_str(v, delim)
+    if t is int:
+        if INT64_MIN <= v <= INT64_MAX:
+            return int.__repr__(v)
+        return format_number(v)  # raises out_of_range with the remediation
+    if t is float:
+        return _float(v)
+    if v is None:
+        return "-"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    return _odd_scalar(v, delim)
+
+
+def _odd_scalar(v: Any, delim: str) -> str:
+    # Subclasses of the JSON scalar types (IntEnum, str-enums, numpy-free float
+    # subclasses) are encoded as their base value; anything else is outside the model.
+    if isinstance(v, str):
+        return _scalar(str.__str__(v), delim)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return _scalar(int(v), delim)
+    if isinstance(v, float):
+        return _float(float(v))
+    if isinstance(v, (dict, list, tuple)):
+        raise GCFError("unsupported_type", "a container where a scalar was expected")
+    raise _unsupported(v)
+
+
+def _unsupported(v: Any) -> GCFError:
+    return GCFError(
+        "unsupported_type",
+        f"{type(v).__name__} is outside the JSON data model (dict, list, str, int, float, "
+        "bool, None); convert it before encoding",
+    )
+
+
+def _cell(v: Any) -> str:
+    """A tabular cell: like :func:`_scalar` with ``|`` active, but signals containers."""
+    t = type(v)
+    if t is str:
+        if _FAST_BARE(v):
+            return v  # type: ignore[no-any-return]
+        return _slow_str(v, "|")
+    if t is int:
+        if INT64_MIN <= v <= INT64_MAX:
+            return int.__repr__(v)
+        return format_number(v)
+    if t is float:
+        return _float(v)
+    if v is None:
+        return "-"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, (dict, list, tuple)):
+        raise _Nested
+    return _odd_scalar(v, "|")
+
+
+_KEY_CACHE: dict[str, str] = {}
+
+
+def _key(k: Any) -> str:
+    try:
+        return _KEY_CACHE[k]
+    except KeyError:
+        pass
+    except TypeError:
+        raise _bad_key(k) from None
+    if type(k) is not str:
+        if not isinstance(k, str):
+            raise _bad_key(k)
+        k = str.__str__(k)
+    text = format_key(k)
+    if len(_KEY_CACHE) < 4096:
+        _KEY_CACHE[k] = text
+    return text
+
+
+def _bad_key(k: Any) -> GCFError:
+    return GCFError(
+        "unsupported_type",
+        f"object key {k!r} is a {type(k).__name__}; JSON object keys are strings",
+    )
+
+
+def _is_obj(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _is_arr(v: Any) -> bool:
+    return isinstance(v, (list, tuple))
+
+
+def _is_container(v: Any) -> bool:
+    return isinstance(v, (dict, list, tuple))
+
+
+# ---------------------------------------------------------------------------------------
+# Tabular planning (§7.4.3, §7.4.6)
+# ---------------------------------------------------------------------------------------
+
+
+def _union(objs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Ordered field union (§7.4.3): first object's keys, then new keys as first seen."""
+    seen: dict[str, None] = {}
+    prev: Any = None
+    for o in objs:
+        keys = o.keys()
+        if prev is not None and keys == prev:
+            continue
+        prev = keys
+        for k in keys:
+            if k not in seen:
+                seen[k] = None
+    return list(seen)
+
+
+# A flattening tree: for each key of the nested object, None for a scalar leaf or the
+# subtree of a nested object that is itself flattened.
+_Tree = list[tuple[str, "_Tree | None"]]
+
+
+def _flat_tree(values: list[Any], allow_null: bool, depth: int) -> _Tree | None:
+    """The flattening of one field's present values, or None when it is not lossless."""
+    if depth > MAX_DEPTH:
+        return None
+    keys: tuple[str, ...] | None = None
+    objs: list[dict[str, Any]] = []
+    for v in values:
+        if v is None and allow_null:
+            continue
+        if not isinstance(v, dict):
+            return None
+        if keys is None:
+            keys = tuple(v)
+            if not keys:
+                return None
+            for k in keys:
+                if not isinstance(k, str) or not k or ">" in k:
+                    return None
+        elif len(v) != len(keys) or tuple(v) != keys:
+            return None
+        objs.append(v)
+    if keys is None:
+        return None
+    tree: _Tree = []
+    for k in keys:
+        sub = [o[k] for o in objs]
+        if any(isinstance(x, (dict, list, tuple)) for x in sub):
+            # An intermediate object must be an object in every row: a null (or a scalar)
+            # there has no path-column spelling (fixtures flatten/017-019).
+            if not all(isinstance(x, dict) for x in sub):
+                return None
+            child = _flat_tree(sub, False, depth + 1)
+            if child is None:
+                return None
+            tree.append((k, child))
+        else:
+            tree.append((k, None))
+    return tree
+
+
+def _all_null(obj: Mapping[str, Any], tree: _Tree) -> bool:
+    """True when some object of this flattened value has only null leaves.
+
+    Such an object would come back as null (§7.4.6.2 rule 5), so it blocks flattening.
+    """
+    every = True
+    for k, sub in tree:
+        v = obj[k]
+        if sub is None:
+            if v is not None:
+                every = False
+        else:
+            if _all_null(v, sub):
+                return True
+            every = False
+    return every
+
+
+def _tree_paths(prefix: str, tree: _Tree, out: list[str]) -> None:
+    for k, sub in tree:
+        path = f"{prefix}>{k}"
+        if sub is None:
+            out.append(path)
+        else:
+            _tree_paths(path, sub, out)
+
+
+def _tree_width(tree: _Tree) -> int:
+    return sum(1 if sub is None else _tree_width(sub) for _, sub in tree)
+
+
+def _tree_cells(obj: Mapping[str, Any], tree: _Tree, cells: list[str]) -> None:
+    for k, sub in tree:
+        if sub is None:
+            cells.append(_cell(obj[k]))
+        else:
+            _tree_cells(obj[k], sub, cells)
+
+
+def _inline_schema(values: list[Any]) -> tuple[str, ...] | None:
+    """The §7.4.5.1 inline schema for one field's present values, if eligible."""
+    keys: tuple[str, ...] | None = None
+    for v in values:
+        if not isinstance(v, dict):
+            return None
+        if keys is None:
+            keys = tuple(v)
+            if len(keys) < 3:
+                return None
+        elif len(v) != len(keys) or tuple(v) != keys:
+            return None
+        for x in v.values():
+            if isinstance(x, (dict, list, tuple)):
+                return None
+    return keys
+
+
+# Slot kinds of a tabular plan, in field-union order.
+_SCALAR: Final = 0  # one cell; a container value becomes ^ plus an attachment
+_FLAT: Final = 1  # flattened path columns
+_GT: Final = 2  # a `>`-named field: no cell, always an attachment (§7.4.6.1 rule 4)
+_INLINE: Final = 3  # one cell with an inline object schema (§7.4.5.1)
+
+
+class _Plan:
+    """Columns of one tabular block: header declaration plus how to render each field."""
+
+    __slots__ = ("columns", "decl", "simple", "slots")
+
+    def __init__(self, slots: list[tuple[int, str, Any]], columns: list[str]) -> None:
+        self.slots = slots
+        self.columns = columns
+        self.decl = "{" + ",".join(map(_key, columns)) + "}"
+        self.simple = all(kind == _SCALAR for kind, _, _ in slots)
+
+
+def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Plan | None:
+    """Plan the tabular form of ``objs`` (all dicts), or None when it is not tabular."""
+    fields = _union(objs)
+    slots: list[tuple[int, str, Any]] = []
+    columns: list[str] = []
+    for f in fields:
+        if not isinstance(f, str):
+            raise _bad_key(f)
+        if ">" in f:
+            slots.append((_GT, f, None))
+            continue
+        present: list[Any] | None = None
+        if opts.flatten or opts.inline:
+            present = [o[f] for o in objs if f in o]
+        if opts.flatten and f and present is not None:
+            tree = _flat_tree(present, True, depth + 1)
+            if tree is not None and not any(v is not None and _all_null(v, tree) for v in present):
+                slots.append((_FLAT, f, tree))
+                _tree_paths(f, tree, columns)
+                continue
+        if opts.inline and present is not None:
+            schema = _inline_schema(present)
+            if schema is not None:
+                slots.append((_INLINE, f, schema))
+                columns.append(f)
+                continue
+        slots.append((_SCALAR, f, None))
+        columns.append(f)
+    if not columns:
+        return None
+    return _Plan(slots, columns)
+
+
+# ---------------------------------------------------------------------------------------
+# The encoder
+# ---------------------------------------------------------------------------------------
+
+
+class _Options:
+    __slots__ = ("flatten", "inline", "shared")
+
+    def __init__(self, flatten: bool, shared: bool, inline: bool) -> None:
+        self.flatten = flatten
+        self.shared = shared
+        self.inline = inline
+
+
+def _array_form(arr: Sequence[Any]) -> str:
+    """``empty``, ``inline``, ``objects`` (maybe tabular) or ``expanded`` (§7.3)."""
+    if not arr:
+        return "empty"
+    prim = True
+    objs = True
+    for x in arr:
+        if isinstance(x, dict):
+            prim = False
+        elif isinstance(x, (list, tuple)):
+            return "expanded"
+        else:
+            objs = False
+        if not prim and not objs:
+            return "expanded"
+    return "inline" if prim else "objects"
+
+
+def _is_expanded(arr: Sequence[Any]) -> bool:
+    """True when ``arr`` takes the expanded form (§7.3 rule 4)."""
+    form = _array_form(arr)
+    if form == "objects":
+        return not any(not isinstance(k, str) or ">" not in k for k in _union(arr))
+    return form == "expanded"
+
+
+def _keyed_ok(obj: Mapping[str, Any]) -> bool:
+    """§7.2a.1: two or more members, all objects, some value field without ``>``."""
+    if len(obj) < 2:
+        return False
+    for v in obj.values():
+        if not isinstance(v, dict):
+            return False
+    return any(not isinstance(k, str) or ">" not in k for k in _union(obj.values()))
+
+
+def _key_label(columns: Sequence[str]) -> str:
+    label = "key"
+    names = set(columns)
+    while label in names:
+        label = "_" + label
+    return label
+
+
+class _Encoder:
+    __slots__ = ("opts", "out")
+
+    def __init__(self, opts: _Options) -> None:
+        self.opts = opts
+        self.out: list[str] = []
+
+    # -- roots and objects ---------------------------------------------------------------
+
+    def root(self, value: Any) -> None:
+        if isinstance(value, dict):
+            if _keyed_ok(value):
+                self.keyed(value, "## ", "", 1)
+            else:
+                self.members(value, "", 1)
+        elif isinstance(value, (list, tuple)):
+            self.array(value, "## ", "## ", "", 1)
+        else:
+            self.out.append("=" + _scalar(value, ""))
+
+    def members(self, obj: Mapping[str, Any], ind: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        out = self.out
+        for k, v in obj.items():
+            key = _key(k)
+            if isinstance(v, dict):
+                if _keyed_ok(v):
+                    self.keyed(v, f"{ind}## {key} ", ind, depth + 1)
+                else:
+                    out.append(f"{ind}## {key}")
+                    if v:
+                        self.members(v, ind + "  ", depth + 1)
+            elif isinstance(v, (list, tuple)):
+                self.array(v, f"{ind}## {key} ", ind + key, ind, depth + 1)
+            else:
+                out.append(f"{ind}{key}={_scalar(v, '')}")
+
+    # -- arrays ---------------------------------------------------------------------------
+
+    def array(self, arr: Sequence[Any], bpre: str, ipre: str, ind: str, depth: int) -> None:
+        """Emit ``arr`` whose block header starts ``bpre``, inline header ``ipre``."""
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        form = _array_form(arr)
+        n = len(arr)
+        if form == "empty":
+            self.out.append(f"{bpre}[0]")
+        elif form == "inline":
+            self.out.append(f"{ipre}[{n}]: " + ",".join([_scalar(x, ",") for x in arr]))
+        else:
+            if form == "objects" and self.tabular(arr, f"{bpre}[{n}]", ind, depth):
+                return
+            self.out.append(f"{bpre}[{n}]")
+            self.expanded(arr, ind, depth)
+
+    def expanded(self, arr: Sequence[Any], ind: str, depth: int) -> None:
+        out = self.out
+        inner = ind + "  "
+        for i, x in enumerate(arr):
+            p = f"{ind}@{i} "
+            if isinstance(x, dict):
+                if _keyed_ok(x):
+                    self.keyed(x, p, inner, depth + 1)
+                else:
+                    out.append(p + "{}")
+                    if x:
+                        self.members(x, inner, depth + 1)
+            elif isinstance(x, (list, tuple)):
+                self.array(x, p, p, inner, depth + 1)
+            else:
+                out.append(f"{p}={_scalar(x, '')}")
+
+    # -- tabular --------------------------------------------------------------------------
+
+    def tabular(self, objs: Sequence[Any], head: str, ind: str, depth: int) -> bool:
+        """Emit ``objs`` (all dicts) as a tabular block; False if it is not tabular."""
+        fields = _union(objs)
+        if fields and not any(">" in f for f in fields if isinstance(f, str)):
+            lines = _flat_rows(objs, fields, ind)
+            if lines is not None:
+                self.out.append(head + "{" + ",".join(map(_key, fields)) + "}")
+                self.out.extend(lines)
+                return True
+        plan = _plan(objs, self.opts, depth)
+        if plan is None:
+            return False
+        self.out.append(head + plan.decl)
+        self.rows(plan, objs, None, ind, depth)
+        return True
+
+    def keyed(self, obj: Mapping[str, Any], bpre: str, ind: str, depth: int) -> None:
+        """Emit a keyed map (§7.2a) whose header starts with ``bpre``; rows at ``ind``."""
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        values: list[Mapping[str, Any]] = list(obj.values())
+        plan = _plan(values, self.opts, depth)
+        assert plan is not None  # guaranteed by _keyed_ok
+        label = _key_label(plan.columns)
+        self.out.append(f"{bpre}[{len(obj)}:]{{{_key(label)},{plan.decl[1:]}")
+        keys = []
+        for k in obj:
+            if not isinstance(k, str):
+                raise _bad_key(k)
+            keys.append(_scalar(k, "|"))
+        self.rows(plan, values, keys, ind, depth)
+
+    def rows(
+        self,
+        plan: _Plan,
+        objs: Sequence[Mapping[str, Any]],
+        keys: list[str] | None,
+        ind: str,
+        depth: int,
+    ) -> None:
+        out = self.out
+        shared: dict[str, str] = {}
+        no_share = self._unshareable(plan, objs) if self.opts.shared else None
+        inline_seen: set[str] = set()
+        for i, obj in enumerate(objs):
+            cells: list[str] = [] if keys is None else [keys[i]]
+            atts: list[tuple[str, Any, int]] = []  # (field, value, how)
+            for kind, f, extra in plan.slots:
+                v = obj.get(f, _ABSENT)
+                if kind == _SCALAR:
+                    if v is _ABSENT:
+                        cells.append("~")
+                    elif isinstance(v, (dict, list, tuple)):
+                        cells.append("^")
+                        atts.append((f, v, 0))
+                    else:
+                        cells.append(_scalar(v, "|"))
+                elif kind == _FLAT:
+                    if v is _ABSENT:
+                        cells.extend(["~"] * _tree_width(extra))
+                    elif v is None:
+                        cells.extend(["-"] * _tree_width(extra))
+                    else:
+                        _tree_cells(v, extra, cells)
+                elif kind == _GT:
+                    if v is not _ABSENT:
+                        atts.append((f, v, 0))
+                else:  # _INLINE
+                    if v is _ABSENT:
+                        cells.append("~")
+                    else:
+                        if f in inline_seen:
+                            cells.append("^")
+                        else:
+                            inline_seen.add(f)
+                            cells.append("^{" + ",".join(map(_key, extra)) + "}")
+                        atts.append((f, v, 1))
+            row = "|".join(cells)
+            if not atts:
+                out.append(ind + row)
+                continue
+            out.append(f"{ind}@{i} {row}")
+            body = ind + "    "
+            for f, v, how in atts:
+                if how == 1:
+                    out.append(ind + "|".join([_scalar(x, "|") for x in v.values()]))
+                else:
+                    self.attachment(f, v, ind, body, shared, no_share, depth)
+
+    def _unshareable(self, plan: _Plan, objs: Sequence[Mapping[str, Any]]) -> set[str]:
+        """Fields whose array attachments include an expanded one.
+
+        A header-less ``.f [N]`` after a shared schema exists reads as tabular, so such a
+        field cannot share its schema without making a later expanded array unreadable.
+        """
+        bad: set[str] = set()
+        for kind, f, _ in plan.slots:
+            if kind in (_SCALAR, _GT):
+                for o in objs:
+                    v = o.get(f)
+                    if isinstance(v, (list, tuple)) and _is_expanded(v):
+                        bad.add(f)
+                        break
+        return bad
+
+    def attachment(
+        self,
+        f: str,
+        v: Any,
+        ind: str,
+        body: str,
+        shared: dict[str, str],
+        no_share: set[str] | None,
+        depth: int,
+    ) -> None:
+        """The traditional attachment ``.f ...`` of value ``v`` (§7.4.4)."""
+        out = self.out
+        pre = f"{ind}.{_key(f)} "
+        if isinstance(v, dict):
+            if _keyed_ok(v):
+                self.keyed(v, pre, body, depth + 1)
+            else:
+                out.append(pre + "{}")
+                if v:
+                    self.members(v, body, depth + 1)
+            return
+        if not isinstance(v, (list, tuple)):
+            out.append(f"{pre}={_scalar(v, '')}")
+            return
+        if depth + 1 > MAX_DEPTH:
+            raise _too_deep()
+        if _array_form(v) == "objects":
+            plan = _plan(v, self.opts, depth + 1)
+            if plan is not None:
+                n = len(v)
+                if no_share is None or f in no_share:
+                    out.append(f"{pre}[{n}]{plan.decl}")
+                elif shared.get(f) == plan.decl:
+                    out.append(f"{pre}[{n}]")
+                else:
+                    shared.setdefault(f, plan.decl)
+                    out.append(f"{pre}[{n}]{plan.decl}")
+                self.rows(plan, v, None, body, depth + 1)
+                return
+        self.array(v, pre, pre, body, depth + 1)
+
+
+def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
+    """Rows of an all-scalar table, or None as soon as a cell holds a container."""
+    cell = _cell
+    absent = _ABSENT
+    lines: list[str] = []
+    append = lines.append
+    try:
+        for o in objs:
+            get = o.get
+            row = "|".join(["~" if (v := get(f, absent)) is absent else cell(v) for f in fields])
+            append(ind + row if ind else row)
+    except _Nested:
+        return None
+    return lines
+
+
+def _too_deep() -> GCFError:
+    return GCFError(
+        "limit_exceeded",
+        f"value nests deeper than {MAX_DEPTH} levels; flatten it before encoding",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------
+
+
+def _header(tool: str | None) -> str:
+    if tool is None:
+        return "GCF profile=generic"
+    if not isinstance(tool, str) or not _HEADER_VALUE(tool):
+        raise GCFError(
+            "malformed_header_field",
+            f"tool={tool!r}: a header value is printable ASCII without spaces",
+        )
+    return f"GCF profile=generic tool={tool}"
+
+
+def dumps(
+    value: Any,
+    *,
+    tool: str | None = None,
+    flatten: bool = True,
+    shared_schemas: bool = True,
+    inline_schemas: bool = False,
+) -> str:
+    """Encode a JSON-model value as canonical generic-profile GCF (ends with LF).
+
+    ``tool`` adds the optional ``tool=`` header field. The optimisations are
+    deterministic: ``flatten`` uniform nested objects into ``>`` path columns (§7.4.6),
+    reuse an array attachment's field declaration across rows (``shared_schemas``,
+    §7.4.5.3), and encode uniform flat objects of three or more fields that cannot be
+    flattened with positional inline schemas (``inline_schemas``, §7.4.5.1).
+
+    >>> print(dumps({"name": "Ada", "tags": ["x", "y"], "rows": [{"id": 1}, {"id": 2}]}), end="")
+    GCF profile=generic
+    name=Ada
+    tags[2]: x,y
+    ## rows [2]{id}
+    1
+    2
+    """
+    enc = _Encoder(_Options(flatten, shared_schemas, inline_schemas))
+    enc.out.append(_header(tool))
+    enc.root(value)
+    enc.out.append("")
+    return "\n".join(enc.out)
+
+
+def render_tabular(
+    header: str,
+    rows: Sequence[Mapping[str, Any]],
+    fields: Sequence[str],
+    *,
+    indent: str = "",
+) -> list[str]:
+    """Lines of a tabular block: ``header`` then one §7.4 row per dict of ``rows``.
+
+    For writers of other sections with tabular bodies (e.g. generic deltas, §10a): the
+    caller supplies the complete header line (``"## added [2]{@id,total}"``) and the
+    column order ``fields`` (without ``@`` marks). Cells follow the full row grammar:
+    ``~`` for an absent field, ``-`` for null, ``^`` plus a ``.field`` attachment (with
+    shared array schemas) for a nested value. Columns are never flattened. A row with a
+    key outside ``fields``, or a field containing ``>``, raises ``GCFError`` rather than
+    dropping data.
+
+    >>> render_tabular("## added [2]{@id,tags}", [{"id": 1, "tags": []}, {"id": 2}], ["id", "tags"])
+    ['## added [2]{@id,tags}', '@0 1|^', '.tags [0]', '2|~']
+    """
+    cols = list(fields)
+    known = set(cols)
+    for f in cols:
+        if not isinstance(f, str):
+            raise _bad_key(f)
+        if ">" in f:
+            raise GCFError(
+                "unsupported_type",
+                f"field {f!r} contains '>', which a tabular column would read as a path",
+            )
+    for r in rows:
+        for k in r:
+            if k not in known:
+                raise GCFError(
+                    "unsupported_type", f"row key {k!r} is not one of the declared fields"
+                )
+    enc = _Encoder(_Options(False, True, False))
+    enc.out.append(header)
+    if not cols:
+        return enc.out
+    plan = _Plan([(_SCALAR, f, None) for f in cols], cols)
+    enc.rows(plan, rows, None, indent, 1)
+    return enc.out
