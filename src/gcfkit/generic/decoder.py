@@ -1,49 +1,1137 @@
-"""Strict decoder for the generic profile (spec §7).
+"""Strict decoder for the generic profile (spec §3, §4, §7, §8, §11-§13, §16.4-16.5).
 
-First version: header checks, UTF-8 validation, root scalars and flat key=value objects.
-The full body grammar follows.
+The decoder makes one pass over the lines with an explicit stack of open containers
+(frames), so nesting depth never turns into Python recursion: a line first closes every
+frame deeper than its indentation, then the innermost frame either consumes it or declines
+it (and is closed, handing the line to its parent). Counts are checked when a frame closes.
+
+Limits (§12), each rejected with ``limit_exceeded``: :data:`MAX_DEPTH` open containers,
+:data:`MAX_LINE` characters per line, :data:`MAX_COUNT` items per declared count.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 from ..errors import GCFError
-from ..scalar import parse_key_at, parse_scalar
+from ..scalar import (
+    MISSING,
+    Attach,
+    check_scalar_text,
+    parse_field_decl_at,
+    parse_key_at,
+    parse_scalar,
+    split_cells,
+)
 
-__all__ = ["loads"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_DEPTH",
+    "MAX_LINE",
+    "Document",
+    "TableInfo",
+    "decode_document",
+    "loads",
+    "parse_header",
+]
+
+#: Open containers (objects, arrays, keyed maps, attachments) at any one time.
+MAX_DEPTH: Final = 256
+#: Characters in one line (the spec's minimum is 65,536 bytes).
+MAX_LINE: Final = 8 * 1024 * 1024
+#: Largest declared ``[N]`` count accepted.
+MAX_COUNT: Final = 1_000_000_000
+
+_HEADER_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
+_COUNT_DIGITS: Final = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
+_ITEM_ID: Final = re.compile(r"@(0|[1-9][0-9]{0,17}) ")
+_GENERIC_FIELDS: Final = frozenset(
+    {
+        "profile",
+        "tool",
+        "tokens",
+        "pack_root",
+        "key",
+        "delta",
+        "unchanged",
+        "base_root",
+        "new_root",
+        "count",
+        "savings",
+    }
+)
+_INT_FIELDS: Final = ("tokens", "count")
+_BOOL_FIELDS: Final = ("delta", "unchanged")
+
+# First characters after which a row cell can only be a bare string (§2.1 rules 1-6 all
+# start with '"', '-', '~', '^', 't', 'f' or an ASCII digit).
+_BARE_FIRST: Final = frozenset(
+    chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"-~^tf0123456789'
+)
+_DIGITS: Final = frozenset("0123456789")
+
+
+class _Pending:
+    """Placeholder for a ^ cell whose attachment body has not been read yet."""
+
+    __slots__ = ()
+
+
+_PENDING: Final = _Pending()
+_ABSENT: Final = object()
+
+
+# ---------------------------------------------------------------------------------------
+# Header
+# ---------------------------------------------------------------------------------------
 
 
 def _to_text(data: str | bytes) -> str:
     if isinstance(data, str):
         return data
     try:
-        return data.decode("utf-8")
+        return bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise GCFError("invalid_utf8", f"malformed UTF-8 at byte {e.start}", line) from None
+        raise GCFError(
+            "invalid_utf8",
+            f"malformed UTF-8 at byte offset {e.start} ({e.reason}); the payload must be UTF-8",
+            line,
+        ) from None
+
+
+def parse_header(line: str) -> dict[str, str]:
+    """Validate a header line (§3) and return its fields in wire order.
+
+    Works for both profiles; the caller decides which profiles it accepts.
+
+    >>> parse_header("GCF profile=generic tool=search")
+    {'profile': 'generic', 'tool': 'search'}
+    """
+    if line.endswith("\r"):
+        line = line[:-1]
+    if line != "GCF" and not line.startswith("GCF "):
+        raise GCFError(
+            "missing_header", "the first line must be the header 'GCF profile=generic'", 1
+        )
+    fields: dict[str, str] = {}
+    for pair in line[4:].split():
+        key, eq, value = pair.partition("=")
+        if not eq or not _HEADER_KEY.match(key) or not _HEADER_VALUE.match(value):
+            raise GCFError(
+                "malformed_header_field",
+                f"header field {pair[:60]!r} is not key=value (printable ASCII, no spaces)",
+                1,
+            )
+        if key in fields:
+            raise GCFError("duplicate_header_field", f"header field {key!r} appears twice", 1)
+        fields[key] = value
+    if "profile" not in fields:
+        raise GCFError("missing_profile", "the header has no profile= field", 1)
+    if next(iter(fields)) != "profile":
+        raise GCFError(
+            "missing_profile", "profile= must be the first field after GCF in the header", 1
+        )
+    if fields["profile"] not in ("generic", "graph"):
+        raise GCFError(
+            "unknown_profile",
+            f"profile={fields['profile'][:40]} is unknown; expected generic or graph",
+            1,
+        )
+    return fields
+
+
+def _check_generic_header(fields: dict[str, str]) -> None:
+    for name in _INT_FIELDS:
+        v = fields.get(name)
+        if v is not None and not _COUNT_DIGITS.match(v):
+            raise GCFError("malformed_header_field", f"header {name}={v[:40]} is not an integer", 1)
+    for name in _BOOL_FIELDS:
+        v = fields.get(name)
+        if v is not None and v not in ("true", "false"):
+            raise GCFError(
+                "malformed_header_field", f"header {name}={v[:40]} is not true or false", 1
+            )
+
+
+# ---------------------------------------------------------------------------------------
+# Scalars on the hot path
+# ---------------------------------------------------------------------------------------
+
+
+def _cell(tok: str, line: int) -> Any:
+    """One trimmed tabular cell; a first-character dispatch in front of parse_scalar."""
+    c = tok[:1]
+    if c in _BARE_FIRST:
+        if not tok.isascii():
+            check_scalar_text(tok, line)
+        return tok
+    if (
+        c in _DIGITS
+        and len(tok) < 19
+        and tok.isdigit()
+        and tok.isascii()
+        and (c != "0" or len(tok) == 1)
+    ):
+        return int(tok)
+    return parse_scalar(tok, line, in_row=True)
+
+
+def _value(tok: str, line: int) -> Any:
+    """A scalar outside tabular cells (key=value, inline arrays, items, root)."""
+    c = tok[:1]
+    if c in _BARE_FIRST:
+        if not tok.isascii():
+            check_scalar_text(tok, line)
+        return tok
+    return parse_scalar(tok, line)
+
+
+def _scalar_list(text: str, line: int) -> list[Any]:
+    if not text.strip(" \t"):
+        return []
+    if '"' in text:
+        toks = split_cells(text, ",", line)
+    else:
+        toks = [t.strip(" \t") for t in text.split(",")]
+    return [_value(t, line) for t in toks]
+
+
+# ---------------------------------------------------------------------------------------
+# Frames
+# ---------------------------------------------------------------------------------------
+
+_OBJ: Final = 0
+_TAB: Final = 1
+_EXP: Final = 2
+
+
+class _Frame:
+    __slots__ = ("count", "deferred", "indent", "kind", "line", "n")
+
+    def __init__(self, kind: int, indent: int, line: int, count: int | None) -> None:
+        self.kind = kind
+        self.indent = indent
+        self.line = line
+        self.count = count
+        self.n = 0
+        self.deferred = -1
+
+
+class _ObjFrame(_Frame):
+    __slots__ = ("obj",)
+
+    def __init__(self, indent: int, line: int, obj: dict[str, Any]) -> None:
+        super().__init__(_OBJ, indent, line, None)
+        self.obj = obj
+
+
+class _ExpFrame(_Frame):
+    __slots__ = ("items",)
+
+    def __init__(self, indent: int, line: int, count: int | None, items: list[Any]) -> None:
+        super().__init__(_EXP, indent, line, count)
+        self.items = items
+
+
+class _Marker:
+    """One ^ / ^{...} cell of the current row, waiting for its attachment body."""
+
+    __slots__ = ("explicit", "filled", "name", "schema")
+
+    def __init__(self, name: str, schema: tuple[str, ...] | None, explicit: bool) -> None:
+        self.name = name
+        self.schema = schema
+        self.explicit = explicit
+        self.filled = False
+
+
+class _TabFrame(_Frame):
+    __slots__ = (
+        "array_schemas",
+        "cur_line",
+        "cur_row",
+        "field_set",
+        "fields",
+        "had_inline",
+        "id_index",
+        "id_seen",
+        "inline_schemas",
+        "keyed",
+        "markers",
+        "member_ctx",
+        "out",
+        "plan",
+        "simple",
+        "value_fields",
+        "width",
+    )
+
+    def __init__(
+        self,
+        indent: int,
+        line: int,
+        count: int | None,
+        fields: list[str],
+        keyed: bool,
+        out: list[Any] | dict[str, Any],
+        member_ctx: bool,
+    ) -> None:
+        super().__init__(_TAB, indent, line, count)
+        self.keyed = keyed
+        self.out = out
+        self.member_ctx = member_ctx
+        self.id_index = -1
+        for i, f in enumerate(fields):
+            if f[:1] == "@":
+                if self.id_index >= 0:
+                    raise GCFError(
+                        "invalid_key", "a field declaration may mark only one @ id field", line
+                    )
+                self.id_index = i
+                fields[i] = f[1:]
+        self.id_seen: set[tuple[type, Any]] = set()
+        self.fields = fields
+        self.width = len(fields)
+        value_fields = fields[1:] if keyed else fields
+        self.value_fields = value_fields
+        self.field_set = frozenset(value_fields)
+        self.plan = _plan(value_fields, 1 if keyed else 0, line)
+        self.simple = all(slot[0] == 0 for slot in self.plan)
+        self.inline_schemas: dict[str, tuple[str, ...]] = {}
+        self.array_schemas: dict[str, list[str]] = {}
+        self.cur_row: dict[str, Any] | None = None
+        self.cur_line = 0
+        self.markers: dict[str, _Marker] | None = None
+        self.had_inline = False
+
+
+# A plan slot: (0, name, cell index) for a plain column, (1, name, subtree) for the root of
+# a flattened path group (§7.4.6.2). A subtree is a list of such slots.
+_Slot = tuple[int, str, Any]
+
+
+def _plan(fields: list[str], offset: int, line: int) -> list[_Slot]:
+    plan: list[_Slot] = []
+    groups: dict[tuple[str, ...], list[_Slot]] = {}
+    top: set[str] = set()
+    leaves: set[tuple[str, ...]] = set()
+    for i, name in enumerate(fields, offset):
+        segs = name.split(">") if ">" in name else None
+        if segs is None or not all(segs):
+            if name in top:
+                raise GCFError(
+                    "duplicate_key", f"column {name!r} collides with a > path column", line
+                )
+            top.add(name)
+            plan.append((0, name, i))
+            continue
+        if len(segs) > MAX_DEPTH:
+            raise GCFError(
+                "limit_exceeded", f"path column nests deeper than {MAX_DEPTH} levels", line
+            )
+        level = plan
+        for d in range(len(segs) - 1):
+            path = tuple(segs[: d + 1])
+            if path in leaves:
+                raise GCFError(
+                    "duplicate_key", f"path column {name!r} collides with a leaf column", line
+                )
+            sub = groups.get(path)
+            if sub is None:
+                if d == 0:
+                    if segs[0] in top:
+                        raise GCFError(
+                            "duplicate_key",
+                            f"path column {name!r} collides with column {segs[0]!r}",
+                            line,
+                        )
+                    top.add(segs[0])
+                sub = groups[path] = []
+                level.append((1, segs[d], sub))
+            level = sub
+        path = tuple(segs)
+        if path in leaves or path in groups:
+            raise GCFError("duplicate_key", f"path column {name!r} is ambiguous", line)
+        leaves.add(path)
+        level.append((0, segs[-1], i))
+    return plan
+
+
+def _group(slots: list[_Slot], vals: list[Any], line: int) -> Any:
+    """Rebuild one flattened object: all-~ is absent, all-- is null (§7.4.6.2 rules 4-5)."""
+    out: dict[str, Any] = {}
+    all_missing = all_null = True
+    for kind, name, ref in slots:
+        if kind == 0:
+            v = vals[ref]
+            if v is MISSING:
+                all_null = False
+                continue
+            if isinstance(v, Attach):
+                raise GCFError(
+                    "invalid_attachment_marker",
+                    f"path column {name!r} holds a scalar; ^ is not allowed there",
+                    line,
+                )
+            all_missing = False
+            if v is not None:
+                all_null = False
+            out[name] = v
+        else:
+            v = _group(ref, vals, line)
+            if v is _ABSENT:
+                all_null = False
+                continue
+            all_missing = False
+            if v is not None:
+                all_null = False
+            out[name] = v
+    if all_missing:
+        return _ABSENT
+    if all_null:
+        return None
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The document
+# ---------------------------------------------------------------------------------------
+
+
+class TableInfo:
+    """Where a tabular or keyed section came from: its declaration and id field (§10a.1)."""
+
+    __slots__ = ("fields", "id_field", "keyed", "line")
+
+    def __init__(self, fields: list[str], id_field: str | None, keyed: bool, line: int) -> None:
+        self.fields = fields
+        self.id_field = id_field
+        self.keyed = keyed
+        self.line = line
+
+
+class Document:
+    """A decoded generic payload: header fields, the value, and its tables by container id."""
+
+    __slots__ = ("header", "tables", "value")
+
+    def __init__(self, header: dict[str, str], value: Any, tables: dict[int, TableInfo]) -> None:
+        self.header = header
+        self.value = value
+        self.tables = tables
+
+
+class _Parser:
+    def __init__(self, header: dict[str, str], id_fields: bool) -> None:
+        self.header = header
+        self.id_fields = id_fields
+        self.key_field = header.get("key")
+        self.stack: list[_Frame] = []
+        self.deferred: list[list[int]] = []  # [header line, actual count]
+        self.summary: list[int] | None = None
+        self.summary_line = 0
+        self.root: Any = _ABSENT
+        self.root_kind = ""  # "", "scalar", "array", "object"
+        self.tables: dict[int, TableInfo] = {}
+
+    # -- driver ----------------------------------------------------------------------
+
+    def run(self, lines: list[str]) -> Any:
+        stack = self.stack
+        ln = 1
+        for raw in lines:
+            ln += 1
+            if not raw:
+                continue
+            if raw[0] == " ":
+                s = raw.lstrip(" ")
+                indent = len(raw) - len(s)
+            else:
+                s = raw
+                indent = 0
+            if len(raw) > MAX_LINE:
+                raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", ln)
+            if s[-1:] in (" ", "\t", "\r"):
+                s = s.rstrip(" \t\r")
+            c = s[:1]
+            if not c:
+                continue
+            if c == "\t":
+                raise GCFError("tab_indentation", "indentation must be spaces; found a tab", ln)
+            if c == "#" and (len(s) == 1 or s[1] == " "):
+                continue
+            if indent & 1:
+                raise GCFError(
+                    "invalid_indent", f"indentation of {indent} spaces is not a multiple of 2", ln
+                )
+            if self.summary is not None:
+                raise GCFError(
+                    "invalid_summary", "the ##! summary trailer must be the last line", ln
+                )
+            if c == "#" and s.startswith("##!"):
+                self._summary(ln, indent, s)
+                continue
+            while stack and indent < stack[-1].indent:
+                self._close(stack.pop())
+            while True:
+                if not stack:
+                    self._top_level(ln, indent, s)
+                    break
+                top = stack[-1]
+                kind = top.kind
+                if kind == _TAB:
+                    done = self._tab_line(top, ln, indent, s)  # type: ignore[arg-type]
+                elif kind == _OBJ:
+                    done = self._obj_line(top, ln, indent, s)  # type: ignore[arg-type]
+                else:
+                    done = self._exp_line(top, ln, indent, s)  # type: ignore[arg-type]
+                if done:
+                    break
+                self._close(stack.pop())
+        while stack:
+            self._close(stack.pop())
+        self._check_deferred()
+        if self.root is _ABSENT:
+            return {}
+        return self.root
+
+    def _push(self, frame: _Frame) -> None:
+        if len(self.stack) >= MAX_DEPTH:
+            raise GCFError(
+                "limit_exceeded", f"nesting deeper than {MAX_DEPTH} containers", frame.line
+            )
+        self.stack.append(frame)
+
+    def _close(self, f: _Frame) -> None:
+        if f.kind == _TAB:
+            self._end_row(f)  # type: ignore[arg-type]
+        if f.kind != _OBJ:
+            if f.count is None:
+                self.deferred[f.deferred][1] = f.n
+            elif f.n != f.count:
+                raise GCFError(
+                    "count_mismatch",
+                    f"declared [{f.count}] but found {f.n} item(s)",
+                    f.line,
+                )
+
+    # -- root and trailer ------------------------------------------------------------
+
+    def _top_level(self, ln: int, indent: int, s: str) -> None:
+        if self.root_kind:
+            if self.root_kind == "array" and not s.startswith("##"):
+                raise GCFError("count_mismatch", "more items than the root array declares", ln)
+            raise GCFError("invalid_line", f"content after the root {self.root_kind} value", ln)
+        if indent:
+            raise GCFError("invalid_indent", "the body must start at indentation 0", ln)
+        if s[0] == "=":
+            self.root_kind = "scalar"
+            self.root = _value(s[1:].strip(" \t"), ln)
+            return
+        if s.startswith("## ["):
+            self.root_kind = "array"
+            self.root = self._array_head(s, 3, ln, 0)
+            return
+        self.root_kind = "object"
+        self.root = {}
+        self._push(_ObjFrame(0, ln, self.root))
+        self._obj_line(self.stack[-1], ln, 0, s)  # type: ignore[arg-type]
+
+    def _summary(self, ln: int, indent: int, s: str) -> None:
+        if indent or not (s == "##! summary" or s.startswith("##! summary ")):
+            raise GCFError("invalid_summary", "expected '##! summary' at indentation 0", ln)
+        while self.stack:
+            self._close(self.stack.pop())
+        seen: set[str] = set()
+        counts: list[int] | None = None
+        for pair in s[11:].split():
+            key, eq, value = pair.partition("=")
+            if not eq or not key or key in seen:
+                raise GCFError("invalid_summary", f"bad summary field {pair[:40]!r}", ln)
+            seen.add(key)
+            if key == "counts":
+                if ":" in value:
+                    raise GCFError(
+                        "invalid_summary",
+                        "generic counts are positional; labeled counts are graph-only",
+                        ln,
+                    )
+                counts = []
+                for entry in value.split(","):
+                    if not _COUNT_DIGITS.match(entry):
+                        raise GCFError(
+                            "invalid_summary", f"summary count {entry[:20]!r} is invalid", ln
+                        )
+                    counts.append(int(entry))
+        self.summary = counts if counts is not None else []
+        self.summary_line = ln
+
+    def _check_deferred(self) -> None:
+        if self.summary is None or not self.deferred:
+            return
+        ln = self.summary_line
+        if len(self.summary) != len(self.deferred):
+            raise GCFError(
+                "count_mismatch",
+                f"summary has {len(self.summary)} counts for {len(self.deferred)} [?] sections",
+                ln,
+            )
+        for want, (line, got) in zip(self.summary, self.deferred, strict=True):
+            if want != got:
+                raise GCFError(
+                    "count_mismatch",
+                    f"[?] section at line {line} has {got} item(s); the summary says {want}",
+                    ln,
+                )
+
+    # -- array heads -----------------------------------------------------------------
+
+    def _bracket(self, s: str, pos: int, ln: int) -> tuple[int | None, bool, int]:
+        end = s.find("]", pos)
+        if end < 0:
+            raise GCFError("invalid_line", "unterminated count bracket", ln)
+        inner = s[pos + 1 : end]
+        keyed = inner[-1:] == ":"
+        if keyed:
+            inner = inner[:-1]
+        if inner == "?":
+            return None, keyed, end + 1
+        if _COUNT_DIGITS.match(inner):
+            n = int(inner)
+            if n <= MAX_COUNT:
+                return n, keyed, end + 1
+        elif not (inner.isascii() and inner.isdigit() and inner[0] != "0"):
+            raise GCFError(
+                "invalid_count",
+                f"count [{inner[:20]}] must be 0, a decimal without leading zeros, or ?",
+                ln,
+            )
+        raise GCFError("limit_exceeded", f"declared count exceeds the limit of {MAX_COUNT}", ln)
+
+    def _defer(self, f: _Frame | None, ln: int, n: int = 0) -> None:
+        if f is not None:
+            f.deferred = len(self.deferred)
+        self.deferred.append([ln, n])
+
+    def _array_head(
+        self,
+        s: str,
+        pos: int,
+        ln: int,
+        body_indent: int,
+        *,
+        member_ctx: bool = False,
+        inline_ok: bool = True,
+        field: str = "",
+        tab: _TabFrame | None = None,
+    ) -> Any:
+        """Parse ``[N]...`` at ``s[pos]`` and return the (possibly still filling) value.
+
+        ``field`` names the attachment field when this is a ``.field [N]`` attachment of
+        the tabular frame ``tab`` (for shared array schemas, §7.4.5.3).
+        """
+        count, keyed, p = self._bracket(s, pos, ln)
+        n = len(s)
+        if p < n and s[p] == "{":
+            fields, p = parse_field_decl_at(s, p, ln, id_marker=self.id_fields)
+            if p != n:
+                raise GCFError(
+                    "invalid_line", f"unexpected {s[p : p + 20]!r} after the field declaration", ln
+                )
+            if keyed:
+                return self._keyed(fields, count, ln, body_indent, member_ctx)
+            if tab is not None and field not in tab.array_schemas:
+                tab.array_schemas[field] = [f.lstrip("@") for f in fields]
+            return self._table(fields, count, ln, body_indent, member_ctx)
+        if keyed:
+            raise GCFError(
+                "invalid_keyed_map", "a keyed map [N:] needs a {key,...} field declaration", ln
+            )
+        if p < n:
+            if s[p] != ":":
+                raise GCFError("invalid_line", f"unexpected {s[p : p + 20]!r} after [count]", ln)
+            if not inline_ok:
+                raise GCFError("invalid_line", "a named inline array is written key[N]: values", ln)
+            values = _scalar_list(s[p + 1 :], ln)
+            self._check_count(count, len(values), ln)
+            return values
+        if tab is not None and field in tab.array_schemas:
+            return self._table(list(tab.array_schemas[field]), count, ln, body_indent, False)
+        items: list[Any] = []
+        if count == 0:
+            return items
+        f = _ExpFrame(body_indent, ln, count, items)
+        if count is None:
+            self._defer(f, ln)
+        self._push(f)
+        return items
+
+    def _check_count(self, count: int | None, got: int, ln: int) -> None:
+        if count is None:
+            self._defer(None, ln, got)
+        elif count != got:
+            raise GCFError("count_mismatch", f"declared [{count}] but found {got} value(s)", ln)
+
+    def _check_id_fields(self, fields: list[str], ln: int) -> None:
+        for f in fields:
+            if f[:1] == "@" and f[1:] != self.key_field:
+                raise GCFError(
+                    "invalid_key",
+                    f"the @ id field {f[1:]!r} must be the header's key= field "
+                    f"({self.key_field!r})",
+                    ln,
+                )
+
+    def _table(
+        self,
+        fields: list[str],
+        count: int | None,
+        ln: int,
+        indent: int,
+        member_ctx: bool,
+    ) -> list[Any]:
+        if self.id_fields:
+            self._check_id_fields(fields, ln)
+        rows: list[Any] = []
+        f = _TabFrame(indent, ln, count, fields, False, rows, member_ctx)
+        self._register(f, rows, ln)
+        if count is None:
+            self._defer(f, ln)
+        self._push(f)
+        return rows
+
+    def _keyed(
+        self,
+        fields: list[str],
+        count: int | None,
+        ln: int,
+        indent: int,
+        member_ctx: bool,
+    ) -> dict[str, Any]:
+        if len(fields) < 2:
+            raise GCFError(
+                "invalid_keyed_map",
+                "a keyed map header must declare at least two fields (key column + values)",
+                ln,
+            )
+        if count == 0:
+            raise GCFError(
+                "invalid_keyed_map",
+                "a keyed map cannot have a zero count [0:]; an empty object has no body",
+                ln,
+            )
+        if self.id_fields:
+            self._check_id_fields(fields, ln)
+        out: dict[str, Any] = {}
+        f = _TabFrame(indent, ln, count, fields, True, out, member_ctx)
+        self._register(f, out, ln)
+        if count is None:
+            self._defer(f, ln)
+        self._push(f)
+        return out
+
+    def _register(self, f: _TabFrame, container: Any, ln: int) -> None:
+        id_field = f.fields[f.id_index] if f.id_index >= 0 else None
+        self.tables[id(container)] = TableInfo(list(f.fields), id_field, f.keyed, ln)
+
+    # -- objects ---------------------------------------------------------------------
+
+    def _obj_line(self, f: _ObjFrame, ln: int, indent: int, s: str) -> bool:
+        if indent != f.indent:
+            raise GCFError(
+                "invalid_indent",
+                f"unexpected indentation {indent} (expected {f.indent}) inside an object",
+                ln,
+            )
+        c = s[0]
+        obj = f.obj
+        if c == "#":
+            if not s.startswith("## "):
+                raise GCFError("invalid_line", f"unrecognised line {s[:40]!r}", ln)
+            if s[3:4] == "[":
+                raise GCFError(
+                    "invalid_line",
+                    "an anonymous ## [N] array is only valid as the whole root value",
+                    ln,
+                )
+            key, p = parse_key_at(s, 3, ln)
+            if key in obj:
+                raise GCFError("duplicate_key", f"duplicate key {key!r} in one object", ln)
+            if p == len(s):
+                child: dict[str, Any] = {}
+                obj[key] = child
+                self._push(_ObjFrame(indent + 2, ln, child))
+                return True
+            if s[p] != " " or s[p + 1 : p + 2] != "[":
+                raise GCFError(
+                    "invalid_line", f"unexpected {s[p : p + 20]!r} after the section name", ln
+                )
+            obj[key] = self._array_head(s, p + 1, ln, indent, member_ctx=True, inline_ok=False)
+            return True
+        if c == "." or c == "@" or c == "=":
+            what = {
+                ".": "a .field attachment outside a tabular row",
+                "@": "an @N item outside an expanded array",
+                "=": "a root scalar (=value) must be the whole body",
+            }[c]
+            raise GCFError("orphan_attachment" if c == "." else "invalid_line", what, ln)
+        key, p = parse_key_at(s, 0, ln)
+        n = len(s)
+        while p < n and s[p] in " \t":
+            p += 1
+        if p >= n:
+            raise GCFError("invalid_line", f"expected key=value, found {s[:40]!r}", ln)
+        if key in obj:
+            raise GCFError("duplicate_key", f"duplicate key {key!r} in one object", ln)
+        if s[p] == "=":
+            obj[key] = _value(s[p + 1 :].strip(" \t"), ln)
+            return True
+        if s[p] == "[":
+            count, keyed, q = self._bracket(s, p, ln)
+            if keyed or q >= n or s[q] != ":":
+                raise GCFError("invalid_line", "an inline array is written key[N]: v1,v2,...", ln)
+            values = _scalar_list(s[q + 1 :], ln)
+            self._check_count(count, len(values), ln)
+            obj[key] = values
+            return True
+        raise GCFError("invalid_line", f"expected key=value, found {s[:40]!r}", ln)
+
+    # -- expanded arrays -------------------------------------------------------------
+
+    def _exp_line(self, f: _ExpFrame, ln: int, indent: int, s: str) -> bool:
+        if indent != f.indent:
+            raise GCFError(
+                "invalid_indent",
+                f"unexpected indentation {indent} (expected {f.indent}) in an expanded array",
+                ln,
+            )
+        if s[0] != "@":
+            return False
+        m = _ITEM_ID.match(s)
+        if m is None:
+            raise GCFError("invalid_item_id", f"expected '@N ' item prefix in {s[:40]!r}", ln)
+        if int(m.group(1)) != f.n:
+            raise GCFError(
+                "invalid_item_id", f"item id @{m.group(1)} should be @{f.n} (its index)", ln
+            )
+        if f.count is not None and f.n >= f.count:
+            raise GCFError("count_mismatch", f"more than the declared [{f.count}] items", ln)
+        f.n += 1
+        p = m.end()
+        c = s[p : p + 1]
+        if c == "=":
+            f.items.append(_value(s[p + 1 :].strip(" \t"), ln))
+        elif c == "{":
+            if s[p:] != "{}":
+                raise GCFError("invalid_line", "an object item is written '@N {}'", ln)
+            child: dict[str, Any] = {}
+            f.items.append(child)
+            self._push(_ObjFrame(indent + 2, ln, child))
+        elif c == "[":
+            f.items.append(self._array_head(s, p, ln, indent + 2))
+        else:
+            raise GCFError(
+                "invalid_line", "an item is '@N =scalar', '@N {}' or '@N [count]...'", ln
+            )
+        return True
+
+    # -- tabular arrays and keyed maps -----------------------------------------------
+
+    def _tab_line(self, f: _TabFrame, ln: int, indent: int, s: str) -> bool:
+        c = s[0]
+        if indent == f.indent:
+            if c == ".":
+                self._attachment(f, ln, indent, s)
+                return True
+            if c == "#":
+                return False
+            if f.markers is not None and c != "@" and self._wants_inline(f):
+                self._inline_body(f, ln, s)
+                return True
+            if f.count is not None and f.n >= f.count:
+                return self._after_last_row(f, ln, s)
+            self._row(f, ln, s)
+            return True
+        if indent == f.indent + 2 and f.cur_row is not None:
+            if c == ".":
+                self._attachment(f, ln, indent, s)
+                return True
+            if f.markers is not None and self._wants_inline(f):
+                self._inline_body(f, ln, s)
+                return True
+            if f.had_inline:
+                raise GCFError(
+                    "orphan_inline_attachment",
+                    "positional inline body without an eligible ^ cell in its row",
+                    ln,
+                )
+        raise GCFError(
+            "invalid_indent",
+            f"unexpected indentation {indent} (expected {f.indent}) in a tabular section",
+            ln,
+        )
+
+    def _after_last_row(self, f: _TabFrame, ln: int, s: str) -> bool:
+        if f.member_ctx and _looks_like_member(s):
+            return False
+        if f.had_inline:
+            raise GCFError(
+                "orphan_inline_attachment",
+                "positional inline body without an eligible ^ cell in its row",
+                ln,
+            )
+        raise GCFError("count_mismatch", f"more rows than the declared [{f.count}]", ln)
+
+    @staticmethod
+    def _wants_inline(f: _TabFrame) -> bool:
+        assert f.markers is not None
+        return any(not m.filled and m.schema is not None for m in f.markers.values())
+
+    def _end_row(self, f: _TabFrame) -> None:
+        if f.markers is not None:
+            for m in f.markers.values():
+                if not m.filled:
+                    raise GCFError(
+                        "missing_attachment",
+                        f"^ cell for field {m.name!r} has no attachment body",
+                        f.cur_line,
+                    )
+            f.markers = None
+
+    def _row(self, f: _TabFrame, ln: int, s: str) -> None:
+        if f.cur_row is not None:
+            self._end_row(f)
+        has_id = False
+        if s[0] == "@":
+            m = _ITEM_ID.match(s)
+            if m is None:
+                raise GCFError("invalid_item_id", f"expected '@N ' row prefix in {s[:40]!r}", ln)
+            if int(m.group(1)) != f.n:
+                raise GCFError(
+                    "invalid_item_id", f"row id @{m.group(1)} should be @{f.n} (its index)", ln
+                )
+            has_id = True
+            s = s[m.end() :]
+        if '"' in s:
+            toks = split_cells(s, "|", ln)
+        else:
+            toks = [t.strip(" \t") for t in s.split("|")]
+        if len(toks) != f.width:
+            raise GCFError(
+                "row_width_mismatch",
+                f"row has {len(toks)} cell(s); the header declares {f.width}",
+                ln,
+            )
+        vals = [_cell(t, ln) for t in toks]
+        f.n += 1
+        f.had_inline = False
+        if f.id_index >= 0:
+            ident = vals[f.id_index]
+            marker = (type(ident), ident)
+            if marker in f.id_seen:
+                raise GCFError(
+                    "duplicate_key", f"duplicate identity value {ident!r} in the key column", ln
+                )
+            f.id_seen.add(marker)
+        if f.simple and "~" not in s and "^" not in s:
+            if f.keyed:
+                row = dict(zip(f.value_fields, vals[1:], strict=True))
+            else:
+                row = dict(zip(f.fields, vals, strict=True))
+        else:
+            row = self._slow_row(f, vals, ln, has_id)
+        out = f.out
+        if isinstance(out, list):
+            out.append(row)
+        else:
+            key = vals[0]
+            if type(key) is not str:
+                raise GCFError(
+                    "invalid_keyed_map",
+                    "a keyed map row's cell 0 must be a string member key (quote it)",
+                    ln,
+                )
+            if key in out:
+                raise GCFError(
+                    "duplicate_key", f"duplicate member key {key!r} in the keyed map", ln
+                )
+            out[key] = row
+        f.cur_row = row
+        f.cur_line = ln
+
+    def _slow_row(self, f: _TabFrame, vals: list[Any], ln: int, has_id: bool) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        markers: dict[str, _Marker] | None = None
+        for kind, name, ref in f.plan:
+            if kind == 0:
+                v = vals[ref]
+                if v is MISSING:
+                    continue
+                if isinstance(v, Attach):
+                    if not has_id:
+                        raise GCFError(
+                            "invalid_item_id",
+                            "a row with ^ cells must carry its @N prefix",
+                            ln,
+                        )
+                    if markers is None:
+                        markers = {}
+                    if v.schema is not None:
+                        markers[name] = _Marker(name, v.schema, True)
+                        f.inline_schemas[name] = v.schema
+                        f.had_inline = True
+                    else:
+                        schema = f.inline_schemas.get(name)
+                        markers[name] = _Marker(name, schema, False)
+                        if schema is not None:
+                            f.had_inline = True
+                    v = _PENDING
+                row[name] = v
+            else:
+                v = _group(ref, vals, ln)
+                if v is not _ABSENT:
+                    row[name] = v
+        f.markers = markers
+        return row
+
+    def _inline_body(self, f: _TabFrame, ln: int, s: str) -> None:
+        assert f.markers is not None and f.cur_row is not None
+        target = next(m for m in f.markers.values() if not m.filled and m.schema is not None)
+        assert target.schema is not None
+        if '"' in s:
+            toks = split_cells(s, "|", ln)
+        else:
+            toks = [t.strip(" \t") for t in s.split("|")]
+        if len(toks) != len(target.schema):
+            raise GCFError(
+                "inline_width_mismatch",
+                f"positional body has {len(toks)} value(s); the inline schema of "
+                f"{target.name!r} declares {len(target.schema)}",
+                ln,
+            )
+        target.filled = True
+        f.cur_row[target.name] = dict(
+            zip(target.schema, [_value(t, ln) for t in toks], strict=True)
+        )
+
+    def _attachment(self, f: _TabFrame, ln: int, indent: int, s: str) -> None:
+        row = f.cur_row
+        if row is None:
+            raise GCFError("orphan_attachment", "a .field attachment before any row", ln)
+        name, p = parse_key_at(s, 1, ln)
+        m = f.markers.get(name) if f.markers is not None else None
+        if m is None:
+            if ">" not in name:
+                raise GCFError(
+                    "orphan_attachment",
+                    f"attachment .{name} has no ^ cell in its row",
+                    ln,
+                )
+            if name in row:
+                raise GCFError(
+                    "duplicate_attachment", f"field {name!r} is attached twice in one row", ln
+                )
+        elif m.filled:
+            raise GCFError(
+                "duplicate_attachment", f"field {name!r} is attached twice in one row", ln
+            )
+        elif m.explicit:
+            raise GCFError(
+                "orphan_attachment",
+                f".{name} cannot fill a ^{{...}} cell; that cell takes a positional body",
+                ln,
+            )
+        n = len(s)
+        if p >= n or s[p] != " ":
+            raise GCFError(
+                "invalid_line", "an attachment is '.field {}', '.field [N]...' or '.field =v'", ln
+            )
+        p += 1
+        body = f.indent + 4
+        c = s[p : p + 1]
+        value: Any
+        if c == "{":
+            if s[p:] != "{}":
+                raise GCFError("invalid_line", "an object attachment is written '.field {}'", ln)
+            value = {}
+            self._push(_ObjFrame(body, ln, value))
+        elif c == "[":
+            value = self._array_head(s, p, ln, body, field=name, tab=f)
+        elif c == "=":
+            value = _value(s[p + 1 :].strip(" \t"), ln)
+        else:
+            raise GCFError(
+                "invalid_line", "an attachment is '.field {}', '.field [N]...' or '.field =v'", ln
+            )
+        if m is not None:
+            m.filled = True
+        row[name] = value
+
+
+def _looks_like_member(s: str) -> bool:
+    """True when ``s`` parses as the start of a key=value or key[N]: line."""
+    try:
+        _, p = parse_key_at(s, 0)
+    except GCFError:
+        return False
+    n = len(s)
+    while p < n and s[p] in " \t":
+        p += 1
+    return p < n and s[p] in "=["
+
+
+def decode_document(text: str | bytes, *, id_fields: bool = False) -> Document:
+    """Decode a generic payload, keeping its header and table declarations.
+
+    ``id_fields`` admits the ``@`` id-field marker of delta-participating tables (§10a.1);
+    it is enabled automatically when the header has ``key=``. This is the entry point the
+    generic-delta code builds on; most callers want :func:`loads`.
+
+    >>> doc = decode_document("GCF profile=generic key=id pack_root=sha256:00\\n"
+    ...                       "## [1]{@id,v}\\n7|x\\n")
+    >>> doc.header["key"], doc.value
+    ('id', [{'id': 7, 'v': 'x'}])
+    """
+    src = _to_text(text)
+    if "\r" in src:
+        src = src.replace("\r\n", "\n")
+    lines = src.split("\n")
+    first = lines[0]
+    if len(first) > MAX_LINE:
+        raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", 1)
+    header = parse_header(first)
+    if header["profile"] != "generic":
+        raise GCFError(
+            "unsupported_profile",
+            "this is a graph-profile payload; decode it with gcfkit.graph.loads",
+            1,
+        )
+    _check_generic_header(header)
+    parser = _Parser(header, id_fields or "key" in header)
+    value = parser.run(lines[1:])
+    return Document(header, value, parser.tables)
 
 
 def loads(text: str | bytes) -> Any:
-    """Decode a generic-profile GCF payload into plain JSON-model values.
+    """Decode a generic-profile GCF payload into plain JSON-model values (strict).
 
-    >>> loads("GCF profile=generic\\nname=Ada\\nage=36\\n")
-    {'name': 'Ada', 'age': 36}
+    Objects come back as ``dict`` in wire order, arrays as ``list``, integers as ``int`` and
+    other numbers as ``float``. Every rejection is a :class:`~gcfkit.errors.GCFError` whose
+    ``code`` names the spec's category and whose ``line`` is 1-based. Bytes must be UTF-8.
+
+    >>> loads("GCF profile=generic\\nname=Ada\\n## langs [2]{id,name}\\n1|Ada\\n2|C\\n")
+    {'name': 'Ada', 'langs': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'C'}]}
     """
-    lines = _to_text(text).split("\n")
-    if not lines[0].startswith("GCF"):
-        raise GCFError("missing_header", "payload must start with 'GCF profile=generic'", 1)
-    obj: dict[str, Any] = {}
-    for i, raw in enumerate(lines[1:], start=2):
-        s = raw.rstrip("\r")
-        if not s.strip() or s.startswith("# "):
-            continue
-        if s.startswith("="):
-            return parse_scalar(s[1:].strip(), i)
-        key, end = parse_key_at(s, 0, i)
-        if end >= len(s) or s[end] != "=":
-            raise GCFError("invalid_line", "expected key=value", i)
-        if key in obj:
-            raise GCFError("duplicate_key", f"duplicate member key {key!r}", i)
-        obj[key] = parse_scalar(s[end + 1 :].strip(), i)
-    return obj
+    src = _to_text(text)
+    nl = src.find("\n")
+    head = parse_header(src if nl < 0 else src[:nl])
+    if head.get("delta") == "true" or head.get("unchanged") == "true":
+        raise GCFError(
+            "unsupported_profile",
+            "this is a generic delta/unchanged payload; decode it with gcfkit.keyed.loads_delta",
+            1,
+        )
+    return decode_document(src).value
