@@ -1,0 +1,121 @@
+"""``gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]``: run an MCP stdio server behind the proxy.
+
+Tool results reach the client as GCF (or compact JSON) when that costs fewer tokens; every
+other message passes byte for byte. See :mod:`gcfkit.mcp.core` for the rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from ..errors import GCFError
+from ..mcp.policy import Policy, ToolPolicy, load_policy
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``proxy`` command to the ``gcfkit`` subparsers."""
+    p = sub.add_parser(
+        "proxy",
+        help="run an MCP stdio server behind the GCF proxy",
+        description=(
+            "Relay an MCP stdio server, delivering JSON tool results as GCF (or compact "
+            "JSON) when that costs fewer tokens. Put the server command after --."
+        ),
+        usage="gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]",
+    )
+    p.add_argument(
+        "--format",
+        choices=("gcf", "json", "off"),
+        default="gcf",
+        help="most the proxy may do: gcf (default), json (pure minifier), off (relay only)",
+    )
+    p.add_argument("--policy", metavar="FILE", help="per-tool policy file (JSON or TOML)")
+    p.add_argument(
+        "--no-join",
+        action="store_true",
+        help="do not join a result's JSON-object text blocks into one array",
+    )
+    p.add_argument(
+        "--delta",
+        action="store_true",
+        help="send repeated calls' keyed-set results as GCF deltas (spec 10a)",
+    )
+    p.add_argument(
+        "--reanchor",
+        type=int,
+        default=15,
+        metavar="N",
+        help="with --delta, resend the full result every N turns (default 15)",
+    )
+    p.add_argument(
+        "--min-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="leave text blocks smaller than N bytes alone",
+    )
+    p.add_argument("--no-primer", action="store_true", help="do not append the GCF primer")
+    p.add_argument(
+        "--decode-args",
+        action="store_true",
+        help="decode GCF tool arguments where the tool's schema wants an object or array",
+    )
+    p.add_argument(
+        "--advertise-format",
+        action="store_true",
+        help="add the optional _format argument to each tool's input schema in tools/list",
+    )
+    p.add_argument("--no-stats", action="store_true", help="do not write the savings ledger")
+    p.add_argument("--ledger", metavar="FILE", help="ledger file (default: the state dir's)")
+    p.add_argument(
+        "--encoding",
+        choices=("o200k_base", "cl100k_base"),
+        default="o200k_base",
+        help="tokenizer that decides what is smaller (default o200k_base)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="per result; past it the original is sent (default 0.5)",
+    )
+    p.add_argument("--name", default="", help="server name for the ledger (default: serverInfo)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server command, after --")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..mcp.core import ProxyConfig
+    from ..mcp.ledger import Ledger
+    from ..mcp.stdio import run_proxy
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise GCFError("invalid_option", "no server command: gcfkit proxy [OPTIONS] -- COMMAND")
+    if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0:
+        raise GCFError("invalid_option", "--min-bytes, --reanchor and --time-budget must be > 0")
+    base = ToolPolicy(
+        format="gcf", join=not args.no_join, delta=args.delta, min_bytes=args.min_bytes
+    )
+    policy = load_policy(args.policy, base) if args.policy else Policy(defaults=base)
+    config = ProxyConfig(
+        policy=policy,
+        format=args.format,
+        primer=not args.no_primer,
+        decode_args=args.decode_args,
+        advertise_format=args.advertise_format,
+        stats=not args.no_stats,
+        encoding=args.encoding,
+        time_budget=args.time_budget,
+        reanchor=args.reanchor,
+        server_name=args.name,
+    )
+    ledger = Ledger(args.ledger) if args.ledger and not args.no_stats else None
+    return asyncio.run(run_proxy(command, config, ledger=ledger))

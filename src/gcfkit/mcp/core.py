@@ -1,0 +1,802 @@
+"""The sans-I/O core of the MCP proxy: JSON-RPC lines in, JSON-RPC lines out.
+
+:class:`ProxyCore` sees every newline-delimited message between an MCP client and one MCP
+server, and answers with the lines to write to each side. It does no I/O, so every rule is
+testable without pipes or processes; :mod:`gcfkit.mcp.stdio` is the thin asyncio shell.
+
+What it rewrites, and nothing else (every other line passes byte for byte, in order):
+
+* ``tools/call`` results (responses to ids of ``tools/call`` requests the client sent):
+  each text block whose text is JSON becomes GCF generic when that has fewer tokens than
+  compact JSON, else compact JSON when that is smaller than the original, else it stays.
+  Error results, structured content, non-text blocks, non-JSON text and the results of
+  file-reading tools are never touched. With ``join``, a result whose text blocks are all
+  JSON objects is delivered as one array. With ``delta``, a repeated call whose results are
+  keyed sets is delivered as a GCF generic delta (spec §10a).
+* the ``initialize`` (and ``server/discover``) result: the GCF primer is appended to
+  ``instructions`` when GCF may be sent in this session.
+* ``tools/list`` results, only with ``advertise_format``: an optional ``_format`` argument.
+* ``tools/call`` requests: a ``_format`` argument is stripped, and with ``decode_args`` GCF
+  arguments are decoded where the tool's schema wants an object or array.
+
+Before sending GCF the core decodes it and compares with the original value (type-strict);
+any failure, or running past the time budget, delivers the original and says why in the
+:class:`~gcfkit.mcp.ledger.LedgerRecord` it produces for each tools/call result.
+
+>>> core = ProxyCore(ProxyConfig(primer=False))
+>>> out = core.from_client(b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+...                        b'"params":{"name":"t","arguments":{}}}\\n')
+>>> out[0].to, out[0].data.endswith(b"\\n")
+('server', True)
+>>> core.from_server(b'{"jsonrpc":"2.0","id":1,"result":{"content":'
+...                  b'[{"type":"text","text":"hi"}]}}\\n')[0].to
+'client'
+>>> core.pop_records()[0].decision
+'unchanged'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from ..errors import GCFError
+from ..jsonio import loads_json
+from .ledger import LedgerRecord
+from .policy import FORMATS, IDENTITY_KEYS, Format, Policy, ToolPolicy, cap_format
+from .primer import append_primer
+
+__all__ = [
+    "CONNECTION_CLOSED",
+    "FORMAT_ARGUMENT",
+    "Codec",
+    "Output",
+    "ProxyConfig",
+    "ProxyCore",
+    "same_value",
+]
+
+#: The JSON-RPC error code the SDKs use for a connection that closed under a request.
+CONNECTION_CLOSED: Final = -32000
+
+#: The per-call opt-out argument (``"json"``, ``"off"`` or ``"gcf"``), stripped before forwarding.
+FORMAT_ARGUMENT: Final = "_format"
+
+_FILE_DECISION: Final = "passthrough-file"
+_MODERN_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One line to write: ``to`` is ``"client"`` or ``"server"``; ``data`` ends with LF
+    (unless it is a passed-through final line that had none)."""
+
+    to: Literal["client", "server"]
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """The functions the core encodes, decodes and counts with (injectable for tests).
+
+    ``None`` means the gcfkit defaults: :func:`gcfkit.dumps`, :func:`gcfkit.loads`,
+    :func:`gcfkit.tokens.count`.
+    """
+
+    dumps: Callable[[Any], str] | None = None
+    loads: Callable[[str], Any] | None = None
+    count: Callable[[str, str], int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """Proxy options (the ``gcfkit proxy`` flags).
+
+    ``format`` caps every tool's policy (``json`` makes the proxy a pure minifier);
+    ``time_budget`` is seconds per result before the original is sent instead;
+    ``max_text_bytes`` skips larger text blocks without trying.
+
+    >>> ProxyConfig().format, ProxyConfig().encoding
+    ('gcf', 'o200k_base')
+    """
+
+    policy: Policy = field(default_factory=Policy)
+    format: Format = "gcf"
+    primer: bool = True
+    decode_args: bool = False
+    advertise_format: bool = False
+    stats: bool = True
+    encoding: str = "o200k_base"
+    selfcheck: bool = True
+    time_budget: float = 0.5
+    max_text_bytes: int = 16 * 1024 * 1024
+    reanchor: int = 15
+    delta_ratio: float = 0.6
+    server_name: str = ""
+
+
+# ---------------------------------------------------------------------------------------
+# JSON helpers
+# ---------------------------------------------------------------------------------------
+
+
+def _parse_envelope(line: bytes) -> tuple[Any, bool]:
+    """(message, safe): ``safe`` means re-serializing keeps the JSON value (no duplicate keys,
+    no NaN/Infinity/overflowing numbers). ``(None, False)`` for anything that is not JSON."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, False
+    try:
+        return loads_json(text), True
+    except (GCFError, RecursionError):
+        pass
+    try:
+        return json.loads(text), False
+    except (ValueError, RecursionError):
+        return None, False
+
+
+def _dump_message(msg: Any) -> bytes:
+    try:
+        return (
+            json.dumps(msg, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+                "utf-8"
+            )
+            + b"\n"
+        )
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8; \u escapes keep the same JSON value.
+        return json.dumps(msg, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _utf8_len(text: str) -> int:
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Type-strict structural equality of JSON values: ``1 != 1.0 != True``, key order counts,
+    ``-0.0 != 0.0``.
+
+    >>> same_value({"a": [1, 2.0]}, {"a": [1, 2.0]}), same_value([1], [1.0])
+    (True, False)
+    """
+    stack: list[tuple[Any, Any]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if list(x) != list(y):
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif isinstance(x, float):
+            if x != y or math.copysign(1.0, x) != math.copysign(1.0, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _json_value_of(text: str) -> Any:
+    """The JSON value of ``text`` if it is a JSON object or array, else ``None``."""
+    i = 0
+    n = len(text)
+    while i < n and text[i] in " \t\r\n":
+        i += 1
+    if i == n or text[i] not in "{[":
+        return None
+    try:
+        value = loads_json(text)
+    except (GCFError, RecursionError):
+        return None
+    return value if isinstance(value, (dict, list)) else None
+
+
+def _id_key(value: Any) -> tuple[str, Any] | None:
+    # 1 and "1" are different JSON-RPC ids; bool is not an id at all.
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (str, int, float)):
+        return (type(value).__name__, value)
+    return None
+
+
+def _args_key(tool: str, args: Any) -> str:
+    try:
+        return tool + "\x00" + json.dumps(args, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return tool + "\x00" + repr(args)
+
+
+def _output_format_cap(capabilities: Any) -> Format | None:
+    if not isinstance(capabilities, dict):
+        return None
+    experimental = capabilities.get("experimental")
+    if not isinstance(experimental, dict):
+        return None
+    fmt = experimental.get("output_format")
+    return fmt if fmt in FORMATS else None
+
+
+# ---------------------------------------------------------------------------------------
+# Per-session state
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    tool: str = ""
+    args_key: str = ""
+    fmt: Format = "gcf"
+
+
+@dataclass(slots=True)
+class _DeltaBase:
+    session: Any
+    turns: int = 0
+
+
+@dataclass(slots=True)
+class _Session:
+    ceiling: Format
+    server_name: str
+    schemas: dict[str, Any] = field(default_factory=dict)
+    native_format_arg: set[str] = field(default_factory=set)
+    deltas: dict[str, _DeltaBase] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Outcome:
+    result: dict[str, Any] | None
+    decision: str
+    bytes_before: int = 0
+    bytes_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    # Texts delivered unchanged whose tokens are counted only when the record is popped,
+    # after the shell has written the result: counting is not on the relay's critical path.
+    lazy: list[str] = field(default_factory=list)
+
+
+class _BudgetExceeded(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------
+# The core
+# ---------------------------------------------------------------------------------------
+
+
+class ProxyCore:
+    """The proxy's protocol logic for one client-server session; see the module docstring.
+
+    Feed it every line read from the client (:meth:`from_client`) and from the server
+    (:meth:`from_server`) and write the returned :class:`Output` lines in order. When the
+    server is gone, :meth:`server_exited` answers every request still pending.
+    :meth:`pop_records` hands over the ledger records built so far.
+
+    Invariant the shell relies on: :meth:`from_client` only writes to the server and
+    :meth:`from_server` / :meth:`server_exited` only to the client.
+
+    >>> core = ProxyCore()
+    >>> core.from_client(b"not json\\n")[0].data
+    b'not json\\n'
+    """
+
+    def __init__(self, config: ProxyConfig | None = None, codec: Codec | None = None) -> None:
+        self.config = config or ProxyConfig()
+        codec = codec or Codec()
+        self._dumps = codec.dumps
+        self._loads = codec.loads
+        self._count_fn = codec.count
+        self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
+        self._pending: dict[tuple[str, Any], _Pending] = {}
+        self._unfinished: list[tuple[str, str, _Outcome, float]] = []
+        self._clock: Callable[[], float] = time.perf_counter
+
+    # -- public API --------------------------------------------------------------------
+
+    @property
+    def pending_count(self) -> int:
+        """How many client requests await a server response."""
+        return len(self._pending)
+
+    @property
+    def session_format(self) -> Format:
+        """The most the session may deliver (``--format`` capped by the client's opt-out)."""
+        return self._session.ceiling
+
+    def pop_records(self) -> list[LedgerRecord]:
+        """The ledger records produced since the last call (empty with ``stats=False``)."""
+        unfinished, self._unfinished = self._unfinished, []
+        records: list[LedgerRecord] = []
+        for server, tool, outcome, elapsed_ms in unfinished:
+            lazy_bytes = sum(_utf8_len(t) for t in outcome.lazy)
+            lazy_tokens = sum(self._count(t) for t in outcome.lazy)
+            records.append(
+                LedgerRecord(
+                    server=server,
+                    tool=tool,
+                    bytes_before=outcome.bytes_before + lazy_bytes,
+                    bytes_after=outcome.bytes_after + lazy_bytes,
+                    tokens_before=outcome.tokens_before + lazy_tokens,
+                    tokens_after=outcome.tokens_after + lazy_tokens,
+                    encoding=self.config.encoding,
+                    decision=outcome.decision,
+                    encode_ms=elapsed_ms,
+                )
+            )
+        return records
+
+    def from_client(self, line: bytes) -> list[Output]:
+        """Handle one line the client wrote; returns what to write to the server."""
+        msg, safe = _parse_envelope(line) if line.strip() else (None, False)
+        if isinstance(msg, dict):
+            new = self._client_message(msg)
+            if new is not None and safe:
+                return [Output("server", _dump_message(new))]
+        elif isinstance(msg, list):
+            changed = False
+            items: list[Any] = []
+            for item in msg:
+                new = self._client_message(item) if isinstance(item, dict) else None
+                changed = changed or new is not None
+                items.append(item if new is None else new)
+            if changed and safe:
+                return [Output("server", _dump_message(items))]
+        return [Output("server", line)]
+
+    def from_server(self, line: bytes) -> list[Output]:
+        """Handle one line the server wrote; returns what to write to the client."""
+        msg, safe = _parse_envelope(line) if line.strip() else (None, False)
+        if isinstance(msg, dict):
+            new = self._server_message(msg, safe)
+            if new is not None:
+                return [Output("client", _dump_message(new))]
+        elif isinstance(msg, list):
+            changed = False
+            items: list[Any] = []
+            for item in msg:
+                new = self._server_message(item, safe) if isinstance(item, dict) else None
+                changed = changed or new is not None
+                items.append(item if new is None else new)
+            if changed:
+                return [Output("client", _dump_message(items))]
+        return [Output("client", line)]
+
+    def server_exited(self, status: int | None = None) -> list[Output]:
+        """The server is gone: one JSON-RPC error per request still pending, oldest first."""
+        how = "exited" if status is None else f"exited with status {status}"
+        out: list[Output] = []
+        for key, pending in self._pending.items():
+            error = {
+                "jsonrpc": "2.0",
+                "id": key[1],
+                "error": {
+                    "code": CONNECTION_CLOSED,
+                    "message": f"MCP server {how} before answering {pending.method}",
+                },
+            }
+            out.append(Output("client", _dump_message(error)))
+        self._pending.clear()
+        return out
+
+    # -- client side -------------------------------------------------------------------
+
+    def _client_message(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        method = msg.get("method")
+        if not isinstance(method, str):
+            return None  # a response to a server request, or garbage: not ours
+        params = msg.get("params")
+        if "id" not in msg:
+            if method == "notifications/cancelled" and isinstance(params, dict):
+                key = _id_key(params.get("requestId"))
+                if key is not None:
+                    # The server need not answer a cancelled request; no error owed for it.
+                    self._pending.pop(key, None)
+            return None
+        key = _id_key(msg.get("id"))
+        if key is None:
+            return None
+        pending = _Pending(method=method, fmt=self._session.ceiling)
+        self._pending[key] = pending
+        if method == "initialize" and isinstance(params, dict):
+            cap = _output_format_cap(params.get("capabilities"))
+            if cap is not None:
+                self._session.ceiling = cap_format(self.config.format, cap)
+                pending.fmt = self._session.ceiling
+            return None
+        if method != "tools/call" or not isinstance(params, dict):
+            return None
+        meta = params.get("_meta")
+        if isinstance(meta, dict):
+            cap = _output_format_cap(meta.get(_MODERN_CAPS_KEY))
+            if cap is not None:
+                pending.fmt = cap_format(pending.fmt, cap)
+        name = params.get("name")
+        if not isinstance(name, str):
+            return None
+        pending.tool = name
+        args = params.get("arguments")
+        new_args = self._client_arguments(name, args, pending)
+        pending.args_key = _args_key(name, args if new_args is None else new_args)
+        if new_args is None:
+            return None
+        return {**msg, "params": {**params, "arguments": new_args}}
+
+    def _client_arguments(self, tool: str, args: Any, pending: _Pending) -> dict[str, Any] | None:
+        if not isinstance(args, dict):
+            return None
+        new: dict[str, Any] | None = None
+        if FORMAT_ARGUMENT in args and tool not in self._session.native_format_arg:
+            new = {k: v for k, v in args.items() if k != FORMAT_ARGUMENT}
+            fmt = args[FORMAT_ARGUMENT]
+            if fmt in FORMATS:
+                pending.fmt = cap_format(pending.fmt, fmt)
+        if self.config.decode_args:
+            decoded = self._decode_arguments(tool, new if new is not None else args)
+            if decoded is not None:
+                new = decoded
+        return new
+
+    def _decode_arguments(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        schema = self._session.schemas.get(tool)
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(props, dict):
+            return None
+        out: dict[str, Any] | None = None
+        for name, value in args.items():
+            if not isinstance(value, str) or not value.startswith("GCF profile=generic"):
+                continue
+            wanted = _schema_types(props.get(name))
+            if not wanted & {"object", "array"}:
+                continue
+            try:
+                decoded = self._decode(value)
+            except (GCFError, RecursionError, ValueError):
+                continue
+            if (isinstance(decoded, dict) and "object" in wanted) or (
+                isinstance(decoded, list) and "array" in wanted
+            ):
+                if out is None:
+                    out = dict(args)
+                out[name] = decoded
+        return out
+
+    # -- server side -------------------------------------------------------------------
+
+    def _server_message(self, msg: dict[str, Any], safe: bool) -> dict[str, Any] | None:
+        if "method" in msg or ("result" not in msg and "error" not in msg):
+            return None  # a server request or notification: relayed as is
+        key = _id_key(msg.get("id"))
+        pending = self._pending.pop(key, None) if key is not None else None
+        if pending is None:
+            return None
+        result = msg.get("result")
+        if not isinstance(result, dict):
+            return None  # a JSON-RPC error: relayed as is, and not a tool result to record
+        if pending.method == "tools/call":
+            return self._tool_result(msg, result, pending, safe)
+        if not safe:
+            return None
+        if pending.method in ("initialize", "server/discover"):
+            return self._with_primer(msg, result, pending)
+        if pending.method == "tools/list":
+            return self._tools_list(msg, result)
+        return None
+
+    def _with_primer(
+        self, msg: dict[str, Any], result: dict[str, Any], pending: _Pending
+    ) -> dict[str, Any] | None:
+        info = result.get("serverInfo")
+        if not self._session.server_name and isinstance(info, dict):
+            name = info.get("name")
+            if isinstance(name, str):
+                self._session.server_name = name
+        if not self.config.primer or pending.fmt != "gcf":
+            return None
+        if self._session.ceiling != "gcf":
+            return None
+        new_result = {**result, "instructions": append_primer(result.get("instructions"))}
+        return {**msg, "result": new_result}
+
+    def _tools_list(self, msg: dict[str, Any], result: dict[str, Any]) -> dict[str, Any] | None:
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            return None
+        for tool in tools:
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            schema = tool.get("inputSchema")
+            self._session.schemas[tool["name"]] = schema
+            props = schema.get("properties") if isinstance(schema, dict) else None
+            if isinstance(props, dict) and FORMAT_ARGUMENT in props:
+                self._session.native_format_arg.add(tool["name"])
+        if not self.config.advertise_format or self.config.format == "off":
+            return None
+        new_tools: list[Any] = []
+        changed = False
+        for tool in tools:
+            new_tools.append(tool)
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            name = tool["name"]
+            schema = tool.get("inputSchema")
+            if name in self._session.native_format_arg or not isinstance(schema, dict):
+                continue
+            if self.config.policy.for_tool(name).format == "off":
+                continue
+            props = schema.get("properties", {})
+            if not isinstance(props, dict):
+                continue
+            # Advertised only here, and only when asked: otherwise the proxy adds no fields.
+            new_props = {**props, FORMAT_ARGUMENT: _FORMAT_SCHEMA}
+            new_tools[-1] = {**tool, "inputSchema": {**schema, "properties": new_props}}
+            changed = True
+        if not changed:
+            return None
+        return {**msg, "result": {**result, "tools": new_tools}}
+
+    def _tool_result(
+        self, msg: dict[str, Any], result: dict[str, Any], pending: _Pending, safe: bool
+    ) -> dict[str, Any] | None:
+        started = self._clock()
+        tool = pending.tool
+        policy = self.config.policy.for_tool(tool)
+        fmt = cap_format(policy.format, pending.fmt)
+        texts = [b["text"] for b in _text_blocks(result.get("content"))]
+        if not safe:
+            outcome = _Outcome(None, "fallback:unsafe-envelope", lazy=texts)
+        elif self.config.policy.is_file_tool(tool) and policy.format == "off":
+            outcome = _Outcome(None, _FILE_DECISION, lazy=texts)
+        else:
+            try:
+                outcome = self._rewrite(result, tool, policy, fmt, pending, started)
+            except _BudgetExceeded:
+                outcome = _Outcome(None, "fallback:time-budget", lazy=texts)
+            except Exception as e:  # never break the agent: the original goes through
+                outcome = _Outcome(None, f"fallback:error-{type(e).__name__}", lazy=texts)
+        self._record(tool, outcome, (self._clock() - started) * 1000.0)
+        if outcome.result is None:
+            return None
+        return {**msg, "result": outcome.result}
+
+    # -- rewriting ---------------------------------------------------------------------
+
+    def _count(self, text: str) -> int:
+        if self._count_fn is not None:
+            return self._count_fn(text, self.config.encoding)
+        from .. import tokens
+
+        return tokens.count(text, self.config.encoding)
+
+    def _encode(self, value: Any) -> str:
+        if self._dumps is not None:
+            return self._dumps(value)
+        import gcfkit
+
+        return gcfkit.dumps(value)
+
+    def _decode(self, text: str) -> Any:
+        if self._loads is not None:
+            return self._loads(text)
+        import gcfkit
+
+        return gcfkit.loads(text)
+
+    def _check_budget(self, started: float) -> None:
+        if self._clock() - started > self.config.time_budget:
+            raise _BudgetExceeded
+
+    def _rewrite(
+        self,
+        result: dict[str, Any],
+        tool: str,
+        policy: ToolPolicy,
+        fmt: Format,
+        pending: _Pending,
+        started: float,
+    ) -> _Outcome:
+        content = result.get("content")
+        blocks = _text_blocks(content)
+        texts = [b["text"] for b in blocks]
+        outcome = _Outcome(None, "unchanged", lazy=list(texts))
+        if result.get("isError") is True or fmt == "off" or not blocks:
+            return outcome
+        assert isinstance(content, list)
+        sizes = [_utf8_len(t) for t in texts]
+        limit = self.config.max_text_bytes
+        values = [
+            _json_value_of(t) if policy.min_bytes <= n <= limit else None
+            for t, n in zip(texts, sizes, strict=True)
+        ]
+        self._check_budget(started)
+        if all(v is None for v in values):
+            return outcome
+
+        joinable = (
+            policy.join
+            and len(blocks) >= 2
+            and len(blocks) == len(content)
+            and all(isinstance(v, dict) for v in values)
+            and all(set(b) == {"type", "text"} for b in blocks)
+        )
+        # Each candidate: the indices of the blocks it replaces and the value they carry.
+        candidates: list[tuple[list[int], Any]]
+        if joinable:
+            candidates = [(list(range(len(blocks))), list(values))]
+        else:
+            candidates = [([i], v) for i, v in enumerate(values) if v is not None]
+        whole = len(candidates) == 1 and len(candidates[0][0]) == len(blocks)
+        counted = {i for indices, _ in candidates for i in indices}
+        outcome.lazy = [t for i, t in enumerate(texts) if i not in counted]
+
+        new_texts: dict[int, str | None] = {}
+        decisions: list[str] = []
+        for indices, value in candidates:
+            tok0 = sum(self._count(texts[i]) for i in indices)
+            byt0 = sum(sizes[i] for i in indices)
+            outcome.tokens_before += tok0
+            outcome.bytes_before += byt0
+            chosen = self._choose(value, fmt, tok0, byt0, started, decisions)
+            if whole and policy.delta and fmt == "gcf":
+                delta = self._try_delta(pending, policy, value, chosen, tok0, started)
+                if delta is not None:
+                    chosen, decision = delta
+                    decisions.append(decision)
+            if chosen is None:
+                outcome.tokens_after += tok0
+                outcome.bytes_after += byt0
+                continue
+            text, tokens_after = chosen
+            for i in indices:
+                new_texts[i] = None
+            new_texts[indices[0]] = text
+            outcome.tokens_after += tokens_after
+            outcome.bytes_after += _utf8_len(text)
+        outcome.decision = _summarize(decisions)
+        if not new_texts:
+            return outcome
+
+        position = {id(b): i for i, b in enumerate(blocks)}
+        new_content: list[Any] = []
+        for block in content:
+            at = position.get(id(block))
+            if at is None or at not in new_texts:
+                new_content.append(block)
+            elif new_texts[at] is not None:
+                new_content.append({**block, "text": new_texts[at]})
+        outcome.result = {**result, "content": new_content}
+        return outcome
+
+    def _choose(
+        self,
+        value: Any,
+        fmt: Format,
+        tok0: int,
+        byt0: int,
+        started: float,
+        decisions: list[str],
+    ) -> tuple[str, int] | None:
+        compact = _compact(value)
+        best: tuple[str, int] | None = None
+        best_key = (tok0, byt0)
+        best_decision = "unchanged"
+        compact_tokens = self._count(compact)
+        if (compact_tokens, _utf8_len(compact)) < best_key:
+            best, best_key, best_decision = (
+                (compact, compact_tokens),
+                (
+                    compact_tokens,
+                    _utf8_len(compact),
+                ),
+                "json-minified",
+            )
+        self._check_budget(started)
+        if fmt == "gcf":
+            try:
+                gcf = self._encode(value)
+            except (GCFError, RecursionError, ValueError, TypeError) as e:
+                decisions.append(f"fallback:encode-{getattr(e, 'code', type(e).__name__)}")
+                gcf = None
+            self._check_budget(started)
+            if gcf is not None:
+                gcf_tokens = self._count(gcf)
+                if gcf_tokens < compact_tokens and gcf_tokens < tok0:
+                    if self._lossless(gcf, value):
+                        best, best_decision = (gcf, gcf_tokens), "gcf"
+                    else:
+                        decisions.append("fallback:selfcheck")
+                self._check_budget(started)
+        if best_decision != "unchanged" or not decisions:
+            decisions.append(best_decision)
+        return best
+
+    def _lossless(self, gcf: str, value: Any) -> bool:
+        if not self.config.selfcheck:
+            return True
+        try:
+            return same_value(self._decode(gcf), value)
+        except (GCFError, RecursionError, ValueError):
+            return False
+
+    def _try_delta(
+        self,
+        pending: _Pending,
+        policy: ToolPolicy,
+        value: Any,
+        chosen: tuple[str, int] | None,
+        tok0: int,
+        started: float,
+    ) -> tuple[tuple[str, int] | None, str] | None:
+        return None  # filled in when gcfkit.keyed lands
+
+    def _record(self, tool: str, outcome: _Outcome, elapsed_ms: float) -> None:
+        if self.config.stats:
+            self._unfinished.append((self._session.server_name, tool, outcome, elapsed_ms))
+
+
+_FORMAT_SCHEMA: Final = {
+    "type": "string",
+    "enum": ["gcf", "json", "off"],
+    "description": (
+        "Optional, read by the gcfkit proxy and removed before the call: 'json' to get this "
+        "result as plain JSON instead of GCF, 'off' to get it exactly as the tool wrote it."
+    ),
+}
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        return []
+    return [
+        b
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+
+
+def _schema_types(schema: Any) -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    t = schema.get("type")
+    out: set[str] = set()
+    if isinstance(t, str):
+        out.add(t)
+    elif isinstance(t, list):
+        out.update(x for x in t if isinstance(x, str))
+    for combo in ("anyOf", "oneOf"):
+        options = schema.get(combo)
+        if isinstance(options, list):
+            for option in options:
+                out |= _schema_types(option)
+    return out
+
+
+def _summarize(decisions: Iterable[str]) -> str:
+    """One ledger decision for a result: a fallback if any block needed one (the ledger must
+    say why), else the most telling of its blocks' decisions."""
+    seen = list(decisions)
+    fallback = next((d for d in seen if d.startswith("fallback:")), None)
+    if fallback is not None:
+        return fallback
+    for word in ("unchanged-delta", "delta", "gcf", "json-minified"):
+        if word in seen:
+            return word
+    return "unchanged"

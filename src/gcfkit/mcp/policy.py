@@ -1,0 +1,249 @@
+"""Per-tool policy and format negotiation for the MCP proxy.
+
+A policy decides, for one tool result, which form the proxy may deliver:
+
+* ``"gcf"``: GCF generic when it has fewer tokens than compact JSON, else compact JSON when
+  that is smaller than the original, else the original;
+* ``"json"``: compact JSON when smaller than the original (a pure minifier);
+* ``"off"``: the original, untouched.
+
+plus whether text blocks may be joined (``join``), whether repeated calls may be sent as
+deltas (``delta``, with an optional identity column ``key``), and a minimum text size
+(``min_bytes``) below which a block is left alone.
+
+A policy file is JSON or TOML (TOML needs Python 3.11+ or ``tomli``)::
+
+    {"defaults": {"format": "gcf", "join": true, "delta": false, "min_bytes": 0},
+     "tools": {"read_*": {"format": "off"},
+               "list_orders": {"delta": true, "key": "order_id"}},
+     "file_tools": ["read_file", "read_text_file", "cat"]}
+
+Tools are matched by exact name first, then by the globs of ``tools`` in file order (the
+first match wins). Tools that read files (:data:`DEFAULT_FILE_TOOLS`, or the policy's
+``file_tools``) are never rewritten, so what the agent reads is byte-for-byte what is on
+disk, unless the policy names that exact tool with an explicit ``format``.
+
+>>> p = Policy.from_mapping({"tools": {"list_*": {"delta": True}}})
+>>> p.for_tool("list_orders").delta, p.for_tool("read_file").format
+(True, 'off')
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal, cast
+
+from ..errors import GCFError
+
+__all__ = [
+    "DEFAULT_FILE_TOOLS",
+    "FORMATS",
+    "IDENTITY_KEYS",
+    "Format",
+    "Policy",
+    "ToolPolicy",
+    "cap_format",
+    "load_policy",
+]
+
+Format = Literal["gcf", "json", "off"]
+
+#: Every format, most conservative first; :func:`cap_format` relies on this order.
+FORMATS: Final[tuple[Format, ...]] = ("off", "json", "gcf")
+
+#: Tools whose results are file contents. An agent edits files by quoting what it read, so
+#: those results must stay byte-faithful even when the file happens to be JSON.
+DEFAULT_FILE_TOOLS: Final[tuple[str, ...]] = (
+    "read_file",
+    "read_text_file",
+    "read_multiple_files",
+    "read_media_file",
+    "get_file_contents",
+    "view",
+    "view_file",
+    "cat",
+    "head",
+    "tail",
+    "open_file",
+)
+
+#: Identity columns tried, in order, to make a record array a keyed set (spec §10a.1).
+IDENTITY_KEYS: Final[tuple[str, ...]] = ("id", "key", "uuid", "sha", "path", "name")
+
+_TOOL_FIELDS: Final = frozenset({"format", "join", "delta", "min_bytes", "key"})
+
+
+def cap_format(a: Format, b: Format) -> Format:
+    """The more conservative of two formats (``off`` < ``json`` < ``gcf``).
+
+    >>> cap_format("gcf", "json")
+    'json'
+    """
+    return a if FORMATS.index(a) <= FORMATS.index(b) else b
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """What the proxy may do with one tool's results.
+
+    >>> ToolPolicy().format, ToolPolicy().join
+    ('gcf', True)
+    """
+
+    format: Format = "gcf"
+    join: bool = True
+    delta: bool = False
+    min_bytes: int = 0
+    key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    pattern: str
+    fields: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A resolved policy: defaults, per-tool rules and the file-reading tools.
+
+    >>> Policy().for_tool("search").format
+    'gcf'
+    """
+
+    defaults: ToolPolicy = field(default_factory=ToolPolicy)
+    rules: tuple[_Rule, ...] = ()
+    file_tools: tuple[str, ...] = DEFAULT_FILE_TOOLS
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], base: ToolPolicy | None = None) -> Policy:
+        """Build a policy from a parsed policy file; ``base`` holds the command-line defaults.
+
+        >>> Policy.from_mapping({"defaults": {"format": "json"}}).for_tool("x").format
+        'json'
+        """
+        if not isinstance(data, Mapping):
+            raise GCFError("invalid_option", "a policy must be a JSON object / TOML table")
+        unknown = set(data) - {"version", "defaults", "tools", "file_tools"}
+        if unknown:
+            raise GCFError("invalid_option", f"unknown policy section(s): {sorted(unknown)}")
+        defaults = base or ToolPolicy()
+        raw_defaults = data.get("defaults", {})
+        defaults = _apply(defaults, _check_fields("defaults", raw_defaults))
+        tools = data.get("tools", {})
+        if not isinstance(tools, Mapping):
+            raise GCFError("invalid_option", "policy 'tools' must map tool names to tables")
+        rules = tuple(
+            _Rule(str(name), _check_fields(f"tools.{name}", spec)) for name, spec in tools.items()
+        )
+        file_tools: tuple[str, ...] = DEFAULT_FILE_TOOLS
+        if "file_tools" in data:
+            raw = data["file_tools"]
+            if not isinstance(raw, Sequence) or isinstance(raw, str):
+                raise GCFError("invalid_option", "policy 'file_tools' must be a list")
+            if not all(isinstance(x, str) for x in raw):
+                raise GCFError("invalid_option", "policy 'file_tools' must list strings")
+            file_tools = tuple(raw)
+        return cls(defaults=defaults, rules=rules, file_tools=file_tools)
+
+    def _match(self, tool: str) -> _Rule | None:
+        for rule in self.rules:
+            if rule.pattern == tool:
+                return rule
+        for rule in self.rules:
+            if fnmatch.fnmatchcase(tool, rule.pattern):
+                return rule
+        return None
+
+    def is_file_tool(self, tool: str) -> bool:
+        """Whether ``tool`` returns file contents (exact name or glob in ``file_tools``).
+
+        >>> Policy().is_file_tool("read_text_file")
+        True
+        """
+        return any(tool == p or fnmatch.fnmatchcase(tool, p) for p in self.file_tools)
+
+    def for_tool(self, tool: str) -> ToolPolicy:
+        """The effective policy for ``tool``.
+
+        >>> Policy().for_tool("read_file").format
+        'off'
+        """
+        rule = self._match(tool)
+        resolved = self.defaults if rule is None else _apply(self.defaults, rule.fields)
+        explicit = rule is not None and rule.pattern == tool and "format" in rule.fields
+        if self.is_file_tool(tool) and not explicit:
+            resolved = replace(resolved, format="off")
+        return resolved
+
+
+def _check_fields(where: str, spec: Any) -> Mapping[str, Any]:
+    if not isinstance(spec, Mapping):
+        raise GCFError("invalid_option", f"policy '{where}' must be a table")
+    unknown = set(spec) - _TOOL_FIELDS
+    if unknown:
+        raise GCFError("invalid_option", f"policy '{where}': unknown field(s) {sorted(unknown)}")
+    if "format" in spec and spec["format"] not in FORMATS:
+        raise GCFError("invalid_option", f"policy '{where}': format must be gcf, json or off")
+    for name in ("join", "delta"):
+        if name in spec and not isinstance(spec[name], bool):
+            raise GCFError("invalid_option", f"policy '{where}': {name} must be a boolean")
+    if "min_bytes" in spec:
+        v = spec["min_bytes"]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise GCFError("invalid_option", f"policy '{where}': min_bytes must be >= 0")
+    if "key" in spec and not (spec["key"] is None or isinstance(spec["key"], str)):
+        raise GCFError("invalid_option", f"policy '{where}': key must be a string")
+    return dict(spec)
+
+
+def _apply(base: ToolPolicy, fields: Mapping[str, Any]) -> ToolPolicy:
+    return replace(base, **{k: v for k, v in fields.items() if k in _TOOL_FIELDS})
+
+
+def _load_toml(text: str, path: Path) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        try:
+            import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            raise GCFError(
+                "invalid_option",
+                f"{path}: TOML policies need Python 3.11+ or the 'tomli' package; use JSON",
+            ) from None
+    try:
+        return tomllib.loads(text)
+    except ValueError as e:
+        raise GCFError("invalid_option", f"{path}: invalid TOML: {e}") from None
+
+
+def load_policy(path: str | Path, base: ToolPolicy | None = None) -> Policy:
+    """Read a JSON or TOML policy file (by extension; ``.toml`` is TOML, anything else JSON).
+
+    >>> import tempfile, os
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+    ...     _ = f.write('{"tools": {"list_*": {"format": "json"}}}')
+    >>> load_policy(f.name).for_tool("list_x").format
+    'json'
+    >>> os.unlink(f.name)
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise GCFError("invalid_option", f"cannot read policy {p}: {e.strerror}") from None
+    data: Any
+    if p.suffix.lower() == ".toml":
+        data = _load_toml(text, p)
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise GCFError("invalid_option", f"{p}: invalid JSON: {e}") from None
+    return Policy.from_mapping(cast("Mapping[str, Any]", data), base)

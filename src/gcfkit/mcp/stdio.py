@@ -1,0 +1,287 @@
+"""The stdio transport: the thin asyncio shell around :class:`~gcfkit.mcp.core.ProxyCore`.
+
+It spawns the MCP server, pumps newline-delimited JSON-RPC both ways through the core, lets
+the server's stderr through untouched, writes ledger records, and shuts down cleanly:
+
+* client EOF: the server's stdin is closed, then the server gets ``grace`` seconds to exit,
+  then SIGTERM, then SIGKILL after another ``grace``; its remaining output is still relayed;
+* server exit: every pending request gets a JSON-RPC error, and the proxy exits with the
+  server's status (``128 + signal`` when it was killed by a signal).
+
+Lines are split by hand on LF from fixed-size reads, so a message of any size (64 MB and
+beyond) flows without hitting a StreamReader limit and without quadratic buffering.
+
+>>> import asyncio, sys
+>>> code = "import sys; sys.stdout.write(sys.stdin.readline())"
+>>> asyncio.run(run_proxy([sys.executable, "-c", code], stdin=None, stdout=None))
+0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import IO, Protocol
+
+from .core import Output, ProxyConfig, ProxyCore
+from .ledger import Ledger
+
+__all__ = ["DEFAULT_GRACE", "run_proxy", "split_lines"]
+
+#: Seconds the server gets to exit after its stdin closes, and again after SIGTERM.
+DEFAULT_GRACE = 2.0
+
+_CHUNK = 1 << 16
+
+
+async def split_lines(read: _Reader) -> AsyncIterator[bytes]:
+    """Yield LF-terminated lines (the LF kept) from ``read(n)``; a final unterminated line is
+    yielded as is. Chunks are joined only once a line is complete.
+
+    >>> import asyncio
+    >>> data = [b"a\\nb", b"c\\n", b"d", b""]
+    >>> async def read(n: int) -> bytes:
+    ...     return data.pop(0)
+    >>> async def collect() -> list[bytes]:
+    ...     return [line async for line in split_lines(read)]
+    >>> asyncio.run(collect())
+    [b'a\\n', b'bc\\n', b'd']
+    """
+    parts: list[bytes] = []
+    while True:
+        chunk = await read(_CHUNK)
+        if not chunk:
+            break
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                break
+            if parts:
+                parts.append(chunk[start : end + 1])
+                line = b"".join(parts)
+                parts = []
+            else:
+                line = chunk[start : end + 1]
+            yield line
+            start = end + 1
+        if start < len(chunk):
+            parts.append(chunk[start:])
+    if parts:
+        yield b"".join(parts)
+
+
+class _Reader(Protocol):
+    async def __call__(self, n: int, /) -> bytes: ...
+
+
+class _Sink:
+    """An async writer over a file descriptor: a pipe transport when possible (backpressure,
+    no threads), plain blocking writes for regular files and ttys that refuse transports."""
+
+    def __init__(self, stream: asyncio.StreamWriter | None, fd: int | None) -> None:
+        self._stream = stream
+        self._fd = fd
+        self.broken = False
+
+    @classmethod
+    async def open(cls, file: IO[bytes]) -> _Sink:
+        loop = asyncio.get_running_loop()
+        try:
+            transport, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, file
+            )
+        except (ValueError, OSError):
+            return cls(None, file.fileno())
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        return cls(writer, None)
+
+    async def write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        try:
+            if self._stream is not None:
+                self._stream.write(data)
+                await self._stream.drain()
+            elif self._fd is not None:
+                view = memoryview(data)
+                while view:
+                    n = os.write(self._fd, view)
+                    view = view[n:]
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.broken = True
+
+    def close(self) -> None:
+        if self._stream is not None:
+            with contextlib.suppress(Exception):
+                self._stream.close()
+
+
+async def _open_reader(file: IO[bytes]) -> _Reader:
+    """``read(n)`` over ``file``: a pipe transport, or a daemon thread for files that refuse
+    one (a daemon, so a read blocked forever cannot hold up interpreter exit)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_CHUNK * 4, loop=loop)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), file)
+    except (ValueError, OSError):
+        queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=4)
+        fd = file.fileno()
+
+        def pump() -> None:
+            while True:
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except OSError:
+                    chunk = b""
+                fut = asyncio.run_coroutine_threadsafe(queue.put(chunk), loop)
+                try:
+                    fut.result()
+                except Exception:
+                    return
+                if not chunk:
+                    return
+
+        threading.Thread(target=pump, name="gcfkit-stdin", daemon=True).start()
+
+        async def read_queue(n: int) -> bytes:
+            return await queue.get()
+
+        return read_queue
+
+    async def read_stream(n: int) -> bytes:
+        return await reader.read(n)
+
+    return read_stream
+
+
+def _exit_status(returncode: int | None) -> int:
+    if returncode is None:
+        return 1
+    if returncode < 0:
+        return 128 + (-returncode)
+    return returncode
+
+
+async def _stop(process: asyncio.subprocess.Process, grace: float) -> None:
+    """Close stdin, wait, SIGTERM, wait, SIGKILL: the MCP stdio shutdown sequence."""
+    if process.stdin is not None and not process.stdin.is_closing():
+        process.stdin.close()
+        with contextlib.suppress(Exception):
+            await process.stdin.wait_closed()
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if process.returncode is not None:
+            return
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(sig)
+        try:
+            await asyncio.wait_for(process.wait(), grace)
+            return
+        except asyncio.TimeoutError:
+            continue
+
+
+async def run_proxy(
+    command: Sequence[str],
+    config: ProxyConfig | None = None,
+    *,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[bytes] | None = None,
+    ledger: Ledger | None = None,
+    grace: float = DEFAULT_GRACE,
+) -> int:
+    """Run ``command`` as an MCP server behind the proxy, relaying ``stdin``/``stdout``
+    (default: this process's); returns the exit status to use (the server's).
+
+    ``ledger`` receives one record per tools/call result (unless ``config.stats`` is off;
+    default: the ledger at :func:`gcfkit.mcp.ledger.default_ledger_path`).
+    """
+    config = config or ProxyConfig()
+    core = ProxyCore(config)
+    if config.stats and ledger is None:
+        ledger = Ledger()
+    client_in = stdin if stdin is not None else sys.stdin.buffer
+    client_out = stdout if stdout is not None else sys.stdout.buffer
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=None,  # inherited: the server's stderr passes straight through
+        )
+    except OSError as e:
+        print(f"gcfkit proxy: cannot start {command[0]!r}: {e.strerror or e}", file=sys.stderr)
+        return 127 if isinstance(e, FileNotFoundError) else 126
+    assert process.stdin is not None and process.stdout is not None
+    server_in = process.stdin
+    server_out = process.stdout
+    to_client = await _Sink.open(client_out)
+    read_client = await _open_reader(client_in)
+    server_write_broken = False
+
+    def flush_records() -> None:
+        if ledger is None:
+            return
+        for record in core.pop_records():
+            ledger.append(record)
+
+    async def write(outputs: list[Output]) -> None:
+        nonlocal server_write_broken
+        for out in outputs:
+            if out.to == "client":
+                await to_client.write(out.data)
+            elif not server_write_broken:
+                try:
+                    server_in.write(out.data)
+                    await server_in.drain()
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    server_write_broken = True
+
+    async def client_to_server() -> None:
+        async for line in split_lines(read_client):
+            await write(core.from_client(line))
+        # Client EOF: the MCP shutdown sequence; the server pump relays what is left.
+        await _stop(process, grace)
+
+    async def server_to_client() -> None:
+        async for line in split_lines(server_out.read):
+            await write(core.from_server(line))
+            flush_records()
+        await process.wait()
+        await write(core.server_exited(process.returncode))
+
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop_requested.set)
+            installed.append(sig)
+
+    upstream = asyncio.create_task(client_to_server())
+    downstream = asyncio.create_task(server_to_client())
+    stopper = asyncio.create_task(stop_requested.wait())
+    try:
+        done, _ = await asyncio.wait({downstream, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stopper in done:
+            await _stop(process, grace)
+            await asyncio.wait_for(downstream, grace * 3 + 1)
+    finally:
+        for task in (upstream, stopper):
+            task.cancel()
+        for task in (upstream, stopper, downstream):
+            with contextlib.suppress(BaseException):
+                await task
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        if process.returncode is None:
+            await _stop(process, grace)
+        flush_records()
+        to_client.close()
+    return _exit_status(process.returncode)
