@@ -1,0 +1,181 @@
+"""The graph profile (spec §3.2, 5, 6, 6a, 8, 9, 10): scored, distance-grouped code graphs.
+
+>>> from gcfkit.graph import Edge, Graph, Symbol, dumps, loads
+>>> g = Graph([Symbol("pkg.Auth", "function", 0.78, "lsp"),
+...            Symbol("pkg.Server", "function", 0.54, "lsp", distance=1)],
+...           [Edge("pkg.Server", "pkg.Auth", "calls")], tool="ctx")
+>>> loads(dumps(g)) == g
+True
+
+``graph_from_model``/``graph_to_model`` (and ``delta_from_model``/``delta_to_model``) map
+the camelCase model of the conformance fixtures (``qualifiedName``, ``edgeType``,
+``tokenBudget``, ``tokensUsed``, ``packRoot``, ``baseRoot``, ``removedEdges``...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import GCFError
+from .decoder import loads
+from .delta import GraphDelta, apply_delta, dumps_delta, loads_delta, make_delta, pack_root
+from .encoder import dumps
+from .model import KIND_ABBREVIATIONS, KIND_FULL_FORMS, Edge, Graph, Symbol
+from .session import Session, SessionReader
+from .stream import GraphStreamEncoder
+
+__all__ = [
+    "KIND_ABBREVIATIONS",
+    "KIND_FULL_FORMS",
+    "Edge",
+    "Graph",
+    "GraphDelta",
+    "GraphStreamEncoder",
+    "Session",
+    "SessionReader",
+    "Symbol",
+    "apply_delta",
+    "delta_from_model",
+    "delta_to_model",
+    "dumps",
+    "dumps_delta",
+    "edge_from_model",
+    "edge_to_model",
+    "graph_from_model",
+    "graph_to_model",
+    "loads",
+    "loads_delta",
+    "make_delta",
+    "pack_root",
+    "symbol_from_model",
+    "symbol_to_model",
+]
+
+
+def _field(d: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = d.get(key, default)
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise GCFError("invalid_graph", f"model field {key}={value!r:.40} is not {kind.__name__}")
+    return value
+
+
+def symbol_from_model(d: Mapping[str, Any]) -> Symbol:
+    """A :class:`Symbol` from ``{"qualifiedName", "kind", "score", "provenance", "distance"}``.
+
+    >>> symbol_from_model({"qualifiedName": "pkg.A", "kind": "function"})
+    Symbol(qualified_name='pkg.A', kind='function', score=0.0, provenance='', distance=0)
+    """
+    return Symbol(
+        _field(d, "qualifiedName", str, None),
+        _field(d, "kind", str, None),
+        _field(d, "score", float, 0.0),
+        _field(d, "provenance", str, ""),
+        _field(d, "distance", int, 0),
+    )
+
+
+def symbol_to_model(s: Symbol) -> dict[str, Any]:
+    """The camelCase model of a symbol (inverse of :func:`symbol_from_model`)."""
+    return {
+        "qualifiedName": s.qualified_name,
+        "kind": s.kind,
+        "score": s.score,
+        "provenance": s.provenance,
+        "distance": s.distance,
+    }
+
+
+def edge_from_model(d: Mapping[str, Any]) -> Edge:
+    """An :class:`Edge` from ``{"source", "target", "edgeType", "status"}``.
+
+    >>> edge_from_model({"source": "a", "target": "b", "edgeType": "calls"})
+    Edge(source='a', target='b', edge_type='calls', status='')
+    """
+    return Edge(
+        _field(d, "source", str, None),
+        _field(d, "target", str, None),
+        _field(d, "edgeType", str, None),
+        _field(d, "status", str, ""),
+    )
+
+
+def edge_to_model(e: Edge) -> dict[str, Any]:
+    """The camelCase model of an edge (inverse of :func:`edge_from_model`)."""
+    return {"source": e.source, "target": e.target, "edgeType": e.edge_type, "status": e.status}
+
+
+def graph_from_model(d: Mapping[str, Any]) -> Graph:
+    """A :class:`Graph` from the fixtures' camelCase model; absent fields take defaults.
+
+    >>> g = graph_from_model({"tool": "t", "tokenBudget": 50, "symbols": [
+    ...     {"qualifiedName": "pkg.A", "kind": "function", "score": 0.5}], "edges": []})
+    >>> g.tool, g.budget, g.symbols[0].score
+    ('t', 50, 0.5)
+    """
+    return Graph(
+        tuple(symbol_from_model(s) for s in _field(d, "symbols", list, [])),
+        tuple(edge_from_model(e) for e in _field(d, "edges", list, [])),
+        _field(d, "tool", str, ""),
+        _field(d, "tokenBudget", int, 0),
+        _field(d, "tokensUsed", int, 0),
+        _field(d, "packRoot", str, ""),
+    )
+
+
+def graph_to_model(g: Graph) -> dict[str, Any]:
+    """The camelCase model of a graph, every field present (inverse of graph_from_model).
+
+    >>> graph_to_model(Graph(tool="t"))
+    {'tool': 't', 'tokenBudget': 0, 'tokensUsed': 0, 'packRoot': '', 'symbols': [], 'edges': []}
+    """
+    return {
+        "tool": g.tool,
+        "tokenBudget": g.budget,
+        "tokensUsed": g.tokens,
+        "packRoot": g.pack_root,
+        "symbols": [symbol_to_model(s) for s in g.symbols],
+        "edges": [edge_to_model(e) for e in g.edges],
+    }
+
+
+def delta_from_model(d: Mapping[str, Any]) -> GraphDelta:
+    """A :class:`GraphDelta` from the camelCase delta model of the fixtures.
+
+    >>> delta_from_model({"baseRoot": "a", "newRoot": "b", "deltaTokens": 3}).delta_tokens
+    3
+    """
+    return GraphDelta(
+        _field(d, "baseRoot", str, None),
+        _field(d, "newRoot", str, None),
+        tuple(symbol_from_model(s) for s in _field(d, "removed", list, [])),
+        tuple(symbol_from_model(s) for s in _field(d, "added", list, [])),
+        tuple(edge_from_model(e) for e in _field(d, "removedEdges", list, [])),
+        tuple(edge_from_model(e) for e in _field(d, "addedEdges", list, [])),
+        _field(d, "tool", str, ""),
+        _field(d, "deltaTokens", int, 0),
+        _field(d, "fullTokens", int, 0),
+        _field(d, "savings", str, ""),
+    )
+
+
+def delta_to_model(delta: GraphDelta) -> dict[str, Any]:
+    """The camelCase model of a delta (inverse of :func:`delta_from_model`)."""
+    return {
+        "tool": delta.tool,
+        "baseRoot": delta.base_root,
+        "newRoot": delta.new_root,
+        "removed": [{"qualifiedName": s.qualified_name, "kind": s.kind} for s in delta.removed],
+        "added": [symbol_to_model(s) for s in delta.added],
+        "removedEdges": [edge_to_model(e) for e in delta.removed_edges],
+        "addedEdges": [edge_to_model(e) for e in delta.added_edges],
+        "deltaTokens": delta.delta_tokens,
+        "fullTokens": delta.full_tokens,
+        "savings": delta.savings,
+    }

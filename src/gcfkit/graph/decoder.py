@@ -1,0 +1,370 @@
+"""Strict graph decoder (spec §3.2, 5, 6, 6a, 8, 9, 13, 16.3, 16.5).
+
+One pass over the lines: group headers switch the current distance, node lines declare
+symbols, the edges section resolves ``@target<@source`` against symbols declared earlier,
+and every count (header, ``[N]``, ``##! summary``) is checked at the end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Final
+
+from ..errors import GCFError
+from ..header import Header, parse_header, to_text
+from ..scalar import check_scalar_text
+from .model import Edge, Graph, Symbol, expand_kind, group_distance
+
+__all__ = ["decode_graph", "loads", "parse_count", "payload_lines"]
+
+_SEP: Final = re.compile(r"[ \t]+")
+_SCORE: Final = re.compile(r"-?[0-9]+\.[0-9]{2}\Z")
+_COUNT: Final = re.compile(r"(?:0|[1-9][0-9]*|\?)\Z")
+_GROUP_HEADER: Final = re.compile(r"##[ \t]+([^ \t\[]+)(?:[ \t]*\[([^\]]*)\](.*))?\Z")
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_DELTA_SECTIONS: Final = frozenset({"removed", "added", "edges_removed", "edges_added"})
+_MAX_ID_DIGITS: Final = 18
+
+
+def payload_lines(text: str | bytes) -> tuple[Header, Iterator[tuple[int, str]]]:
+    """The header and the meaningful body lines as ``(line number, text)``.
+
+    CRLF and trailing blanks are stripped; blank lines and ``# `` comments are skipped
+    (§11). Indentation is an error: the graph profile is flat.
+    """
+    lines = to_text(text).split("\n")
+    header = parse_header(lines[0], 1)
+    return header, _body(lines)
+
+
+def _body(lines: list[str]) -> Iterator[tuple[int, str]]:
+    for n in range(1, len(lines)):
+        line = lines[n].rstrip("\r").rstrip(" \t")
+        if not line:
+            continue
+        first = line[0]
+        if first in " \t":
+            stripped = line.lstrip(" \t")
+            if _is_comment(stripped):
+                continue
+            if "\t" in line[: len(line) - len(stripped)]:
+                raise GCFError("tab_indentation", "tab in leading whitespace", n + 1)
+            raise GCFError("invalid_indent", "graph lines are not indented", n + 1)
+        if first == "#" and _is_comment(line):
+            continue
+        yield n + 1, line
+
+
+def _is_comment(line: str) -> bool:
+    return line == "#" or line.startswith("# ")
+
+
+def parse_count(text: str, line: int) -> int | None:
+    """A ``[count]`` body: an int, or None for the deferred ``?`` (§8.2)."""
+    text = text.strip(" \t")
+    if not _COUNT.match(text):
+        raise GCFError(
+            "invalid_count",
+            f"[{text}] is not a count: use 0, a decimal without leading zeros, or ?",
+            line,
+        )
+    if text == "?":
+        return None
+    if len(text) > _MAX_ID_DIGITS:
+        raise GCFError("limit_exceeded", f"count {text[:24]}... is too large", line)
+    return int(text)
+
+
+def parse_group_header(line: str, n: int) -> tuple[str, int | None, bool]:
+    """``## name [count]`` -> (name, count or None, has a bracket)."""
+    m = _GROUP_HEADER.match(line)
+    if m is None or (m.group(3) or "").strip(" \t"):
+        raise GCFError(
+            "invalid_line", f"malformed group header {line[:60]!r}; expected '## name [N]'", n
+        )
+    if m.group(2) is None:
+        return m.group(1), None, False
+    return m.group(1), parse_count(m.group(2), n), True
+
+
+def parse_id(tok: str, n: int, code: str) -> int:
+    """The integer of an ``@N`` token; ``code`` when the token has no ``@``."""
+    if not tok.startswith("@"):
+        raise GCFError(code, f"expected @N, found {tok[:40]!r}", n)
+    digits = tok[1:]
+    if not digits.isascii() or not digits.isdigit() or len(digits) > _MAX_ID_DIGITS:
+        raise GCFError(
+            "invalid_symbol_id", f"symbol ID {tok[:40]!r} is not @ followed by an integer", n
+        )
+    return int(digits)
+
+
+def check_field(tok: str, n: int, code: str) -> str:
+    """A positional field: no control characters, no literal surrogates."""
+    if _CONTROL.search(tok):
+        raise GCFError(code, f"control character in field {tok[:40]!r}", n)
+    if not tok.isascii():
+        check_scalar_text(tok, n)
+    return tok
+
+
+def parse_score(tok: str, n: int) -> float:
+    """A score field, ``[-]DIGITS.DD`` (§5)."""
+    if not _SCORE.match(tok):
+        raise GCFError("invalid_score", f"score {tok[:40]!r} is not [-]DIGITS.DD (two decimals)", n)
+    return float(tok)
+
+
+class _State:
+    """Running state of one decode; ``known`` resolves session references."""
+
+    def __init__(self, header: Header, known: Mapping[int, Symbol] | None) -> None:
+        self.session = header.flag("session")
+        self.known = known
+        self.symbols: list[Symbol] = []
+        self.ids: dict[int, int] = {}
+        self.declared: dict[int, Symbol] = {}
+        self.edges: list[Edge] = []
+        self.distance: int | None = None
+        self.in_edges = False
+        self.seen_edges = False
+        self.section_count: int | None = None
+        self.section_items = 0
+        self.section_line = 0
+        self.summary: dict[str, str] | None = None
+        self.summary_line = 0
+
+    def close_section(self) -> None:
+        if self.section_count is not None and self.section_items != self.section_count:
+            raise GCFError(
+                "count_mismatch",
+                f"section declares [{self.section_count}] but holds {self.section_items} items",
+                self.section_line,
+            )
+
+    def open_section(self, line: str, n: int) -> None:
+        self.close_section()
+        name, count, _ = parse_group_header(line, n)
+        self.section_count, self.section_items, self.section_line = count, 0, n
+        if name == "edges":
+            if self.seen_edges:
+                raise GCFError("invalid_line", "a second ## edges section", n)
+            self.in_edges = self.seen_edges = True
+            self.distance = None
+            return
+        distance = group_distance(name)
+        if distance is None:
+            if name in _DELTA_SECTIONS:
+                raise GCFError(
+                    "malformed_delta",
+                    f"## {name} is a delta section; the header lacks delta=true",
+                    n,
+                )
+            raise GCFError(
+                "invalid_line",
+                f"unknown group ## {name}; expected targets, related, extended, distance_N "
+                "or edges",
+                n,
+            )
+        self.in_edges = False
+        self.distance = distance
+
+    def node(self, line: str, n: int) -> None:
+        if self.distance is None:
+            raise GCFError("invalid_node_line", "node line outside a distance group", n)
+        toks = _SEP.split(line)
+        ident = parse_id(toks[0], n, "invalid_node_line")
+        if len(toks) > 1 and toks[1].startswith("#"):
+            sym = self._reference(ident, n)
+        else:
+            if len(toks) != 5:
+                raise GCFError(
+                    "invalid_node_line",
+                    f"a node line has 5 fields (@id kind qname score provenance), "
+                    f"found {len(toks)}",
+                    n,
+                )
+            kind = check_field(toks[1], n, "invalid_node_line")
+            qname = check_field(toks[2], n, "invalid_node_line")
+            score = parse_score(toks[3], n)
+            prov = check_field(toks[4], n, "invalid_node_line")
+            sym = Symbol(qname, expand_kind(kind), score, prov, self.distance)
+            self.declared[ident] = sym
+        self._add(ident, sym, n)
+
+    def _reference(self, ident: int, n: int) -> Symbol:
+        if not self.session:
+            raise GCFError(
+                "invalid_node_line",
+                "a session reference (@N  # previously transmitted) needs session=true",
+                n,
+            )
+        prior = None if self.known is None else self.known.get(ident)
+        if prior is None:
+            raise GCFError(
+                "unresolved_reference",
+                f"@{ident} refers to a symbol from an earlier response that this decoder has "
+                "not seen; request a full payload (spec §9.4)",
+                n,
+            )
+        assert self.distance is not None
+        return Symbol(
+            prior.qualified_name, prior.kind, prior.score, prior.provenance, self.distance
+        )
+
+    def _add(self, ident: int, sym: Symbol, n: int) -> None:
+        if ident in self.ids:
+            raise GCFError("invalid_symbol_id", f"@{ident} is declared twice", n)
+        if not self.session and ident != len(self.symbols):
+            raise GCFError(
+                "invalid_symbol_id",
+                f"@{ident} out of sequence: IDs run from @0, expected @{len(self.symbols)}",
+                n,
+            )
+        self.ids[ident] = len(self.symbols)
+        self.symbols.append(sym)
+        self.section_items += 1
+
+    def edge(self, line: str, n: int) -> None:
+        toks = _SEP.split(line)
+        target_tok, lt, source_tok = toks[0].partition("<")
+        if not lt or len(toks) not in (2, 3):
+            raise GCFError(
+                "invalid_edge_syntax",
+                f"an edge line is @target<@source type [status], found {line[:60]!r}",
+                n,
+            )
+        target = self._endpoint(target_tok, n)
+        source = self._endpoint(source_tok, n)
+        edge_type = check_field(toks[1], n, "invalid_edge_syntax")
+        status = check_field(toks[2], n, "invalid_edge_syntax") if len(toks) == 3 else ""
+        self.edges.append(Edge(source, target, edge_type, status))
+        self.section_items += 1
+
+    def _endpoint(self, tok: str, n: int) -> str:
+        ident = parse_id(tok, n, "invalid_edge_syntax")
+        pos = self.ids.get(ident)
+        if pos is None:
+            raise GCFError(
+                "unknown_edge_reference", f"edge references @{ident}, not declared before", n
+            )
+        return self.symbols[pos].qualified_name
+
+    def trailer(self, line: str, n: int) -> None:
+        toks = _SEP.split(line)
+        if toks[0] != "##!" or len(toks) < 2 or toks[1] != "summary":
+            raise GCFError("invalid_summary", "metadata lines are '##! summary key=value...'", n)
+        fields: dict[str, str] = {}
+        for tok in toks[2:]:
+            key, eq, value = tok.partition("=")
+            if not eq or not key or key in fields:
+                raise GCFError("invalid_summary", f"bad or repeated summary field {tok!r:.40}", n)
+            fields[key] = value
+        self.summary = fields
+        self.summary_line = n
+
+    def check_totals(self, header: Header, unchanged: bool) -> None:
+        declared = [("header", header.count("symbols"), header.count("edges"), 1)]
+        if self.summary is not None:
+            declared.append(
+                (
+                    "##! summary",
+                    _summary_count(self.summary, "symbols"),
+                    _summary_count(self.summary, "edges"),
+                    self.summary_line,
+                )
+            )
+        for where, n_symbols, n_edges, line in declared:
+            if n_symbols is not None and not unchanged and n_symbols != len(self.symbols):
+                raise GCFError(
+                    "count_mismatch",
+                    f"{where} says symbols={n_symbols} but the payload holds {len(self.symbols)}",
+                    line,
+                )
+            if n_edges is not None and n_edges != len(self.edges):
+                raise GCFError(
+                    "count_mismatch",
+                    f"{where} says edges={n_edges} but the payload holds {len(self.edges)}",
+                    line,
+                )
+
+
+def _summary_count(fields: dict[str, str], key: str) -> int | None:
+    value = fields.get(key)
+    if value is None:
+        return None
+    if not value.isascii() or not value.isdigit() or len(value) > _MAX_ID_DIGITS:
+        raise GCFError("invalid_summary", f"summary {key}={value!r:.40} is not a count")
+    return int(value)
+
+
+def decode_graph(
+    text: str | bytes, known: Mapping[int, Symbol] | None = None
+) -> tuple[Graph, dict[int, Symbol]]:
+    """Decode a graph payload; also return the symbols it declared in full, by ID.
+
+    ``known`` resolves session references (``@N  # previously transmitted``) to symbols
+    from earlier payloads of the same session.
+    """
+    header, lines = payload_lines(text)
+    if header.profile != "graph":
+        raise GCFError(
+            "unsupported_profile",
+            f"profile={header.profile} payload; use gcfkit.loads for the generic profile",
+            1,
+        )
+    if header.flag("delta"):
+        from .delta import loads_delta
+
+        loads_delta(text)
+        raise GCFError(
+            "unsupported_profile",
+            "a delta payload (delta=true); decode it with gcfkit.graph.loads_delta",
+            1,
+        )
+    unchanged = header.flag("unchanged")
+    state = _State(header, known)
+    for n, line in lines:
+        if state.summary is not None:
+            raise GCFError("invalid_summary", "content after the ##! summary trailer", n)
+        if line.startswith("##"):
+            if line.startswith("##!"):
+                state.close_section()
+                state.trailer(line, n)
+            else:
+                state.open_section(line, n)
+        elif unchanged:
+            raise GCFError("invalid_line", "an unchanged=true payload has no body", n)
+        elif state.in_edges:
+            state.edge(line, n)
+        elif state.distance is None:
+            raise GCFError("invalid_line", f"{line[:40]!r} before any ## group header", n)
+        else:
+            state.node(line, n)
+    if state.summary is None:
+        state.close_section()
+    state.check_totals(header, unchanged)
+    graph = Graph(
+        tuple(state.symbols),
+        tuple(state.edges),
+        header.get("tool"),
+        header.count("budget") or 0,
+        header.count("tokens") or 0,
+        header.get("pack_root"),
+    )
+    return graph, state.declared
+
+
+def loads(text: str | bytes) -> Graph:
+    """Strictly decode a graph payload, buffered or streaming (bytes must be UTF-8).
+
+    Kinds come back in full form; unknown kinds verbatim. A payload with session
+    references needs :class:`gcfkit.graph.SessionReader`; a delta payload
+    :func:`gcfkit.graph.loads_delta`.
+
+    >>> g = loads("GCF profile=graph symbols=1\\n## targets\\n@0 iface pkg.H 0.90 lsp\\n")
+    >>> g.symbols[0]
+    Symbol(qualified_name='pkg.H', kind='interface', score=0.9, provenance='lsp', distance=0)
+    """
+    return decode_graph(text)[0]

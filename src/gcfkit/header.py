@@ -1,0 +1,166 @@
+"""The payload header line (spec §3), shared by every decoder and encoder.
+
+``GCF profile=<profile> key=value ...``: the profile comes first, field names are bare keys
+and unique, values are printable non-whitespace ASCII (§4 ``header-value``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from .errors import GCFError
+
+__all__ = [
+    "PROFILES",
+    "Header",
+    "check_header_value",
+    "format_header",
+    "parse_header",
+    "to_text",
+]
+
+#: The profiles of §3.1.
+PROFILES: Final = ("generic", "graph")
+
+_FIELD_SEP: Final = re.compile(r"[ \t]+")
+_HEADER_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
+
+
+@dataclass(frozen=True)
+class Header:
+    """A parsed header line: the profile and the other fields in wire order.
+
+    >>> h = parse_header("GCF profile=graph tool=t symbols=2")
+    >>> h.profile, h.fields
+    ('graph', {'tool': 't', 'symbols': '2'})
+    """
+
+    profile: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str, default: str = "") -> str:
+        """The value of ``key``, or ``default`` when the header does not carry it."""
+        return self.fields.get(key, default)
+
+    def flag(self, key: str, line: int | None = 1) -> bool:
+        """A boolean field (``session``, ``delta``, ``unchanged``); absent means false.
+
+        >>> parse_header("GCF profile=graph delta=true").flag("delta")
+        True
+        """
+        value = self.fields.get(key)
+        if value is None or value == "false":
+            return False
+        if value == "true":
+            return True
+        raise GCFError(
+            "malformed_header_field", f"{key}={value}: a boolean field is true or false", line
+        )
+
+    def count(self, key: str, line: int | None = 1) -> int | None:
+        """A non-negative integer field (``symbols``, ``budget``...), None when absent.
+
+        >>> parse_header("GCF profile=graph budget=5000").count("budget")
+        5000
+        """
+        value = self.fields.get(key)
+        if value is None:
+            return None
+        if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
+            raise GCFError(
+                "malformed_header_field",
+                f"{key}={value}: expected a non-negative integer without leading zeros",
+                line,
+            )
+        if len(value) > 19:
+            raise GCFError("out_of_range", f"{key}={value[:24]}... is outside int64", line)
+        return int(value)
+
+
+def parse_header(text: str, line: int | None = 1) -> Header:
+    """Parse the header line (without its line terminator; a trailing CR is tolerated).
+
+    >>> parse_header("GCF profile=generic tool=search").get("tool")
+    'search'
+    >>> parse_header("GCF tool=x")
+    Traceback (most recent call last):
+    gcfkit.errors.GCFError: error[missing_profile] line 1: ...
+    """
+    tokens = _FIELD_SEP.split(text.rstrip("\r").strip(" \t"))
+    if tokens[0] != "GCF":
+        raise GCFError(
+            "missing_header",
+            f"a payload starts with 'GCF profile=...', not {text[:40]!r}",
+            line,
+        )
+    if len(tokens) < 2 or not tokens[1].startswith("profile="):
+        raise GCFError(
+            "missing_profile",
+            "the header needs profile=generic or profile=graph right after GCF",
+            line,
+        )
+    profile = tokens[1][len("profile=") :]
+    if profile not in PROFILES:
+        raise GCFError("unknown_profile", f"profile={profile}: expected generic or graph", line)
+    fields: dict[str, str] = {}
+    for tok in tokens[2:]:
+        key, eq, value = tok.partition("=")
+        if not eq or not _HEADER_KEY.match(key) or not _HEADER_VALUE.match(value):
+            raise GCFError(
+                "malformed_header_field",
+                f"header field {tok[:40]!r} is not key=value (printable ASCII, no spaces)",
+                line,
+            )
+        if key in fields or key == "profile":
+            raise GCFError("duplicate_header_field", f"header field {key} appears twice", line)
+        fields[key] = value
+    return Header(profile, fields)
+
+
+def check_header_value(key: str, value: str, code: str = "invalid_graph") -> str:
+    """Return ``value`` if it can be written as header field ``key``, else raise ``code``.
+
+    >>> check_header_value("tool", "search")
+    'search'
+    """
+    if not isinstance(value, str) or not _HEADER_VALUE.match(value):
+        raise GCFError(
+            code,
+            f"header field {key}={value!r:.40}: values are non-empty printable ASCII "
+            "without spaces",
+        )
+    return value
+
+
+def format_header(profile: str, pairs: list[tuple[str, str]]) -> str:
+    """The header line (no terminator) for ``profile`` and the ``(key, value)`` pairs.
+
+    >>> format_header("graph", [("tool", "t"), ("symbols", "0")])
+    'GCF profile=graph tool=t symbols=0'
+    """
+    parts = [f"GCF profile={profile}"]
+    parts.extend(f"{k}={check_header_value(k, v)}" for k, v in pairs)
+    return " ".join(parts)
+
+
+def to_text(data: str | bytes) -> str:
+    """A payload as ``str``: bytes must be UTF-8 (else ``invalid_utf8`` with its line).
+
+    >>> to_text(b"GCF profile=generic\\n")
+    'GCF profile=generic\\n'
+    """
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise GCFError("unsupported_type", f"a payload is str or bytes, not {type(data).__name__}")
+    raw = bytes(data)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise GCFError(
+            "invalid_utf8", f"malformed UTF-8 at byte {e.start}; the payload must be UTF-8", line
+        ) from None
