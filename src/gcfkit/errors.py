@@ -53,6 +53,7 @@ CODES: dict[str, str] = {
     "invalid_edge_syntax": "an edge line without the < separator",
     "unknown_edge_reference": "an edge that references an undeclared symbol",
     "malformed_delta": "a delta section or line form invalid for its section",
+    "unresolved_reference": "a session reference (@N  # previously transmitted) to no known symbol",
     "invalid_graph": "a graph value that cannot be encoded (§20)",
     # deltas
     "root_mismatch": "a pack root that does not match",
