@@ -1,0 +1,349 @@
+"""Compare the token cost of one JSON value across formats, with a lossless check each.
+
+:func:`compare_formats` encodes a value as pretty JSON, compact JSON, TOON (when the
+optional ``toon-format`` package is installed), GCX1 and GCF, counts bytes and tokens in
+each encoding with :mod:`gcfkit.tokens`, decodes every text back and compares it with
+the input using :func:`strict_equal`. ``gcfkit stats`` and ``bench/tokens.py`` are built
+on it. Nothing here is required by the core codec; TOON is imported lazily.
+
+>>> cmp = compare_formats([{"id": 1, "name": "Ada"}, {"id": 2, "name": "Bob"}])
+>>> [r.name for r in cmp.results]
+['json-pretty', 'json-compact', 'toon', 'gcx1', 'gcf']
+>>> cmp.result("json-compact").lossless
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import gcx1, tokens
+from .errors import GCFError
+
+__all__ = [
+    "Comparison",
+    "Format",
+    "FormatResult",
+    "compare_formats",
+    "default_formats",
+    "gcf_codec",
+    "measure",
+    "strict_equal",
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Type-strict equality
+# ---------------------------------------------------------------------------------------
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def strict_equal(a: Any, b: Any, *, key_order: bool = False, number_types: bool = False) -> bool:
+    """JSON-model equality that, unlike ``==``, never confuses types.
+
+    ``True`` is not ``1``, ``"1"`` is not ``1``, ``None`` is only ``None``. Numbers compare
+    by value (JSON has one number type: ``3`` equals ``3.0``) unless ``number_types`` asks
+    for int/float to match too. With ``key_order`` objects must also list their keys in
+    the same order. Tuples count as lists.
+
+    >>> strict_equal({"a": True}, {"a": 1}), strict_equal([1, 2.0], [1.0, 2])
+    (False, True)
+    >>> strict_equal({"a": 1, "b": 2}, {"b": 2, "a": 1}, key_order=True)
+    False
+    """
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_number(a) or _is_number(b):
+        if not (_is_number(a) and _is_number(b)):
+            return False
+        if number_types and type(a) is not type(b):
+            return False
+        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            return True
+        return bool(a == b)
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        if len(a) != len(b):
+            return False
+        if key_order and list(a) != list(b):
+            return False
+        for k, v in a.items():
+            if k not in b or not strict_equal(
+                v, b[k], key_order=key_order, number_types=number_types
+            ):
+                return False
+        return True
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(
+            strict_equal(x, y, key_order=key_order, number_types=number_types)
+            for x, y in zip(a, b, strict=True)
+        )
+    return False
+
+
+# ---------------------------------------------------------------------------------------
+# Formats
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Format:
+    """A text format to measure: how to encode, how to decode, what it promises.
+
+    ``encode`` may raise :class:`GCFError` (``unsupported_shape`` and friends) for a
+    value the format cannot carry; the result then records the refusal. ``available``
+    False means the format's package is missing (``note`` says which).
+    ``key_order`` says whether the format promises to keep object key order (the
+    lossless check then verifies it).
+    """
+
+    name: str
+    label: str
+    encode: Callable[[Any], str]
+    decode: Callable[[str], Any]
+    available: bool = True
+    note: str = ""
+    key_order: bool = True
+
+
+def _unavailable(*_: Any) -> Any:
+    raise RuntimeError("format not available")
+
+
+def _json_pretty(v: Any) -> str:
+    return json.dumps(v, indent=2, ensure_ascii=False)
+
+
+def _json_compact(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def gcf_codec() -> tuple[Callable[[Any], str], Callable[[str], Any]] | None:
+    """gcfkit's own generic-profile ``(dumps, loads)``, or None while it is not built.
+
+    >>> codec = gcf_codec()
+    >>> codec is None or callable(codec[0])
+    True
+    """
+    import gcfkit
+
+    dumps = getattr(gcfkit, "dumps", None)
+    loads = getattr(gcfkit, "loads", None)
+    if callable(dumps) and callable(loads):
+        return dumps, loads
+    try:
+        from .generic import decoder, encoder  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:
+        return None
+    enc = getattr(encoder, "dumps", None)
+    dec = getattr(decoder, "loads", None)
+    if callable(enc) and callable(dec):
+        return enc, dec
+    return None
+
+
+def _toon_format() -> Format:
+    try:
+        import toon_format  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    except ImportError:
+        return Format(
+            "toon",
+            "TOON",
+            _unavailable,
+            _unavailable,
+            available=False,
+            note="not installed (pip install toon-format)",
+        )
+    enc: Callable[[Any], str] = toon_format.encode
+    dec: Callable[[str], Any] = toon_format.decode
+    version = getattr(toon_format, "__version__", "")
+    return Format("toon", "TOON", enc, dec, note=f"toon-format {version}".strip())
+
+
+def default_formats(tool: str = "stats") -> list[Format]:
+    """The formats ``gcfkit stats`` compares, in display order.
+
+    >>> [f.name for f in default_formats()]
+    ['json-pretty', 'json-compact', 'toon', 'gcx1', 'gcf']
+    """
+    formats = [
+        Format("json-pretty", "JSON (pretty, indent 2)", _json_pretty, json.loads),
+        Format("json-compact", "JSON (compact)", _json_compact, json.loads),
+        _toon_format(),
+        Format(
+            "gcx1",
+            "GCX1",
+            lambda v: gcx1.dumps(v, tool=tool),
+            gcx1.loads,
+            note="flat tables only",
+            key_order=False,
+        ),
+    ]
+    codec = gcf_codec()
+    if codec is None:
+        formats.append(
+            Format(
+                "gcf", "GCF (gcfkit)", _unavailable, _unavailable, False, "encoder not built yet"
+            )
+        )
+    else:
+        formats.append(Format("gcf", "GCF (gcfkit)", codec[0], codec[1]))
+    return formats
+
+
+# ---------------------------------------------------------------------------------------
+# Measurement
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class FormatResult:
+    """One format's measurement. ``text`` is None when the format was unavailable or
+    refused the value (``error`` says why); ``lossless`` is None when not checked."""
+
+    name: str
+    label: str
+    text: str | None = None
+    bytes: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)
+    lossless: bool | None = None
+    error: str | None = None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Encoded and verified lossless."""
+        return self.text is not None and self.lossless is True
+
+    def to_dict(self, baseline: FormatResult | None = None) -> dict[str, Any]:
+        """JSON-ready form (without the text); savings against ``baseline`` if given."""
+        out: dict[str, Any] = {
+            "format": self.name,
+            "label": self.label,
+            "available": self.error is None or self.text is not None,
+            "bytes": self.bytes if self.text is not None else None,
+            "tokens": dict(self.tokens) if self.text is not None else None,
+            "lossless": self.lossless,
+            "error": self.error,
+            "note": self.note,
+        }
+        if baseline is not None and self.text is not None and baseline.text is not None:
+            out["saving"] = {enc: saving(baseline.tokens[enc], n) for enc, n in self.tokens.items()}
+        return out
+
+
+def saving(before: int, after: int) -> float:
+    """Fraction of ``before`` saved by ``after`` (negative when ``after`` is bigger)."""
+    return 0.0 if before == 0 else 1.0 - after / before
+
+
+def measure(
+    fmt: Format,
+    value: Any,
+    encodings: Sequence[str] = tokens.ENCODINGS,
+) -> FormatResult:
+    """Encode ``value`` with ``fmt``, count it, decode it back and check it.
+
+    >>> fmt = default_formats()[1]
+    >>> r = measure(fmt, {"a": [1, 2]})
+    >>> r.text, r.bytes, r.lossless
+    ('{"a":[1,2]}', 11, True)
+    """
+    res = FormatResult(fmt.name, fmt.label, note=fmt.note)
+    if not fmt.available:
+        res.error = fmt.note or "not available"
+        return res
+    try:
+        text = fmt.encode(value)
+    except GCFError as e:
+        res.error = f"refused: error[{e.code}] {e.detail}"
+        return res
+    except Exception as e:  # a peer codec may raise anything; the report shows it
+        res.error = f"encode failed: {type(e).__name__}: {e}"
+        return res
+    res.text = text
+    res.bytes = len(text.encode("utf-8", "surrogatepass"))
+    res.tokens = {enc: tokens.count(text, enc) for enc in encodings}
+    try:
+        back = fmt.decode(text)
+    except Exception as e:
+        res.lossless = False
+        res.error = f"decode failed: {type(e).__name__}: {e}"
+        return res
+    res.lossless = strict_equal(back, value, key_order=fmt.key_order)
+    if not res.lossless:
+        res.error = "round trip changed the value"
+    return res
+
+
+@dataclass
+class Comparison:
+    """All formats measured on one value; ``baseline`` names the reference format."""
+
+    results: list[FormatResult]
+    baseline: str
+    encodings: tuple[str, ...]
+    methods: dict[str, str]
+
+    def result(self, name: str) -> FormatResult:
+        """The result of the format called ``name``."""
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def saving(self, name: str, encoding: str) -> float | None:
+        """Token saving of ``name`` against the baseline in ``encoding`` (None if n/a)."""
+        base, r = self.result(self.baseline), self.result(name)
+        if base.text is None or r.text is None:
+            return None
+        return saving(base.tokens[encoding], r.tokens[encoding])
+
+    def best_lossless(self, encoding: str) -> FormatResult | None:
+        """The verified-lossless result with the fewest tokens in ``encoding``."""
+        ok = [r for r in self.results if r.ok]
+        return min(ok, key=lambda r: r.tokens[encoding]) if ok else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``gcfkit stats --json`` prints it."""
+        base = self.result(self.baseline)
+        return {
+            "baseline": self.baseline,
+            "encodings": list(self.encodings),
+            "token_counts": self.methods,
+            "formats": [r.to_dict(base) for r in self.results],
+        }
+
+
+def compare_formats(
+    value: Any,
+    *,
+    formats: Sequence[Format] | None = None,
+    encodings: Sequence[str] = tokens.ENCODINGS,
+    baseline: str = "json-compact",
+) -> Comparison:
+    """Measure ``value`` in every format (default: :func:`default_formats`).
+
+    Savings are against ``baseline`` (``"json-compact"`` or ``"json-pretty"``).
+    ``methods`` records per encoding whether counts were exact or estimated.
+
+    >>> cmp = compare_formats({"a": 1})
+    >>> cmp.baseline, sorted(cmp.methods)
+    ('json-compact', ['cl100k_base', 'o200k_base'])
+    """
+    fmts = list(formats) if formats is not None else default_formats()
+    if baseline not in {f.name for f in fmts}:
+        raise ValueError(f"baseline {baseline!r} is not among the formats")
+    encs = tuple(encodings)
+    results = [measure(f, value, encs) for f in fmts]
+    return Comparison(results, baseline, encs, {e: tokens.method(e) for e in encs})
