@@ -1,6 +1,88 @@
-"""gcfkit: GCF (Graph Compact Format) for agents."""
+"""gcfkit: GCF (Graph Compact Format) for agents.
+
+The generic profile carries the JSON data model in fewer tokens, losslessly:
+
+>>> import gcfkit
+>>> wire = gcfkit.dumps({"users": [{"id": 1, "name": "Ada"}, {"id": 2, "name": "Lin"}]})
+>>> print(wire, end="")
+GCF profile=generic
+## users [2]{id,name}
+1|Ada
+2|Lin
+>>> gcfkit.loads(wire)
+{'users': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'Lin'}]}
+
+``dumps``/``loads``/``dump``/``load`` mirror the stdlib ``json`` module; :func:`decode` reads
+any GCF payload (generic value, graph, graph delta or generic delta) by its header.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
 
 from .errors import GCFError
+from .generic.decoder import loads
+from .generic.encoder import dumps
 
-__all__ = ["GCFError"]
+__all__ = ["GCFError", "decode", "dump", "dumps", "load", "loads"]
 __version__ = "0.1.0"
+
+
+def dump(value: Any, fp: IO[str], **kw: Any) -> None:
+    """Write ``dumps(value, **kw)`` to the text file ``fp``.
+
+    >>> import io
+    >>> buf = io.StringIO()
+    >>> dump([1, 2], buf)
+    >>> buf.getvalue()
+    'GCF profile=generic\\n## [2]: 1,2\\n'
+    """
+    fp.write(dumps(value, **kw))
+
+
+def load(fp: IO[str] | IO[bytes]) -> Any:
+    """Decode the generic payload in the text or binary file ``fp``.
+
+    >>> import io
+    >>> load(io.BytesIO(b"GCF profile=generic\\n=42\\n"))
+    42
+    """
+    return loads(fp.read())
+
+
+def _header_fields(first_line: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for part in first_line.split(" ")[1:]:
+        key, sep, value = part.partition("=")
+        if sep:
+            fields.setdefault(key, value)
+    return fields
+
+
+def decode(text: str | bytes) -> Any:
+    """Decode any GCF payload by its header.
+
+    Generic payloads give their JSON value; graph payloads a :class:`gcfkit.graph.Graph`;
+    graph deltas a :class:`gcfkit.graph.GraphDelta`; generic deltas (and ``unchanged``
+    answers) a :class:`gcfkit.keyed.GenericDelta`. Malformed input raises :class:`GCFError`.
+
+    >>> decode("GCF profile=generic\\n## [3]: a,b,c\\n")
+    ['a', 'b', 'c']
+    """
+    head = text[:4096]
+    if isinstance(head, bytes):
+        head = head.decode("utf-8", "replace")
+    fields = _header_fields(head.split("\n", 1)[0].rstrip("\r"))
+    profile = fields.get("profile")
+    if profile == "graph":
+        from . import graph
+
+        if fields.get("delta") == "true":
+            return graph.loads_delta(text)
+        return graph.loads(text)
+    if profile == "generic" and (fields.get("delta") == "true" or fields.get("unchanged") == "true"):
+        from . import keyed
+
+        return keyed.loads_delta(text)
+    # Everything else, malformed headers included, gets the generic decoder's strict checks.
+    return loads(text)
