@@ -28,12 +28,14 @@ __all__ = ["MAX_DEPTH", "dumps", "render_tabular"]
 #: Deepest container nesting :func:`dumps` accepts (the root container is level 1).
 MAX_DEPTH: Final = 256
 
-# A string that is certainly safe bare in every context: starts with a letter or `_` (so
-# never a number, numeric-like, marker, `#@.` prefix or leading space), printable ASCII
-# without `"`, `\`, `|`, `,` or `[` (so no delimiter or inline-array lookalike), no
-# trailing space, and not a boolean word. Everything else takes the full §2.4 check.
+# A string that is certainly safe bare in every context: starts with a letter, `_` or a
+# digit 1-9 (so never numeric-like, a marker, a `#@.` prefix or a leading space) without
+# being a whole number, is printable ASCII without `"`, `\`, `|`, `,` or `[` (so no
+# delimiter or inline-array lookalike), has no trailing space, and is not a boolean word.
+# Everything else takes the full §2.4 check of scalar.needs_quote.
 _FAST_BARE: Final = re.compile(
-    r"(?!(?:true|false)\Z)[A-Za-z_](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
+    r"(?!(?:true|false)\Z|[1-9][0-9]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z)"
+    r"[A-Za-z_1-9](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
 ).match
 _TWO_53: Final = float(2**53)
 _HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z").match
@@ -118,19 +120,33 @@ def _unsupported(v: Any) -> GCFError:
     )
 
 
-def _cell(v: Any) -> str:
-    """A tabular cell: like :func:`_scalar` with ``|`` active, but signals containers."""
+def _cell(
+    v: Any,
+    _bare: Any = _FAST_BARE,
+    _str: type = str,
+    _int: type = int,
+    _flt: type = float,
+    _repr: Any = repr,
+) -> str:
+    """A tabular cell: like :func:`_scalar` with ``|`` active, but signals containers.
+
+    This is the hot path of every table, so builtins are bound as defaults and the
+    common float range is formatted inline.
+    """
     t = type(v)
-    if t is str:
-        if _FAST_BARE(v):
+    if t is _str:
+        if _bare(v):
             return v  # type: ignore[no-any-return]
         return _slow_str(v, "|")
-    if t is int:
-        if INT64_MIN <= v <= INT64_MAX:
-            return int.__repr__(v)
+    if t is _int:
+        if -9223372036854775808 <= v <= 9223372036854775807:
+            return _repr(v)  # type: ignore[no-any-return]
         return format_number(v)
-    if t is float:
-        return _float(v)
+    if t is _flt:
+        if 1e-4 <= v < 9007199254740992.0 or -9007199254740992.0 < v <= -1e-4:
+            r: str = _repr(v)
+            return r[:-2] if r[-2:] == ".0" else r
+        return format_number(v)
     if v is None:
         return "-"
     if v is True:
@@ -339,7 +355,7 @@ def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Pla
         if opts.flatten and f and present is not None:
             tree = _flat_tree(present, True, depth + 1)
             if tree is not None and not any(v is not None and _all_null(v, tree) for v in present):
-                slots.append((_FLAT, f, tree))
+                slots.append((_FLAT, f, (tree, _tree_width(tree))))
                 _tree_paths(f, tree, columns)
                 continue
         if opts.inline and present is not None:
@@ -488,19 +504,32 @@ class _Encoder:
 
     # -- tabular --------------------------------------------------------------------------
 
-    def tabular(self, objs: Sequence[Any], head: str, ind: str, depth: int) -> bool:
-        """Emit ``objs`` (all dicts) as a tabular block; False if it is not tabular."""
+    def tabular(
+        self,
+        objs: Sequence[Any],
+        head: str,
+        ind: str,
+        depth: int,
+        share: tuple[_Share, str] | None = None,
+    ) -> bool:
+        """Emit ``objs`` (all dicts) as a tabular block; False if it is not tabular.
+
+        ``head`` is the header up to the count bracket. ``share`` is the containing
+        table's schema state and this attachment's field name (§7.4.5.3).
+        """
         fields = _union(objs)
         if fields and not any(">" in f for f in fields if isinstance(f, str)):
             lines = _flat_rows(objs, fields, ind)
             if lines is not None:
-                self.out.append(head + "{" + ",".join(map(_key, fields)) + "}")
+                decl = "{" + ",".join(map(_key, fields)) + "}"
+                self.out.append(head + (decl if share is None else share[0].decl(share[1], decl)))
                 self.out.extend(lines)
                 return True
         plan = _plan(objs, self.opts, depth)
         if plan is None:
             return False
-        self.out.append(head + plan.decl)
+        decl = plan.decl if share is None else share[0].decl(share[1], plan.decl)
+        self.out.append(head + decl)
         self.rows(plan, objs, None, ind, depth)
         return True
 
@@ -517,7 +546,7 @@ class _Encoder:
         for k in obj:
             if not isinstance(k, str):
                 raise _bad_key(k)
-            keys.append(_scalar(k, "|"))
+            keys.append(_cell(k))
         self.rows(plan, values, keys, ind, depth)
 
     def rows(
@@ -528,81 +557,61 @@ class _Encoder:
         ind: str,
         depth: int,
     ) -> None:
+        """Emit the rows of a planned table at ``ind``, each followed by its attachments.
+
+        ``keys`` are the already formatted cell-0 keys of a keyed map.
+        """
         out = self.out
-        shared: dict[str, str] = {}
-        no_share = self._unshareable(plan, objs) if self.opts.shared else None
+        cell = _cell
+        absent = _ABSENT
+        share = _Share(objs, self.opts.shared)
         inline_seen: set[str] = set()
+        body = ind + "    "
         for i, obj in enumerate(objs):
             cells: list[str] = [] if keys is None else [keys[i]]
-            atts: list[tuple[str, Any, int]] = []  # (field, value, how)
+            atts: list[tuple[str, Any, bool]] = []  # (field, value, is-inline-body)
+            get = obj.get
             for kind, f, extra in plan.slots:
-                v = obj.get(f, _ABSENT)
+                v = get(f, absent)
                 if kind == _SCALAR:
-                    if v is _ABSENT:
-                        cells.append("~")
-                    elif isinstance(v, (dict, list, tuple)):
-                        cells.append("^")
-                        atts.append((f, v, 0))
-                    else:
-                        cells.append(_scalar(v, "|"))
-                elif kind == _FLAT:
-                    if v is _ABSENT:
-                        cells.extend(["~"] * _tree_width(extra))
-                    elif v is None:
-                        cells.extend(["-"] * _tree_width(extra))
-                    else:
-                        _tree_cells(v, extra, cells)
-                elif kind == _GT:
-                    if v is not _ABSENT:
-                        atts.append((f, v, 0))
-                else:  # _INLINE
-                    if v is _ABSENT:
+                    if v is absent:
                         cells.append("~")
                     else:
-                        if f in inline_seen:
+                        try:
+                            cells.append(cell(v))
+                        except _Nested:
                             cells.append("^")
-                        else:
-                            inline_seen.add(f)
-                            cells.append("^{" + ",".join(map(_key, extra)) + "}")
-                        atts.append((f, v, 1))
-            row = "|".join(cells)
-            if not atts:
-                out.append(ind + row)
-                continue
-            out.append(f"{ind}@{i} {row}")
-            body = ind + "    "
-            for f, v, how in atts:
-                if how == 1:
-                    out.append(ind + "|".join([_scalar(x, "|") for x in v.values()]))
+                            atts.append((f, v, False))
+                elif kind == _FLAT:
+                    if v is absent:
+                        cells.extend(["~"] * extra[1])
+                    elif v is None:
+                        cells.extend(["-"] * extra[1])
+                    else:
+                        _tree_cells(v, extra[0], cells)
+                elif kind == _GT:
+                    if v is not absent:
+                        atts.append((f, v, False))
+                elif v is absent:  # _INLINE
+                    cells.append("~")
                 else:
-                    self.attachment(f, v, ind, body, shared, no_share, depth)
+                    if f in inline_seen:
+                        cells.append("^")
+                    else:
+                        inline_seen.add(f)
+                        cells.append("^{" + ",".join(map(_key, extra)) + "}")
+                    atts.append((f, v, True))
+            if not atts:
+                out.append(ind + "|".join(cells))
+                continue
+            out.append(f"{ind}@{i} " + "|".join(cells))
+            for f, v, inline in atts:
+                if inline:
+                    out.append(ind + "|".join([cell(x) for x in v.values()]))
+                else:
+                    self.attachment(f, v, ind, body, share, depth)
 
-    def _unshareable(self, plan: _Plan, objs: Sequence[Mapping[str, Any]]) -> set[str]:
-        """Fields whose array attachments include an expanded one.
-
-        A header-less ``.f [N]`` after a shared schema exists reads as tabular, so such a
-        field cannot share its schema without making a later expanded array unreadable.
-        """
-        bad: set[str] = set()
-        for kind, f, _ in plan.slots:
-            if kind in (_SCALAR, _GT):
-                for o in objs:
-                    v = o.get(f)
-                    if isinstance(v, (list, tuple)) and _is_expanded(v):
-                        bad.add(f)
-                        break
-        return bad
-
-    def attachment(
-        self,
-        f: str,
-        v: Any,
-        ind: str,
-        body: str,
-        shared: dict[str, str],
-        no_share: set[str] | None,
-        depth: int,
-    ) -> None:
+    def attachment(self, f: str, v: Any, ind: str, body: str, share: _Share, depth: int) -> None:
         """The traditional attachment ``.f ...`` of value ``v`` (§7.4.4)."""
         out = self.out
         pre = f"{ind}.{_key(f)} "
@@ -613,26 +622,54 @@ class _Encoder:
                 out.append(pre + "{}")
                 if v:
                     self.members(v, body, depth + 1)
-            return
-        if not isinstance(v, (list, tuple)):
+        elif not isinstance(v, (list, tuple)):
             out.append(f"{pre}={_scalar(v, '')}")
-            return
-        if depth + 1 > MAX_DEPTH:
+        elif depth + 1 > MAX_DEPTH:
             raise _too_deep()
-        if _array_form(v) == "objects":
-            plan = _plan(v, self.opts, depth + 1)
-            if plan is not None:
-                n = len(v)
-                if no_share is None or f in no_share:
-                    out.append(f"{pre}[{n}]{plan.decl}")
-                elif shared.get(f) == plan.decl:
-                    out.append(f"{pre}[{n}]")
-                else:
-                    shared.setdefault(f, plan.decl)
-                    out.append(f"{pre}[{n}]{plan.decl}")
-                self.rows(plan, v, None, body, depth + 1)
-                return
-        self.array(v, pre, pre, body, depth + 1)
+        elif not (
+            _array_form(v) == "objects"
+            and self.tabular(v, f"{pre}[{len(v)}]", body, depth + 1, (share, f))
+        ):
+            self.array(v, pre, pre, body, depth + 1)
+
+
+class _Share:
+    """Shared array schemas of one containing table (§7.4.5.3), per field name."""
+
+    __slots__ = ("enabled", "no_share", "objs", "schemas")
+
+    def __init__(self, objs: Sequence[Mapping[str, Any]], enabled: bool) -> None:
+        self.objs = objs
+        self.enabled = enabled
+        self.schemas: dict[str, str] = {}
+        self.no_share: set[str] | None = None
+
+    def decl(self, field: str, decl: str) -> str:
+        """The declaration to write for ``field``'s tabular attachment: ``""`` if shared."""
+        if not self.enabled:
+            return decl
+        if self.no_share is None:
+            self.no_share = self._unshareable()
+        if field in self.no_share:
+            return decl
+        known = self.schemas.get(field)
+        if known is None:
+            self.schemas[field] = decl
+            return decl
+        return "" if known == decl else decl
+
+    def _unshareable(self) -> set[str]:
+        """Fields with an expanded array attachment in some row.
+
+        A header-less ``.f [N]`` after a shared schema exists reads as tabular, so such a
+        field cannot share its schema without making a later expanded array unreadable.
+        """
+        bad: set[str] = set()
+        for o in self.objs:
+            for f, v in o.items():
+                if isinstance(v, (list, tuple)) and f not in bad and _is_expanded(v):
+                    bad.add(f)
+        return bad
 
 
 def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
