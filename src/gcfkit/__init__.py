@@ -80,7 +80,7 @@ def decode(text: str | bytes) -> Any:
         if fields.get("delta") == "true":
             return graph.loads_delta(text)
         return graph.loads(text)
-    if profile == "generic" and (fields.get("delta") == "true" or fields.get("unchanged") == "true"):
+    if profile == "generic" and "true" in (fields.get("delta"), fields.get("unchanged")):
         from . import keyed
 
         return keyed.loads_delta(text)

@@ -47,6 +47,8 @@ def loads_json(text: str) -> Any:
         return json.loads(
             text, object_pairs_hook=_pairs, parse_float=_float, parse_constant=_constant
         )
+    except GCFError:
+        raise
     except json.JSONDecodeError as e:
         raise GCFError(
             "invalid_json", f"invalid JSON: {e.msg} (column {e.colno})", e.lineno

@@ -1,0 +1,94 @@
+"""The `gcfkit encode` / `gcfkit decode` commands, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gcfkit
+from gcfkit.cli import main
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "gcfkit.cli", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_encode_stdin_to_stdout() -> None:
+    value = {"users": [{"id": 1, "name": "Ada"}, {"id": 2, "name": "Lin"}], "n": None}
+    res = run("encode", stdin=json.dumps(value).encode())
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode() == gcfkit.dumps(value)
+    assert res.stderr == b""
+
+
+def test_decode_file_roundtrip(tmp_path: Path) -> None:
+    value = {"é": ["x", "y,z"], "deep": {"a": [1.5, True, None]}}
+    p = tmp_path / "in.gcf"
+    p.write_text(gcfkit.dumps(value), encoding="utf-8")
+    res = run("decode", str(p), "--indent", "2")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == value
+    assert res.stdout.decode().startswith("{\n  ")
+
+
+def test_encode_tool_header() -> None:
+    res = run("encode", "--tool", "search", stdin=b"[1,2]")
+    assert res.stdout.decode().splitlines()[0] == "GCF profile=generic tool=search"
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "line"),
+    [
+        (("decode",), b"GCF profile=generic\nx=~\n", "invalid_missing", 2),
+        (("decode",), b"GCF profile=generic\n## r [2]{a}\n1\n", "count_mismatch", 2),
+        (("decode",), b"nope\n", "missing_header", 1),
+        (("decode",), b"GCF profile=generic\nx=\xff\n", "invalid_utf8", 2),
+        (("encode",), b'{"a": 1, "a": 2}', "duplicate_key", None),
+        (("encode",), b"[NaN]", "invalid_json", None),
+        (("encode",), b"[9223372036854775808]", "out_of_range", None),
+        (("encode",), b"{", "invalid_json", 1),
+    ],
+)
+def test_bad_input_exit_2_one_line(
+    args: tuple[str, ...], stdin: bytes, code: str, line: int | None
+) -> None:
+    res = run(*args, stdin=stdin)
+    assert res.returncode == 2
+    assert res.stdout == b""
+    err = res.stderr.decode().splitlines()
+    assert len(err) == 1
+    where = f" line {line}" if line is not None else ""
+    assert err[0].startswith(f"error[{code}]{where}: ")
+
+
+def test_missing_file_is_a_clean_error() -> None:
+    res = run("decode", "/nonexistent/file.gcf")
+    assert res.returncode == 2
+    assert res.stderr.decode().startswith("error[io_error]")
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gcfkit {gcfkit.__version__}"
+    for cmd in ("encode", "decode"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0
+        assert "usage: gcfkit " + cmd in capsys.readouterr().out
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: gcfkit" in capsys.readouterr().out
