@@ -93,9 +93,9 @@ def to_json_model(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [to_json_model(v) for v in obj]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        if type(obj).__name__ == "Graph":
-            from . import graph
+        from . import graph
 
+        if isinstance(obj, graph.Graph):
             return graph.graph_to_model(obj)
         return {
             _camel(f.name): to_json_model(getattr(obj, f.name)) for f in dataclasses.fields(obj)
