@@ -70,7 +70,13 @@ _BOOL_FIELDS: Final = ("delta", "unchanged")
 _BARE_FIRST: Final = frozenset(
     chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"-~^tf0123456789'
 )
-_DIGITS: Final = frozenset("0123456789")
+_NUM_FIRST: Final = frozenset("-0123456789")
+_MEMO_MAX: Final = 65536
+_NOT_ROW_FIRST: Final = frozenset(" \t#.@")
+_NOT_ROW_LAST: Final = frozenset(" \t\r")
+# The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
+_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
+_QSTR: Final = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL).match
 
 
 class _Pending:
@@ -168,15 +174,68 @@ def _cell(tok: str, line: int) -> Any:
         if not tok.isascii():
             check_scalar_text(tok, line)
         return tok
-    if (
-        c in _DIGITS
-        and len(tok) < 19
-        and tok.isdigit()
-        and tok.isascii()
-        and (c != "0" or len(tok) == 1)
-    ):
-        return int(tok)
+    if c in _NUM_FIRST:
+        m = _NUMBER(tok)
+        if m is not None:
+            if m.lastindex is None:
+                if len(tok) < 19:
+                    return int(tok)
+            else:
+                v = float(tok)
+                if v - v == 0.0:
+                    return v
+            return parse_scalar(tok, line)  # the out_of_range cases
+        if c != "-":
+            # A digit-led token that is not a number is a bare string (§2.3: "01", dates).
+            if not tok.isascii():
+                check_scalar_text(tok, line)
+            return tok
     return parse_scalar(tok, line, in_row=True)
+
+
+class _Memo(dict[str, Any]):
+    """Token -> decoded cell, per document: repeated cells (enums, flags, small numbers,
+    ``-``, ``~``) cost one C-level dict lookup instead of a parse."""
+
+    __slots__ = ("line",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.line = 0
+
+    def __missing__(self, key: str) -> Any:
+        # Keys may be untrimmed row pieces; the trimmed token is what gets parsed.
+        tok = key.strip(" \t")
+        c = tok[:1]
+        v: Any
+        if c in _BARE_FIRST:
+            if not tok.isascii():
+                check_scalar_text(tok, self.line)
+            v = tok
+        elif tok.isdigit() and tok.isascii() and (c != "0" or len(tok) == 1) and len(tok) < 19:
+            v = int(tok)
+        else:
+            v = _cell(tok, self.line)
+        if len(self) < _MEMO_MAX:
+            self[key] = v
+        return v
+
+
+def _split_row(s: str, line: int) -> list[str]:
+    """Split a row on ``|`` outside quotes; trimmed tokens (§4.2)."""
+    parts = s.split("|")
+    if '"' not in s:
+        return [p.strip(" \t") for p in parts]
+    out: list[str] = []
+    for p in parts:
+        tok = p.strip(" \t")
+        if tok[:1] == '"':
+            m = _QSTR(tok)
+            if m is None or m.end() != len(tok):
+                # A '|' inside a quoted cell, or an error: the general (linear) splitter.
+                return split_cells(s, "|", line)
+        out.append(tok)
+    return out
 
 
 def _value(tok: str, line: int) -> Any:
@@ -436,14 +495,18 @@ class _Parser:
         self.root: Any = _ABSENT
         self.root_kind = ""  # "", "scalar", "array", "object"
         self.tables: dict[int, TableInfo] = {}
+        self.memo = _Memo()
 
     # -- driver ----------------------------------------------------------------------
 
     def run(self, lines: list[str]) -> Any:
+        """Decode ``lines`` (``lines[0]`` is the header, already checked)."""
         stack = self.stack
-        ln = 1
-        for raw in lines:
-            ln += 1
+        i, n = 1, len(lines)
+        while i < n:
+            raw = lines[i]
+            i += 1
+            ln = i
             if not raw:
                 continue
             if raw[0] == " ":
@@ -491,12 +554,72 @@ class _Parser:
                 if done:
                     break
                 self._close(stack.pop())
+            if stack:
+                top = stack[-1]
+                if top.kind == _TAB and top.markers is None:  # type: ignore[attr-defined]
+                    i = self._fast_rows(top, lines, i)  # type: ignore[arg-type]
         while stack:
             self._close(stack.pop())
         self._check_deferred()
         if self.root is _ABSENT:
             return {}
         return self.root
+
+    def _fast_rows(self, f: _TabFrame, lines: list[str], i: int) -> int:
+        """Consume plain rows (no attachments, quotes-free cells, simple columns) in a tight
+        loop; return the index of the first line left for the general path, which also
+        reports every error (a line this loop doubts is simply left to it)."""
+        if not f.simple or f.id_index >= 0:
+            return i
+        k = f.indent
+        pad = " " * k
+        width = f.width
+        out = f.out
+        memo = self.memo
+        limit = len(lines)
+        if f.count is not None:
+            limit = min(limit, i + f.count - f.n)
+        fields = f.value_fields
+        out_list = out if isinstance(out, list) else None
+        out_map = out if isinstance(out, dict) else {}
+        start = i
+        row: dict[str, Any] | None = None
+        while i < limit:
+            s = lines[i]
+            if k:
+                if s[:k] != pad:
+                    break
+                s = s[k:]
+            c = s[:1]
+            if (
+                not c
+                or c in _NOT_ROW_FIRST
+                or s[-1] in _NOT_ROW_LAST
+                or "~" in s
+                or "^" in s
+                or len(s) > MAX_LINE
+            ):
+                break
+            memo.line = i + 1
+            toks = _split_row(s, i + 1) if '"' in s else s.split("|")
+            if len(toks) != width:
+                break
+            vals = [memo[t] for t in toks]
+            if out_list is not None:
+                row = dict(zip(fields, vals, strict=True))
+                out_list.append(row)
+            else:
+                key = vals[0]
+                if type(key) is not str or key in out_map:
+                    break
+                row = out_map[key] = dict(zip(fields, vals[1:], strict=True))
+            i += 1
+        if row is not None:
+            f.n += i - start
+            f.cur_row = row
+            f.cur_line = i
+            f.had_inline = False
+        return i
 
     def _push(self, frame: _Frame) -> None:
         if len(self.stack) >= MAX_DEPTH:
@@ -915,17 +1038,16 @@ class _Parser:
                 )
             has_id = True
             s = s[m.end() :]
-        if '"' in s:
-            toks = split_cells(s, "|", ln)
-        else:
-            toks = [t.strip(" \t") for t in s.split("|")]
+        toks = _split_row(s, ln)
         if len(toks) != f.width:
             raise GCFError(
                 "row_width_mismatch",
                 f"row has {len(toks)} cell(s); the header declares {f.width}",
                 ln,
             )
-        vals = [_cell(t, ln) for t in toks]
+        memo = self.memo
+        memo.line = ln
+        vals = [memo[t] for t in toks]
         f.n += 1
         f.had_inline = False
         if f.id_index >= 0:
@@ -1111,7 +1233,7 @@ def decode_document(text: str | bytes, *, id_fields: bool = False) -> Document:
         )
     _check_generic_header(header)
     parser = _Parser(header, id_fields or "key" in header)
-    value = parser.run(lines[1:])
+    value = parser.run(lines)
     return Document(header, value, parser.tables)
 
 
