@@ -358,7 +358,8 @@ def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Pla
                 slots.append((_FLAT, f, (tree, _tree_width(tree))))
                 _tree_paths(f, tree, columns)
                 continue
-        if opts.inline and present is not None:
+        # Like the reference encoder, an inline schema is declared on the first row only.
+        if opts.inline and present is not None and isinstance(objs[0].get(f), dict):
             schema = _inline_schema(present)
             if schema is not None:
                 slots.append((_INLINE, f, schema))
@@ -517,6 +518,8 @@ class _Encoder:
         ``head`` is the header up to the count bracket. ``share`` is the containing
         table's schema state and this attachment's field name (§7.4.5.3).
         """
+        if depth >= MAX_DEPTH:
+            raise _too_deep()  # the rows nest one level deeper
         fields = _union(objs)
         if fields and not any(">" in f for f in fields if isinstance(f, str)):
             lines = _flat_rows(objs, fields, ind)
@@ -525,12 +528,12 @@ class _Encoder:
                 self.out.append(head + (decl if share is None else share[0].decl(share[1], decl)))
                 self.out.extend(lines)
                 return True
-        plan = _plan(objs, self.opts, depth)
+        plan = _plan(objs, self.opts, depth + 1)
         if plan is None:
             return False
         decl = plan.decl if share is None else share[0].decl(share[1], plan.decl)
         self.out.append(head + decl)
-        self.rows(plan, objs, None, ind, depth)
+        self.rows(plan, objs, None, ind, depth + 1)
         return True
 
     def keyed(self, obj: Mapping[str, Any], bpre: str, ind: str, depth: int) -> None:
@@ -538,7 +541,7 @@ class _Encoder:
         if depth > MAX_DEPTH:
             raise _too_deep()
         values: list[Mapping[str, Any]] = list(obj.values())
-        plan = _plan(values, self.opts, depth)
+        plan = _plan(values, self.opts, depth + 1)
         assert plan is not None  # guaranteed by _keyed_ok
         label = _key_label(plan.columns)
         self.out.append(f"{bpre}[{len(obj)}:]{{{_key(label)},{plan.decl[1:]}")
@@ -547,7 +550,7 @@ class _Encoder:
             if not isinstance(k, str):
                 raise _bad_key(k)
             keys.append(_cell(k))
-        self.rows(plan, values, keys, ind, depth)
+        self.rows(plan, values, keys, ind, depth + 1)
 
     def rows(
         self,
@@ -561,6 +564,8 @@ class _Encoder:
 
         ``keys`` are the already formatted cell-0 keys of a keyed map.
         """
+        if depth > MAX_DEPTH:
+            raise _too_deep()
         out = self.out
         cell = _cell
         absent = _ABSENT
@@ -609,7 +614,7 @@ class _Encoder:
                 if inline:
                     out.append(ind + "|".join([cell(x) for x in v.values()]))
                 else:
-                    self.attachment(f, v, ind, body, share, depth)
+                    self.attachment(f, v, ind, body, share, depth + 1)
 
     def attachment(self, f: str, v: Any, ind: str, body: str, share: _Share, depth: int) -> None:
         """The traditional attachment ``.f ...`` of value ``v`` (§7.4.4)."""
@@ -617,20 +622,20 @@ class _Encoder:
         pre = f"{ind}.{_key(f)} "
         if isinstance(v, dict):
             if _keyed_ok(v):
-                self.keyed(v, pre, body, depth + 1)
+                self.keyed(v, pre, body, depth)
             else:
                 out.append(pre + "{}")
                 if v:
-                    self.members(v, body, depth + 1)
+                    self.members(v, body, depth)
         elif not isinstance(v, (list, tuple)):
             out.append(f"{pre}={_scalar(v, '')}")
-        elif depth + 1 > MAX_DEPTH:
+        elif depth > MAX_DEPTH:
             raise _too_deep()
         elif not (
             _array_form(v) == "objects"
-            and self.tabular(v, f"{pre}[{len(v)}]", body, depth + 1, (share, f))
+            and self.tabular(v, f"{pre}[{len(v)}]", body, depth, (share, f))
         ):
-            self.array(v, pre, pre, body, depth + 1)
+            self.array(v, pre, pre, body, depth)
 
 
 class _Share:
