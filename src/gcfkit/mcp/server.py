@@ -1,0 +1,897 @@
+"""GCF for MCP server authors: negotiated tool results, per-session dedup and deltas.
+
+A tool keeps returning plain data (a ``dict``, a ``list``, or a :class:`gcfkit.graph.Graph`);
+one extra decorator line makes its result follow what the client asked for:
+
+.. code-block:: python
+
+    from mcp.server.mcpserver import MCPServer
+    from gcfkit.mcp.server import gcf_tool
+
+    mcp = MCPServer("orders")
+
+    @mcp.tool()
+    @gcf_tool
+    def list_orders(status: str) -> list[dict[str, object]]:
+        return [{"id": 1, "total": 9.5, "status": status}]
+
+What the client gets:
+
+* **JSON** (compact) unless it opted in: the default, configurable per :class:`GCFResponder`.
+* **GCF generic** when it opted in, but only when that is fewer tokens than compact JSON.
+  A session opts in at ``initialize`` with the capability
+  ``{"experimental": {"output_format": {"format": "gcf"}}}`` (a bare ``"gcf"`` string is
+  accepted too, but the MCP schema - and so the official SDK - only lets objects through
+  ``experimental``); a single call opts in or out with the ``format`` argument the decorator
+  adds to the tool's input schema (``"gcf"`` or ``"json"``).
+* **GCF graph profile** for a returned :class:`~gcfkit.graph.Graph`, with session
+  statefulness (§9): a symbol already sent *on this MCP connection* travels as a bare
+  ``@N  # previously transmitted`` reference, never across connections.
+* **Generic deltas** (§10a) for tools decorated with ``delta_key=...``: the decorator adds a
+  ``pack_root`` argument; a client echoing the ``pack_root`` of its last full or delta
+  answer to the same call gets ``unchanged``, a delta, or (re-anchor, size guard, schema
+  change, unknown root) a full payload.
+* The tool's ``structuredContent`` is kept whenever the tool declares an output schema.
+
+Encoding never fails a call: a value GCF cannot carry (an integer beyond int64, say) is
+logged on the ``gcfkit.mcp.server`` logger and sent as JSON.
+
+Session state (graph sessions, delta bases) lives only for stateful connections: the
+handshake-era MCP connection (stdio, or streamable HTTP with a session id). The 2026-07-28
+stateless protocol builds a fresh connection for every request, so there the helpers send
+full non-session payloads (§9.4). State is bounded (:class:`SessionLimits`, §9.5) and dropped
+when the connection closes.
+
+>>> r = respond({"rows": [{"id": 1}, {"id": 2}]}, None, format="gcf")
+>>> print(r.content[0].text, end="")
+GCF profile=generic
+## rows [2]{id}
+1
+2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import logging
+import threading
+import time
+import typing
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Annotated, Any, Final, Literal, TypeVar, cast, overload
+
+import anyio
+import pydantic_core
+from mcp.client import Transport
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CallToolResult,
+    JSONRPCRequest,
+    TextContent,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from .. import tokens
+from ..errors import GCFError
+from ..generic.encoder import dumps as generic_dumps
+from ..graph.model import Graph
+
+__all__ = [
+    "CAPABILITY",
+    "FORMATS",
+    "GCFResponder",
+    "OutputFormat",
+    "SessionLimits",
+    "client_output_format",
+    "default_responder",
+    "gcf_tool",
+    "graph_to_json",
+    "negotiated_format",
+    "respond",
+    "with_output_format",
+]
+
+logger = logging.getLogger("gcfkit.mcp.server")
+
+OutputFormat = Literal["gcf", "json"]
+
+#: The key under the client's ``capabilities.experimental`` that names its output format.
+CAPABILITY: Final = "output_format"
+FORMATS: Final[tuple[OutputFormat, ...]] = ("gcf", "json")
+
+ToolContext = Context[Any, Any] | ServerRequestContext[Any, Any] | None
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+# ---------------------------------------------------------------------------------------
+# Negotiation
+# ---------------------------------------------------------------------------------------
+
+
+def _request_context(ctx: ToolContext) -> ServerRequestContext[Any, Any] | None:
+    if ctx is None:
+        return None
+    if isinstance(ctx, ServerRequestContext):
+        return ctx
+    try:
+        return ctx.request_context
+    except ValueError:  # a Context built outside a request
+        return None
+
+
+def _format_value(raw: object) -> OutputFormat | None:
+    if isinstance(raw, Mapping):
+        raw = raw.get("format")
+    if isinstance(raw, str) and raw.lower() in FORMATS:
+        return cast(OutputFormat, raw.lower())
+    return None
+
+
+def client_output_format(ctx: ToolContext) -> OutputFormat | None:
+    """The output format the client declared for its session, or None if it declared none.
+
+    Read from ``capabilities.experimental.output_format`` of the ``initialize`` request (or,
+    on the stateless 2026-07-28 protocol, of the request's capability envelope). Both
+    ``{"format": "gcf"}`` and a bare ``"gcf"`` are understood.
+
+    >>> client_output_format(None) is None
+    True
+    """
+    rc = _request_context(ctx)
+    if rc is None:
+        return None
+    caps = rc.session.client_capabilities
+    experimental = caps.experimental if caps is not None else None
+    if not experimental:
+        return None
+    return _format_value(experimental.get(CAPABILITY))
+
+
+def negotiated_format(
+    ctx: ToolContext, requested: str | None = None, *, default: OutputFormat = "json"
+) -> OutputFormat:
+    """The format one call is answered in: the per-call ``requested`` format, else the
+    session's declared format, else ``default``.
+
+    >>> negotiated_format(None), negotiated_format(None, "gcf")
+    ('json', 'gcf')
+    >>> negotiated_format(None, default="gcf")
+    'gcf'
+    """
+    if requested is not None:
+        fmt = _format_value(requested)
+        if fmt is None:
+            raise ValueError(f"unknown output format {requested!r}; use 'gcf' or 'json'")
+        return fmt
+    return client_output_format(ctx) or default
+
+
+# ---------------------------------------------------------------------------------------
+# Per-session state
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """Bounds on the state a :class:`GCFResponder` keeps (spec §9.5).
+
+    ``max_sessions`` connections are tracked at once (the least recently used is expired
+    first); a session idle for ``idle_seconds`` or older than ``max_lifetime_seconds`` is
+    expired; a graph session stops at ``max_symbols`` retained symbol IDs and a session keeps
+    at most ``max_delta_bases`` delta bases (one per tool and arguments). Whatever is expired
+    answers with a full non-session payload and starts over.
+
+    >>> SessionLimits().max_symbols
+    10000
+    """
+
+    max_sessions: int = 1024
+    max_symbols: int = 10_000
+    idle_seconds: float = 30 * 60.0
+    max_lifetime_seconds: float = 24 * 3600.0
+    max_delta_bases: int = 64
+
+
+@dataclass
+class _DeltaBase:
+    session: Any  # gcfkit.keyed.DeltaSession
+    root: str
+
+
+@dataclass
+class _SessionState:
+    created: float
+    last_used: float
+    graph: Any = None  # gcfkit.graph.Session, created on first use
+    deltas: OrderedDict[str, _DeltaBase] = field(default_factory=OrderedDict)
+
+
+def _connection(ctx: ToolContext) -> Connection | None:
+    """The MCP connection this request belongs to, when it outlives the request."""
+    rc = _request_context(ctx)
+    if rc is None:
+        return None
+    # MCPServer's Context does not expose the Connection; the ServerSession proxy holds it.
+    # It is the SDK's own per-client state owner (Connection.state, Connection.exit_stack).
+    conn = getattr(rc.session, "_connection", None)
+    if not isinstance(conn, Connection):
+        return None
+    if conn.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # A 2026-07-28 connection lives for one request: nothing is "already sent" on it.
+        return None
+    return conn
+
+
+class _Sessions:
+    """Session states keyed by connection; bounded, expiring, dropped on close."""
+
+    def __init__(self, limits: SessionLimits, clock: Callable[[], float]) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._states: weakref.WeakKeyDictionary[Connection, _SessionState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._expired: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def get(self, conn: Connection | None) -> _SessionState | None:
+        """This connection's state, or None when the call must be answered session-less."""
+        if conn is None:
+            return None
+        now = self._clock()
+        with self._lock:
+            self._sweep(now)
+            state = self._states.get(conn)
+            if state is not None:
+                state.last_used = now
+                return state
+            fresh = _SessionState(created=now, last_used=now)
+            self._states[conn] = fresh
+            if conn in self._expired:
+                # §9.4: an expired session answers with a full non-session payload; the
+                # fresh state starts the new session from the next call on.
+                self._expired.discard(conn)
+                return None
+            ref = weakref.ref(conn)
+            conn.exit_stack.callback(self._forget, ref)
+            self._evict(now)
+            return fresh
+
+    def expire(self, conn: Connection) -> None:
+        with self._lock:
+            if self._states.pop(conn, None) is not None:
+                self._expired.add(conn)
+
+    def _forget(self, ref: weakref.ref[Connection]) -> None:
+        conn = ref()
+        if conn is not None:
+            with self._lock:
+                self._states.pop(conn, None)
+                self._expired.discard(conn)
+
+    def _sweep(self, now: float) -> None:
+        lim = self.limits
+        stale = [
+            c
+            for c, s in self._states.items()
+            if now - s.last_used > lim.idle_seconds or now - s.created > lim.max_lifetime_seconds
+        ]
+        for c in stale:
+            del self._states[c]
+            self._expired.add(c)
+
+    def _evict(self, now: float) -> None:
+        while len(self._states) > self.limits.max_sessions:
+            oldest = min(self._states.items(), key=lambda kv: kv[1].last_used)[0]
+            del self._states[oldest]
+            self._expired.add(oldest)
+
+
+# ---------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------
+
+
+def graph_to_json(graph: Graph) -> dict[str, Any]:
+    """The JSON form of a graph, as sent to clients that did not ask for GCF.
+
+    Header fields that are unset (empty or zero) and empty edge statuses are left out.
+
+    >>> from gcfkit.graph.model import Edge, Symbol
+    >>> g = Graph([Symbol("a.f", "function", 0.5, "ast")], [Edge("a.g", "a.f", "calls")])
+    >>> graph_to_json(g)["edges"]
+    [{'source': 'a.g', 'target': 'a.f', 'edge_type': 'calls'}]
+    """
+    out: dict[str, Any] = {}
+    for key in ("tool", "budget", "tokens", "pack_root"):
+        value = getattr(graph, key)
+        if value:
+            out[key] = value
+    out["symbols"] = [dataclasses.asdict(s) for s in graph.symbols]
+    out["edges"] = [
+        {k: v for k, v in dataclasses.asdict(e).items() if k != "status" or v} for e in graph.edges
+    ]
+    return out
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool, list, dict)):
+        return value
+    return pydantic_core.to_jsonable_python(value)
+
+
+def _keyed_set(value: Any, key: str, name: str) -> Any:
+    """``value`` as a gcfkit.keyed.KeyedSet, or None when it cannot be one (§10a.7)."""
+    from ..keyed import KeyedSet
+
+    if not isinstance(value, list) or not value:
+        return None
+    fields: dict[str, None] = {key: None}
+    seen: set[Any] = set()
+    for row in value:
+        if not isinstance(row, dict) or key not in row:
+            return None
+        ident = row[key]
+        if isinstance(ident, (dict, list)) or ident in seen:
+            return None
+        seen.add(ident)
+        for k in row:
+            fields.setdefault(k, None)
+    try:
+        return KeyedSet(key, tuple(fields), value, name=name)
+    except GCFError:
+        return None
+
+
+@dataclass
+class _Answer:
+    text: str
+    form: str  # json, generic, graph, graph-session, keyed, delta, unchanged
+
+
+class GCFResponder:
+    """Negotiated tool results plus the per-session state behind them.
+
+    One responder serves one server; its state (graph sessions, delta bases) is keyed by MCP
+    connection. :data:`default_responder` backs the module-level :func:`respond` and
+    :func:`gcf_tool`; make your own to change the default format or the limits.
+
+    >>> gcf = GCFResponder(default_format="gcf")
+    >>> gcf.respond([{"id": 1, "name": "Ada"}, {"id": 2, "name": "Lin"}], None).content[0].text
+    'GCF profile=generic\\n## [2]{id,name}\\n1|Ada\\n2|Lin\\n'
+    """
+
+    def __init__(
+        self,
+        *,
+        default_format: OutputFormat = "json",
+        limits: SessionLimits | None = None,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        reanchor: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if default_format not in FORMATS:
+            raise ValueError(f"default_format must be 'gcf' or 'json', not {default_format!r}")
+        self.default_format: OutputFormat = default_format
+        self.limits = limits or SessionLimits()
+        self.encoding = encoding
+        self._reanchor = reanchor
+        self._clock = clock
+        self._sessions = _Sessions(self.limits, clock)
+
+    @property
+    def session_count(self) -> int:
+        """How many MCP connections currently have state here."""
+        return len(self._sessions)
+
+    # -- the one entry point -----------------------------------------------------------
+
+    def respond(
+        self,
+        data: Any,
+        ctx: ToolContext,
+        *,
+        tool: str | None = None,
+        format: str | None = None,
+        structured: Mapping[str, Any] | None = None,
+        delta_key: str | None = None,
+        pack_root: str | None = None,
+        call_key: str = "",
+    ) -> CallToolResult:
+        """Encode one tool result as negotiated and wrap it in a ``CallToolResult``.
+
+        ``data`` is a JSON-model value or a :class:`~gcfkit.graph.Graph`; ``ctx`` the tool's
+        MCPServer ``Context`` (or a lowlevel ``ServerRequestContext``, or None outside a
+        request); ``format`` the per-call override; ``structured`` becomes
+        ``structuredContent``. With ``delta_key``, a list of row objects identified by that
+        field takes part in §10a deltas: ``pack_root`` is the root the client echoed and
+        ``call_key`` tells calls with different arguments apart.
+
+        >>> respond({"a": 1}, None).content[0].text
+        '{"a":1}'
+        """
+        fmt = negotiated_format(ctx, format, default=self.default_format)
+        name = tool or _tool_name(ctx) or ""
+        answer = self._answer(data, ctx, fmt, name, delta_key, pack_root, call_key)
+        return CallToolResult(
+            content=[TextContent(type="text", text=answer.text)],
+            structured_content=dict(structured) if structured is not None else None,
+        )
+
+    def _answer(
+        self,
+        data: Any,
+        ctx: ToolContext,
+        fmt: OutputFormat,
+        tool: str,
+        delta_key: str | None,
+        pack_root: str | None,
+        call_key: str,
+    ) -> _Answer:
+        is_graph = isinstance(data, Graph)
+        value = graph_to_json(data) if is_graph else _jsonable(data)
+        if fmt == "json":
+            return _Answer(_compact_json(value), "json")
+        conn = _connection(ctx)
+        try:
+            if is_graph:
+                return self._graph(cast(Graph, data), conn, tool)
+            if delta_key is not None:
+                keyed = self._keyed(value, conn, tool, delta_key, pack_root, call_key)
+                if keyed is not None:
+                    return keyed
+            return self._smaller(generic_dumps(value, tool=tool or None), value, "generic")
+        except Exception as exc:
+            # A value GCF cannot carry must not fail the call: JSON still can.
+            logger.warning("GCF encoding of %r failed, answering in JSON: %s", tool, exc)
+            logger.debug("GCF encoding failure", exc_info=True)
+            return _Answer(_compact_json(value), "json")
+
+    def _smaller(self, gcf: str, value: Any, form: str) -> _Answer:
+        js = _compact_json(value)
+        if tokens.count(gcf, self.encoding) < tokens.count(js, self.encoding):
+            return _Answer(gcf, form)
+        return _Answer(js, "json")
+
+    def _graph(self, graph: Graph, conn: Connection | None, tool: str) -> _Answer:
+        from .. import graph as gmod
+
+        if tool and not graph.tool:
+            graph = dataclasses.replace(graph, tool=tool)
+        state = self._sessions.get(conn)
+        if state is None:
+            return _Answer(gmod.dumps(graph), "graph")
+        if state.graph is None:
+            lim = self.limits
+            state.graph = gmod.Session(
+                max_symbols=lim.max_symbols,
+                idle_timeout=lim.idle_seconds,
+                max_lifetime=lim.max_lifetime_seconds,
+                clock=self._clock,
+            )
+        # The session itself falls back to a full non-session payload past its §9.5 limits.
+        text = state.graph.dumps(graph)
+        head = text.split("\n", 1)[0]
+        return _Answer(text, "graph-session" if " session=true" in head else "graph")
+
+    def _keyed(
+        self,
+        value: Any,
+        conn: Connection | None,
+        tool: str,
+        key: str,
+        echoed: str | None,
+        call_key: str,
+    ) -> _Answer | None:
+        from .. import keyed as kmod
+
+        ks = _keyed_set(value, key, tool or "rows")
+        if ks is None:
+            return None
+        root = kmod.pack_root(ks)
+        state = self._sessions.get(conn)
+        slot = f"{tool}\x00{call_key}"
+        base = state.deltas.get(slot) if state is not None else None
+        if state is not None and base is not None and echoed is not None and echoed == base.root:
+            wire, is_full = base.session.next(ks)
+            base.root = root
+            state.deltas.move_to_end(slot)
+            if is_full:
+                return _Answer(wire, "keyed")
+            return _Answer(wire, "unchanged" if echoed == root else "delta")
+        session = self._new_delta_session(kmod, ks, tool)
+        wire = session.full()
+        answer = self._smaller(wire, value, "keyed")
+        if state is not None:
+            if answer.form == "keyed":
+                state.deltas[slot] = _DeltaBase(session, root)
+                state.deltas.move_to_end(slot)
+                while len(state.deltas) > self.limits.max_delta_bases:
+                    state.deltas.popitem(last=False)
+            else:
+                state.deltas.pop(slot, None)
+        return answer
+
+    def _new_delta_session(self, kmod: Any, ks: Any, tool: str) -> Any:
+        if self._reanchor is None:
+            return kmod.DeltaSession(ks, tool=tool)
+        return kmod.DeltaSession(ks, tool=tool, reanchor=self._reanchor)
+
+    # -- the decorator ------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: _F, /) -> _F: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        delta_key: str | None = None,
+        format_arg: str = "format",
+        pack_root_arg: str = "pack_root",
+    ) -> Callable[[_F], _F]: ...
+
+    def tool(
+        self,
+        fn: _F | None = None,
+        /,
+        *,
+        delta_key: str | None = None,
+        format_arg: str = "format",
+        pack_root_arg: str = "pack_root",
+    ) -> _F | Callable[[_F], _F]:
+        """Decorate an MCPServer tool function so its result is answered as negotiated.
+
+        Put it *under* ``@mcp.tool()``. The tool's parameters, description and output schema
+        stay as they were; the input schema gains an optional ``format`` argument (and, with
+        ``delta_key``, an optional ``pack_root`` argument). A ``Context`` parameter is added
+        when the function has none (FastMCP-style injection; it is not in the schema).
+
+        >>> from mcp.server.mcpserver import MCPServer
+        >>> mcp = MCPServer("demo")
+        >>> @mcp.tool()
+        ... @gcf_tool(delta_key="id")
+        ... def orders(status: str) -> list[dict[str, Any]]:
+        ...     return [{"id": 1, "status": status}]
+        >>> sorted(inspect.signature(orders).parameters)
+        ['format', 'gcf_context', 'pack_root', 'status']
+        """
+
+        def decorate(func: _F) -> _F:
+            return cast(_F, self._wrap(func, delta_key, format_arg, pack_root_arg))
+
+        return decorate(fn) if fn is not None else decorate
+
+    def _wrap(
+        self, fn: Callable[..., Any], delta_key: str | None, format_arg: str, pack_root_arg: str
+    ) -> Callable[..., Awaitable[CallToolResult]]:
+        sig = inspect.signature(fn, eval_str=True)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        ctx_name = _context_parameter(sig, hints)
+        params = list(sig.parameters.values())
+        taken = {p.name for p in params}
+        added: list[inspect.Parameter] = []
+        for arg, wanted in ((format_arg, True), (pack_root_arg, delta_key is not None)):
+            if wanted and arg in taken:
+                raise TypeError(
+                    f"{fn.__name__} already has a parameter {arg!r}; pass "
+                    f"{'format_arg' if arg == format_arg else 'pack_root_arg'}=... to gcf_tool "
+                    "to name the added argument differently"
+                )
+        added.append(
+            inspect.Parameter(
+                format_arg,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=_FORMAT_ANNOTATION,
+            )
+        )
+        if delta_key is not None:
+            added.append(
+                inspect.Parameter(
+                    pack_root_arg,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None,
+                    annotation=_PACK_ROOT_ANNOTATION,
+                )
+            )
+        added_ctx = ctx_name is None
+        if ctx_name is None:
+            ctx_name = "gcf_context"
+            while ctx_name in taken:
+                ctx_name += "_"
+            added.append(
+                inspect.Parameter(
+                    ctx_name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None,
+                    annotation=Context | None,
+                )
+            )
+        # Keyword-only parameters must precede **kwargs.
+        tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+        head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        new_sig = sig.replace(parameters=[*head, *added, *tail])
+        annotations = {p.name: p.annotation for p in new_sig.parameters.values()}
+        annotations["return"] = sig.return_annotation
+        if sig.return_annotation is inspect.Signature.empty:
+            del annotations["return"]
+
+        # The same output schema MCPServer derives for the undecorated function.
+        meta: FuncMetadata = func_metadata(fn, skip_names=[ctx_name] if not added_ctx else [])
+        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004
+        )
+        responder = self
+        context_name = ctx_name
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+            ctx = kwargs.pop(context_name, None) if added_ctx else kwargs.get(context_name)
+            fmt = kwargs.pop(format_arg, None)
+            echoed = kwargs.pop(pack_root_arg, None) if delta_key is not None else None
+            if is_async:
+                result = await fn(*args, **kwargs)
+            else:
+                result = await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+            if isinstance(result, CallToolResult):
+                return result
+            structured = None
+            value = result
+            if meta.output_schema is not None:
+                converted = meta.convert_result(result)
+                if isinstance(converted, CallToolResult) and converted.structured_content:
+                    structured = converted.structured_content
+                    if not isinstance(result, Graph):
+                        value = structured["result"] if meta.wrap_output else structured
+            call_key = ""
+            if delta_key is not None:
+                plain = {k: v for k, v in kwargs.items() if k != context_name}
+                call_key = json.dumps(_jsonable(plain), sort_keys=True, default=str)
+            return responder.respond(
+                value,
+                ctx,
+                format=fmt,
+                structured=structured,
+                delta_key=delta_key,
+                pack_root=echoed,
+                call_key=call_key,
+            )
+
+        wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
+        wrapper.__annotations__ = annotations
+        return wrapper
+
+
+_FORMAT_ANNOTATION: Final = Annotated[
+    Literal["gcf", "json"] | None,
+    Field(
+        description="Output format of this call's result: 'gcf' (GCF, fewer tokens) or "
+        "'json'. Default: the session's negotiated format."
+    ),
+]
+_PACK_ROOT_ANNOTATION: Final = Annotated[
+    str | None,
+    Field(
+        description="The pack_root of your previous result for these same arguments; if "
+        "given, only what changed since then is sent (GCF delta, spec §10a)."
+    ),
+]
+
+
+def _context_parameter(sig: inspect.Signature, hints: Mapping[str, Any]) -> str | None:
+    for name in sig.parameters:
+        ann = hints.get(name)
+        candidates = (ann, *typing.get_args(ann)) if ann is not None else ()
+        for c in candidates:
+            if inspect.isclass(c) and issubclass(c, Context):
+                return name
+    return None
+
+
+def _tool_name(ctx: ToolContext) -> str | None:
+    rc = _request_context(ctx)
+    params = rc.params if rc is not None else None
+    name = params.get("name") if params is not None else None
+    return name if isinstance(name, str) else None
+
+
+#: The responder behind :func:`respond` and :func:`gcf_tool` (JSON by default).
+default_responder: Final = GCFResponder()
+
+
+def respond(
+    data: Any,
+    ctx: ToolContext,
+    *,
+    tool: str | None = None,
+    format: str | None = None,
+    structured: Mapping[str, Any] | None = None,
+    delta_key: str | None = None,
+    pack_root: str | None = None,
+    call_key: str = "",
+) -> CallToolResult:
+    """:meth:`GCFResponder.respond` of the :data:`default_responder`.
+
+    For a tool that builds its own result:
+
+    >>> from mcp.server.mcpserver import MCPServer
+    >>> mcp = MCPServer("demo")
+    >>> @mcp.tool()
+    ... def users(ctx: Context, format: str | None = None) -> CallToolResult:
+    ...     return respond([{"id": 1, "name": "Ada"}], ctx, format=format)
+    >>> respond([{"id": 1, "name": "Ada"}], None, format="json").content[0].text
+    '[{"id":1,"name":"Ada"}]'
+    """
+    return default_responder.respond(
+        data,
+        ctx,
+        tool=tool,
+        format=format,
+        structured=structured,
+        delta_key=delta_key,
+        pack_root=pack_root,
+        call_key=call_key,
+    )
+
+
+@overload
+def gcf_tool(fn: _F, /) -> _F: ...
+
+
+@overload
+def gcf_tool(
+    fn: None = None,
+    /,
+    *,
+    delta_key: str | None = None,
+    format_arg: str = "format",
+    pack_root_arg: str = "pack_root",
+) -> Callable[[_F], _F]: ...
+
+
+def gcf_tool(
+    fn: _F | None = None,
+    /,
+    *,
+    delta_key: str | None = None,
+    format_arg: str = "format",
+    pack_root_arg: str = "pack_root",
+) -> _F | Callable[[_F], _F]:
+    """:meth:`GCFResponder.tool` of the :data:`default_responder`: ``@gcf_tool`` or
+    ``@gcf_tool(delta_key="id")`` under ``@mcp.tool()``.
+
+    >>> from mcp.server.mcpserver import MCPServer
+    >>> mcp = MCPServer("demo")
+    >>> @mcp.tool()
+    ... @gcf_tool
+    ... def users() -> list[dict[str, Any]]:
+    ...     return [{"id": 1, "name": "Ada"}]
+    >>> "format" in inspect.signature(users).parameters
+    True
+    """
+    if fn is not None:
+        return default_responder.tool(fn)
+    return default_responder.tool(
+        delta_key=delta_key, format_arg=format_arg, pack_root_arg=pack_root_arg
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Client side: asking for a format with the official SDK client
+# ---------------------------------------------------------------------------------------
+
+
+class _FormatWriteStream:
+    def __init__(self, inner: Any, experimental: dict[str, Any]) -> None:
+        self._inner = inner
+        self._experimental = experimental
+
+    async def send(self, item: SessionMessage, /) -> None:
+        msg = item.message
+        if isinstance(msg, JSONRPCRequest) and isinstance(msg.params, dict):
+            params = dict(msg.params)
+            changed = False
+            if msg.method == "initialize":
+                params["capabilities"] = self._with_format(params.get("capabilities"))
+                changed = True
+            meta = params.get("_meta")
+            if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+                meta = dict(meta)
+                meta[CLIENT_CAPABILITIES_META_KEY] = self._with_format(
+                    meta[CLIENT_CAPABILITIES_META_KEY]
+                )
+                params["_meta"] = meta
+                changed = True
+            if changed:
+                item = SessionMessage(
+                    message=msg.model_copy(update={"params": params}), metadata=item.metadata
+                )
+        await self._inner.send(item)
+
+    def _with_format(self, caps: Any) -> dict[str, Any]:
+        out = dict(caps) if isinstance(caps, dict) else {}
+        experimental = dict(out.get("experimental") or {})
+        experimental.update(self._experimental)
+        out["experimental"] = experimental
+        return out
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _FormatWriteStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class _FormatTransport:
+    def __init__(self, inner: Transport, fmt: OutputFormat) -> None:
+        self._inner = inner
+        self._experimental = {CAPABILITY: {"format": fmt}}
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        read, write = await self._inner.__aenter__()
+        return read, _FormatWriteStream(write, self._experimental)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+
+
+def with_output_format(transport: Transport, fmt: OutputFormat = "gcf") -> Transport:
+    """Wrap an SDK client transport so the client declares ``output_format`` = ``fmt``.
+
+    The official client sends no ``experimental`` capabilities of its own; this adds
+    ``{"output_format": {"format": fmt}}`` to the ``initialize`` request (and to the
+    per-request capability envelope of the 2026-07-28 protocol).
+
+    .. code-block:: python
+
+        from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(command="python", args=["server.py"])
+        async with Client(with_output_format(stdio_client(params)), mode="legacy") as c:
+            result = await c.call_tool("search", {"query": "auth"})
+
+    >>> isinstance(with_output_format.__doc__, str)
+    True
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be 'gcf' or 'json', not {fmt!r}")
+    return cast(Transport, _FormatTransport(transport, fmt))
