@@ -307,6 +307,31 @@ class _Marker:
         self.filled = False
 
 
+class _Schema:
+    """A parsed tabular/keyed field declaration, shared by every table that repeats it."""
+
+    __slots__ = ("field_set", "fields", "id_index", "keyed", "plan", "simple", "value_fields")
+
+    def __init__(self, fields: list[str], keyed: bool, line: int) -> None:
+        self.keyed = keyed
+        self.id_index = -1
+        fields = list(fields)
+        for i, f in enumerate(fields):
+            if f[:1] == "@":
+                if self.id_index >= 0:
+                    raise GCFError(
+                        "invalid_key", "a field declaration may mark only one @ id field", line
+                    )
+                self.id_index = i
+                fields[i] = f[1:]
+        self.fields = fields
+        value_fields = fields[1:] if keyed else fields
+        self.value_fields = value_fields
+        self.field_set = frozenset(value_fields)
+        self.plan = _plan(value_fields, 1 if keyed else 0, line)
+        self.simple = all(slot[0] == 0 for slot in self.plan)
+
+
 class _TabFrame(_Frame):
     __slots__ = (
         "array_schemas",
@@ -333,34 +358,24 @@ class _TabFrame(_Frame):
         indent: int,
         line: int,
         count: int | None,
-        fields: list[str],
-        keyed: bool,
+        schema: _Schema,
         out: list[Any] | dict[str, Any],
         member_ctx: bool,
     ) -> None:
         super().__init__(_TAB, indent, line, count)
-        self.keyed = keyed
+        self.keyed = schema.keyed
         self.out = out
         self.member_ctx = member_ctx
-        self.id_index = -1
-        for i, f in enumerate(fields):
-            if f[:1] == "@":
-                if self.id_index >= 0:
-                    raise GCFError(
-                        "invalid_key", "a field declaration may mark only one @ id field", line
-                    )
-                self.id_index = i
-                fields[i] = f[1:]
+        self.id_index = schema.id_index
         self.id_seen: set[tuple[type, Any]] = set()
-        self.fields = fields
-        self.width = len(fields)
-        value_fields = fields[1:] if keyed else fields
-        self.value_fields = value_fields
-        self.field_set = frozenset(value_fields)
-        self.plan = _plan(value_fields, 1 if keyed else 0, line)
-        self.simple = all(slot[0] == 0 for slot in self.plan)
+        self.fields = schema.fields
+        self.width = len(schema.fields)
+        self.value_fields = schema.value_fields
+        self.field_set = schema.field_set
+        self.plan = schema.plan
+        self.simple = schema.simple
         self.inline_schemas: dict[str, tuple[str, ...]] = {}
-        self.array_schemas: dict[str, list[str]] = {}
+        self.array_schemas: dict[str, _Schema] = {}
         self.cur_row: dict[str, Any] | None = None
         self.cur_line = 0
         self.markers: dict[str, _Marker] | None = None
@@ -417,6 +432,21 @@ def _plan(fields: list[str], offset: int, line: int) -> list[_Slot]:
         leaves.add(path)
         level.append((0, segs[-1], i))
     return plan
+
+
+def _build_row(plan: list[_Slot], vals: list[Any], line: int) -> dict[str, Any]:
+    """A row without ^ cells: plain columns, ~ dropped, path groups rebuilt."""
+    row: dict[str, Any] = {}
+    for kind, name, ref in plan:
+        if kind == 0:
+            v = vals[ref]
+            if v is not MISSING:
+                row[name] = v
+        else:
+            v = _group(ref, vals, line)
+            if v is not _ABSENT:
+                row[name] = v
+    return row
 
 
 def _group(slots: list[_Slot], vals: list[Any], line: int) -> Any:
@@ -496,6 +526,7 @@ class _Parser:
         self.root_kind = ""  # "", "scalar", "array", "object"
         self.tables: dict[int, TableInfo] = {}
         self.memo = _Memo()
+        self.schemas: dict[tuple[str, bool], _Schema] = {}
 
     # -- driver ----------------------------------------------------------------------
 
@@ -569,8 +600,10 @@ class _Parser:
         """Consume plain rows (no attachments, quotes-free cells, simple columns) in a tight
         loop; return the index of the first line left for the general path, which also
         reports every error (a line this loop doubts is simply left to it)."""
-        if not f.simple or f.id_index >= 0:
+        if f.id_index >= 0:
             return i
+        simple = f.simple
+        plan = f.plan
         k = f.indent
         pad = " " * k
         width = f.width
@@ -595,7 +628,6 @@ class _Parser:
                 not c
                 or c in _NOT_ROW_FIRST
                 or s[-1] in _NOT_ROW_LAST
-                or "~" in s
                 or "^" in s
                 or len(s) > MAX_LINE
             ):
@@ -606,13 +638,24 @@ class _Parser:
                 break
             vals = [memo[t] for t in toks]
             if out_list is not None:
-                row = dict(zip(fields, vals, strict=True))
+                if not simple:
+                    row = _build_row(plan, vals, i + 1)
+                elif "~" in s:
+                    row = {k: v for k, v in zip(fields, vals, strict=True) if v is not MISSING}
+                else:
+                    row = dict(zip(fields, vals, strict=True))
                 out_list.append(row)
             else:
                 key = vals[0]
                 if type(key) is not str or key in out_map:
                     break
-                row = out_map[key] = dict(zip(fields, vals[1:], strict=True))
+                if not simple:
+                    row = _build_row(plan, vals, i + 1)
+                elif "~" in s:
+                    row = {k: v for k, v in zip(fields, vals[1:], strict=True) if v is not MISSING}
+                else:
+                    row = dict(zip(fields, vals[1:], strict=True))
+                out_map[key] = row
             i += 1
         if row is not None:
             f.n += i - start
@@ -759,16 +802,24 @@ class _Parser:
         count, keyed, p = self._bracket(s, pos, ln)
         n = len(s)
         if p < n and s[p] == "{":
-            fields, p = parse_field_decl_at(s, p, ln, id_marker=self.id_fields)
-            if p != n:
-                raise GCFError(
-                    "invalid_line", f"unexpected {s[p : p + 20]!r} after the field declaration", ln
-                )
+            cache_key = (s[p:], keyed)
+            schema = self.schemas.get(cache_key)
+            if schema is None:
+                fields, q = parse_field_decl_at(s, p, ln, id_marker=self.id_fields)
+                if q != n:
+                    raise GCFError(
+                        "invalid_line",
+                        f"unexpected {s[q : q + 20]!r} after the field declaration",
+                        ln,
+                    )
+                if self.id_fields:
+                    self._check_id_fields(fields, ln)
+                schema = self.schemas[cache_key] = _Schema(fields, keyed, ln)
             if keyed:
-                return self._keyed(fields, count, ln, body_indent, member_ctx)
+                return self._keyed(schema, count, ln, body_indent, member_ctx)
             if tab is not None and field not in tab.array_schemas:
-                tab.array_schemas[field] = [f.lstrip("@") for f in fields]
-            return self._table(fields, count, ln, body_indent, member_ctx)
+                tab.array_schemas[field] = schema
+            return self._table(schema, count, ln, body_indent, member_ctx)
         if keyed:
             raise GCFError(
                 "invalid_keyed_map", "a keyed map [N:] needs a {key,...} field declaration", ln
@@ -782,7 +833,7 @@ class _Parser:
             self._check_count(count, len(values), ln)
             return values
         if tab is not None and field in tab.array_schemas:
-            return self._table(list(tab.array_schemas[field]), count, ln, body_indent, False)
+            return self._table(tab.array_schemas[field], count, ln, body_indent, False)
         items: list[Any] = []
         if count == 0:
             return items
@@ -810,17 +861,16 @@ class _Parser:
 
     def _table(
         self,
-        fields: list[str],
+        schema: _Schema,
         count: int | None,
         ln: int,
         indent: int,
         member_ctx: bool,
     ) -> list[Any]:
-        if self.id_fields:
-            self._check_id_fields(fields, ln)
         rows: list[Any] = []
-        f = _TabFrame(indent, ln, count, fields, False, rows, member_ctx)
-        self._register(f, rows, ln)
+        f = _TabFrame(indent, ln, count, schema, rows, member_ctx)
+        if self.id_fields:
+            self._register(f, rows, ln)
         if count is None:
             self._defer(f, ln)
         self._push(f)
@@ -828,13 +878,13 @@ class _Parser:
 
     def _keyed(
         self,
-        fields: list[str],
+        schema: _Schema,
         count: int | None,
         ln: int,
         indent: int,
         member_ctx: bool,
     ) -> dict[str, Any]:
-        if len(fields) < 2:
+        if len(schema.fields) < 2:
             raise GCFError(
                 "invalid_keyed_map",
                 "a keyed map header must declare at least two fields (key column + values)",
@@ -846,11 +896,10 @@ class _Parser:
                 "a keyed map cannot have a zero count [0:]; an empty object has no body",
                 ln,
             )
-        if self.id_fields:
-            self._check_id_fields(fields, ln)
         out: dict[str, Any] = {}
-        f = _TabFrame(indent, ln, count, fields, True, out, member_ctx)
-        self._register(f, out, ln)
+        f = _TabFrame(indent, ln, count, schema, out, member_ctx)
+        if self.id_fields:
+            self._register(f, out, ln)
         if count is None:
             self._defer(f, ln)
         self._push(f)
