@@ -38,7 +38,6 @@ any failure, or running past the time budget, delivers the original and says why
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -165,31 +164,35 @@ def _utf8_len(text: str) -> int:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """Type-strict structural equality of JSON values: ``1 != 1.0 != True``, key order counts,
-    ``-0.0 != 0.0``.
+    """Structural equality in the JSON data model (spec §1.1): same types, same key order,
+    same numbers by value (``1 == 1.0`` and ``-0.0 == 0``: JSON has one number type), and a
+    boolean is never a number.
 
-    >>> same_value({"a": [1, 2.0]}, {"a": [1, 2.0]}), same_value([1], [1.0])
+    >>> same_value({"a": [1, 2.0]}, {"a": [1.0, 2]}), same_value([True], [1])
     (True, False)
     """
     stack: list[tuple[Any, Any]] = [(a, b)]
     while stack:
         x, y = stack.pop()
-        if type(x) is not type(y):
+        tx, ty = type(x), type(y)
+        if tx is not ty:
+            if tx in _NUMBER and ty in _NUMBER and x == y:
+                continue
             return False
-        if isinstance(x, dict):
+        if tx is dict:
             if list(x) != list(y):
                 return False
             stack.extend((x[k], y[k]) for k in x)
-        elif isinstance(x, list):
+        elif tx is list:
             if len(x) != len(y):
                 return False
             stack.extend(zip(x, y, strict=True))
-        elif isinstance(x, float):
-            if x != y or math.copysign(1.0, x) != math.copysign(1.0, y):
-                return False
         elif x != y:
             return False
     return True
+
+
+_NUMBER: Final = (int, float)
 
 
 def _json_value_of(text: str) -> Any:
@@ -309,6 +312,7 @@ class ProxyCore:
         self._pending: dict[tuple[str, Any], _Pending] = {}
         self._unfinished: list[tuple[str, str, _Outcome, float]] = []
         self._clock: Callable[[], float] = time.perf_counter
+        self._warm = False
 
     # -- public API --------------------------------------------------------------------
 
@@ -556,6 +560,7 @@ class ProxyCore:
     def _tool_result(
         self, msg: dict[str, Any], result: dict[str, Any], pending: _Pending, safe: bool
     ) -> dict[str, Any] | None:
+        self.warm_up()
         started = self._clock()
         tool = pending.tool
         policy = self.config.policy.for_tool(tool)
@@ -599,6 +604,17 @@ class ProxyCore:
         import gcfkit
 
         return gcfkit.loads(text)
+
+    def warm_up(self) -> None:
+        """Load the tokenizer and codec now (about a second, once per process), so the first
+        tool result is not charged for it; the shell calls this at start-up."""
+        if not self._warm:
+            self._warm = True
+            try:
+                self._count("{}")
+                self._decode(self._encode({"a": [1]}))
+            except Exception:  # a broken codec shows up, and is handled, per result
+                pass
 
     def _check_budget(self, started: float) -> None:
         if self._clock() - started > self.config.time_budget:

@@ -1,0 +1,859 @@
+"""Unit tests of the sans-I/O proxy core: every rule, no pipes, no processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gcfkit
+from gcfkit import tokens
+from gcfkit.errors import GCFError
+from gcfkit.mcp.core import (
+    CONNECTION_CLOSED,
+    Codec,
+    Output,
+    ProxyConfig,
+    ProxyCore,
+    same_value,
+)
+from gcfkit.mcp.ledger import LedgerRecord
+from gcfkit.mcp.policy import Policy, ToolPolicy, cap_format, load_policy
+from gcfkit.mcp.primer import PRIMER, append_primer
+
+ORDERS = [
+    {"id": i, "customer": f"user{i}", "status": "open" if i % 2 else "shipped", "total": i * 1.5}
+    for i in range(1, 13)
+]
+
+
+def line(msg: Any) -> bytes:
+    return json.dumps(msg).encode() + b"\n"
+
+
+def request(msg_id: Any, method: str, params: Any = None) -> bytes:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return line(msg)
+
+
+def response(msg_id: Any, result: Any) -> bytes:
+    return line({"jsonrpc": "2.0", "id": msg_id, "result": result})
+
+
+def text_result(*texts: str, **extra: Any) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": t} for t in texts], **extra}
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2)
+
+
+def call(
+    core: ProxyCore,
+    tool: str,
+    result: Any,
+    args: Any = None,
+    msg_id: Any = 1,
+) -> tuple[list[Output], list[Output]]:
+    params: dict[str, Any] = {"name": tool, "arguments": {} if args is None else args}
+    up = core.from_client(request(msg_id, "tools/call", params))
+    down = core.from_server(response(msg_id, result))
+    return up, down
+
+
+def only(outputs: list[Output], to: str) -> bytes:
+    assert len(outputs) == 1
+    assert outputs[0].to == to
+    return outputs[0].data
+
+
+def delivered_result(outputs: list[Output]) -> dict[str, Any]:
+    msg = json.loads(only(outputs, "client"))
+    assert isinstance(msg["result"], dict)
+    return msg["result"]
+
+
+def cfg(**options: Any) -> ProxyConfig:
+    """A config whose time budget no loaded test machine can run out."""
+    options.setdefault("primer", False)
+    options.setdefault("time_budget", 60.0)
+    return ProxyConfig(**options)
+
+
+def count(text: str) -> int:
+    return tokens.count(text, "o200k_base")
+
+
+# --------------------------------------------------------------------------------------
+# Transparent relay
+# --------------------------------------------------------------------------------------
+
+RELAYED_FROM_CLIENT = [
+    b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+    b'{ "jsonrpc" : "2.0", "id" : "a", "method" : "resources/list" }\n',
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n',
+    b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n',
+    b'{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[{"uri":"file:///x"}]}}\n',
+    b'{"jsonrpc":"2.0","id":"srv-2","error":{"code":-1,"message":"no"}}\n',
+    b'[{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","method":"x/y"}]\n',
+    b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"t","arguments":{"a":1}}}\n',
+    b"not json at all\n",
+    b"\n",
+    b"   \r\n",
+    b'{"truncated": \n',
+    b"\xff\xfe invalid utf-8\n",
+    b'{"jsonrpc":"2.0","id":3,"method":"ping"}',  # a final line without LF
+    b'{"jsonrpc":"2.0","id":4,"method":"ping","x":1,"x":2}\n',
+    b"[]\n",
+    b"42\n",
+]
+
+
+@pytest.mark.parametrize("data", RELAYED_FROM_CLIENT)
+def test_client_lines_pass_byte_for_byte(data: bytes) -> None:
+    core = ProxyCore(cfg())
+    assert core.from_client(data) == [Output("server", data)]
+
+
+RELAYED_FROM_SERVER = [
+    b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n',
+    b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"{}"}}\n',
+    b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n',
+    b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}\n',
+    b'{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}\n',
+    b'{"jsonrpc":"2.0","id":"s2","method":"elicitation/create","params":{"message":"?"}}\n',
+    b'{"jsonrpc":"2.0","id":"s3","method":"roots/list"}\n',
+    b'{"jsonrpc":"2.0","id":"s4","method":"ping"}\n',
+    b'{"jsonrpc":"2.0","id":77,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}\n',
+    b"garbage\n",
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}\n',
+]
+
+
+@pytest.mark.parametrize("data", RELAYED_FROM_SERVER)
+def test_server_lines_pass_byte_for_byte(data: bytes) -> None:
+    core = ProxyCore(cfg())
+    assert core.from_server(data) == [Output("client", data)]
+
+
+def test_only_tools_call_results_are_rewritten() -> None:
+    core = ProxyCore(cfg())
+    json_text = pretty(ORDERS)
+    # The same content shape answering a different method is not a tool result.
+    core.from_client(request(1, "prompts/get", {"name": "p"}))
+    data = response(1, text_result(json_text))
+    assert core.from_server(data) == [Output("client", data)]
+    # An id that the client used for tools/call, but as a string, is a different request.
+    core.from_client(request(2, "tools/call", {"name": "orders", "arguments": {}}))
+    data = response("2", text_result(json_text))
+    assert core.from_server(data) == [Output("client", data)]
+    # The real answer to id 2 is rewritten.
+    out = core.from_server(response(2, text_result(json_text)))
+    assert delivered_result(out)["content"][0]["text"].startswith("GCF profile=generic")
+    assert core.pending_count == 0
+
+
+def test_unsolicited_response_to_unknown_id_passes() -> None:
+    core = ProxyCore(cfg(primer=True))
+    data = response(41, text_result(pretty(ORDERS)))
+    assert core.from_server(data) == [Output("client", data)]
+
+
+# --------------------------------------------------------------------------------------
+# Rewriting tool results
+# --------------------------------------------------------------------------------------
+
+
+def test_records_become_gcf_and_decode_to_the_same_value() -> None:
+    core = ProxyCore(cfg())
+    original = pretty(ORDERS)
+    _, down = call(core, "list_orders", text_result(original))
+    text = delivered_result(down)["content"][0]["text"]
+    assert text.startswith("GCF profile=generic\n")
+    assert same_value(gcfkit.loads(text), ORDERS)
+    compact = json.dumps(ORDERS, separators=(",", ":"))
+    assert count(text) < count(compact) < count(original)
+    (record,) = core.pop_records()
+    assert record.decision == "gcf"
+    assert record.tool == "list_orders"
+    assert record.tokens_before == count(original)
+    assert record.tokens_after == count(text)
+    assert record.bytes_before == len(original.encode())
+    assert record.bytes_after == len(text.encode())
+
+
+def test_compact_json_when_gcf_is_not_smaller() -> None:
+    core = ProxyCore(cfg())
+    value = {"ok": True}
+    original = json.dumps(value, indent=4)
+    _, down = call(core, "status", text_result(original))
+    text = delivered_result(down)["content"][0]["text"]
+    assert text == '{"ok":true}'
+    assert core.pop_records()[0].decision == "json-minified"
+
+
+def test_already_minimal_json_is_left_alone() -> None:
+    core = ProxyCore(cfg())
+    result = text_result('{"ok":true}')
+    data = response(1, result)
+    core.from_client(request(1, "tools/call", {"name": "status", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
+    assert core.pop_records()[0].decision == "unchanged"
+
+
+def test_other_parts_of_the_result_are_kept() -> None:
+    core = ProxyCore(cfg())
+    structured = {"orders": ORDERS}
+    result = {
+        "content": [
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            {"type": "text", "text": pretty(ORDERS), "annotations": {"audience": ["user"]}},
+            {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "x://1", "text": pretty(ORDERS)}},
+            {"type": "text", "text": "plain words, not JSON"},
+        ],
+        "structuredContent": structured,
+        "_meta": {"k": "v"},
+    }
+    _, down = call(core, "mixed", result)
+    got = delivered_result(down)
+    assert got["structuredContent"] == structured
+    assert got["_meta"] == {"k": "v"}
+    assert got["content"][0] == result["content"][0]
+    assert got["content"][2] == result["content"][2]
+    assert got["content"][3] == result["content"][3]
+    assert got["content"][4] == result["content"][4]
+    assert got["content"][1]["annotations"] == {"audience": ["user"]}
+    assert same_value(gcfkit.loads(got["content"][1]["text"]), ORDERS)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        text_result(pretty(ORDERS), isError=True),
+        text_result("Hello, world. [not json"),
+        text_result("[1, 2, oops]"),
+        text_result('"a json string"'),
+        text_result("12345"),
+        {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]},
+        {"content": []},
+        {"content": "not a list"},
+        {"structuredContent": {"a": 1}},
+        {"content": [{"type": "text", "text": 5}]},
+        {"content": [{"type": "text"}]},
+        text_result('{"a": 1, "a": 2}'),  # duplicate keys: no JSON form keeps them
+        text_result('{"x": NaN}'),
+        text_result('{"x": 1e999}'),
+    ],
+)
+def test_results_that_stay_byte_for_byte(result: Any) -> None:
+    core = ProxyCore(cfg())
+    core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+    data = response(1, result)
+    assert core.from_server(data) == [Output("client", data)]
+
+
+def test_json_rpc_error_for_tools_call_passes_and_is_not_recorded() -> None:
+    core = ProxyCore(cfg(primer=True))
+    core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+    data = line({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad"}})
+    assert core.from_server(data) == [Output("client", data)]
+    assert core.pop_records() == []
+    assert core.pending_count == 0
+
+
+def test_unsafe_envelope_is_never_reserialized() -> None:
+    core = ProxyCore(cfg(primer=True))
+    core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+    # A duplicate key in the envelope would be lost by re-serializing: relay as is.
+    payload = json.dumps(pretty(ORDERS))
+    data = (
+        b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":'
+        + payload.encode()
+        + b'}],"_meta":{"a":1,"a":2}}}\n'
+    )
+    assert core.from_server(data) == [Output("client", data)]
+    assert core.pop_records()[0].decision == "fallback:unsafe-envelope"
+
+
+def test_non_ascii_text_becomes_gcf() -> None:
+    core = ProxyCore(cfg())
+    rows = [{"id": i, "name": f"Zoë {i}", "city": "Łódź", "note": "日本"} for i in range(8)]
+    _, down = call(core, "people", text_result(json.dumps(rows, indent=2)))
+    raw = only(down, "client")
+    text = json.loads(raw)["result"]["content"][0]["text"]
+    assert "Łódź" in raw.decode("utf-8")  # UTF-8 on the wire, not \u escapes
+    assert same_value(gcfkit.loads(text), rows)
+
+
+def test_lone_surrogates_fall_back_to_json_and_stay_valid_utf8() -> None:
+    core = ProxyCore(cfg())
+    rows = [{"id": i, "name": f"bad \ud800 {i}"} for i in range(8)]
+    _, down = call(core, "people", text_result(json.dumps(rows, indent=2)))
+    raw = only(down, "client")
+    raw.decode("utf-8")  # a lone surrogate goes out as a \u escape, not invalid UTF-8
+    text = json.loads(raw)["result"]["content"][0]["text"]
+    assert same_value(json.loads(text), rows)
+    assert core.pop_records()[0].decision == "fallback:encode-invalid_surrogate"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=12),
+        lambda children: (
+            st.lists(children, max_size=5)
+            | st.dictionaries(st.text(max_size=6), children, max_size=5)
+        ),
+        max_leaves=30,
+    ).filter(lambda v: isinstance(v, (dict, list))),
+    st.booleans(),
+)
+def test_never_larger_and_always_lossless(value: Any, indent: bool) -> None:
+    core = ProxyCore(cfg())
+    original = json.dumps(value, indent=2 if indent else None, ensure_ascii=indent)
+    _, down = call(core, "t", text_result(original))
+    msg = json.loads(only(down, "client"))
+    text = msg["result"]["content"][0]["text"]
+    decoded = gcfkit.loads(text) if text.startswith("GCF") else json.loads(text)
+    assert same_value(decoded, json.loads(original))
+    assert count(text) <= count(original)
+    (record,) = core.pop_records()
+    assert record.tokens_after <= record.tokens_before
+
+
+# --------------------------------------------------------------------------------------
+# File contents stay byte-faithful
+# --------------------------------------------------------------------------------------
+
+PACKAGE_JSON = """{
+  "name": "demo",
+  "version": "1.0.0",
+  "scripts": {
+    "test": "node --test"
+  },
+  "dependencies": {
+    "left-pad": "^1.3.0"
+  }
+}
+"""
+
+
+class FakeFileServer:
+    """The part of a filesystem server an edit depends on: edit_file needs an exact match."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        params = msg["params"]
+        args = params["arguments"]
+        if params["name"] in ("read_text_file", "read_file"):
+            return text_result(self.files[args["path"]])
+        old, new = args["oldText"], args["newText"]
+        if old not in self.files[args["path"]]:
+            return text_result("Could not find exact match for edit", isError=True)
+        self.files[args["path"]] = self.files[args["path"]].replace(old, new, 1)
+        return text_result("OK")
+
+
+@pytest.mark.parametrize("reader", ["read_text_file", "read_file"])
+def test_file_read_then_exact_edit_still_matches(reader: str) -> None:
+    server = FakeFileServer({"package.json": PACKAGE_JSON})
+    core = ProxyCore(cfg())
+
+    def roundtrip(msg_id: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        (up,) = core.from_client(request(msg_id, "tools/call", {"name": name, "arguments": args}))
+        result = server.handle(json.loads(up.data))
+        return delivered_result(core.from_server(response(msg_id, result)))
+
+    seen = roundtrip(1, reader, {"path": "package.json"})["content"][0]["text"]
+    assert seen == PACKAGE_JSON
+    # The agent quotes a line exactly as it was shown.
+    shown_line = next(x for x in seen.splitlines() if "left-pad" in x)
+    edit = {"path": "package.json", "oldText": shown_line, "newText": shown_line.replace("3", "4")}
+    reply = roundtrip(2, "edit_file", edit)
+    assert reply.get("isError") is not True
+    assert '"left-pad": "^1.4.0"' in server.files["package.json"]
+    assert core.pop_records()[0].decision == "passthrough-file"
+
+
+def test_file_tools_are_configurable() -> None:
+    policy = Policy.from_mapping({"file_tools": ["fetch_*"]})
+    core = ProxyCore(cfg(policy=policy))
+    data = response(1, text_result(pretty(ORDERS)))
+    core.from_client(request(1, "tools/call", {"name": "fetch_doc", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
+    # read_text_file is no longer a file tool under this policy.
+    _, down = call(core, "read_text_file", text_result(pretty(ORDERS)), msg_id=2)
+    assert delivered_result(down)["content"][0]["text"].startswith("GCF")
+
+
+def test_explicit_policy_entry_overrides_the_file_rule() -> None:
+    policy = Policy.from_mapping({"tools": {"read_file": {"format": "json"}}})
+    assert policy.for_tool("read_file").format == "json"
+    assert (
+        Policy.from_mapping({"tools": {"read_*": {"format": "gcf"}}}).for_tool("read_file").format
+        == "off"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Cross-block join
+# --------------------------------------------------------------------------------------
+
+BLOCKS = [json.dumps({"sku": f"S{i}", "warehouse": "AMS", "on_hand": i * 3}) for i in range(6)]
+
+
+def test_object_blocks_are_joined_into_one_array() -> None:
+    core = ProxyCore(cfg())
+    _, down = call(core, "inventory", text_result(*BLOCKS))
+    content = delivered_result(down)["content"]
+    assert len(content) == 1
+    assert same_value(gcfkit.loads(content[0]["text"]), [json.loads(b) for b in BLOCKS])
+    record = core.pop_records()[0]
+    assert record.tokens_before == sum(count(b) for b in BLOCKS)
+    assert record.tokens_after == count(content[0]["text"]) < record.tokens_before
+
+
+def test_no_join_keeps_the_blocks() -> None:
+    policy = Policy(defaults=ToolPolicy(join=False))
+    core = ProxyCore(cfg(policy=policy))
+    _, down = call(core, "inventory", text_result(*BLOCKS))
+    assert len(delivered_result(down)["content"]) == len(BLOCKS)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [{"type": "text", "text": BLOCKS[0]}, {"type": "text", "text": "[1, 2]"}],
+        [{"type": "text", "text": BLOCKS[0]}, {"type": "text", "text": "words"}],
+        [
+            {"type": "text", "text": BLOCKS[0]},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "text", "text": BLOCKS[1]},
+        ],
+        [
+            {"type": "text", "text": BLOCKS[0], "annotations": {"priority": 1}},
+            {"type": "text", "text": BLOCKS[1]},
+        ],
+    ],
+)
+def test_not_joined_unless_every_block_is_a_plain_json_object(content: list[Any]) -> None:
+    core = ProxyCore(cfg())
+    _, down = call(core, "t", {"content": content})
+    assert len(delivered_result(down)["content"]) == len(content)
+
+
+# --------------------------------------------------------------------------------------
+# Policy and negotiation
+# --------------------------------------------------------------------------------------
+
+
+def test_format_json_is_a_pure_minifier() -> None:
+    core = ProxyCore(cfg(primer=True, format="json"))
+    out = core.from_client(request(0, "initialize", {"capabilities": {}}))
+    init = response(0, {"protocolVersion": "2025-11-25", "instructions": "x"})
+    assert core.from_server(init) == [Output("client", init)]  # no primer: no GCF coming
+    _, down = call(core, "list_orders", text_result(pretty(ORDERS)))
+    text = delivered_result(down)["content"][0]["text"]
+    assert text == json.dumps(ORDERS, separators=(",", ":"))
+    assert out[0].data == request(0, "initialize", {"capabilities": {}})
+
+
+def test_policy_per_tool_exact_and_glob(tmp_path: Path) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(
+        json.dumps(
+            {
+                "defaults": {"format": "gcf"},
+                "tools": {
+                    "list_orders": {"format": "json"},
+                    "list_*": {"format": "off"},
+                    "big_*": {"min_bytes": 10_000},
+                },
+            }
+        )
+    )
+    core = ProxyCore(cfg(policy=load_policy(path)))
+    _, down = call(core, "list_orders", text_result(pretty(ORDERS)), msg_id=1)
+    assert delivered_result(down)["content"][0]["text"].startswith("[{")
+    data = response(2, text_result(pretty(ORDERS)))
+    core.from_client(request(2, "tools/call", {"name": "list_users", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
+    data = response(3, text_result(pretty(ORDERS)))
+    core.from_client(request(3, "tools/call", {"name": "big_orders", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
+    _, down = call(core, "search", text_result(pretty(ORDERS)), msg_id=4)
+    assert delivered_result(down)["content"][0]["text"].startswith("GCF")
+
+
+def test_policy_toml(tmp_path: Path) -> None:
+    pytest.importorskip("tomllib")
+    path = tmp_path / "policy.toml"
+    path.write_text('[defaults]\njoin = false\n\n[tools."git_*"]\nformat = "json"\ndelta = true\n')
+    policy = load_policy(path)
+    assert policy.for_tool("git_log") == ToolPolicy(format="json", join=False, delta=True)
+    assert policy.for_tool("other") == ToolPolicy(join=False)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"tools": {"x": {"format": "yaml"}}},
+        {"tools": {"x": {"colour": "red"}}},
+        {"tools": {"x": {"join": "yes"}}},
+        {"tools": {"x": {"min_bytes": -1}}},
+        {"tools": ["x"]},
+        {"file_tools": "read_file"},
+        {"extra": 1},
+    ],
+)
+def test_bad_policies_are_rejected(data: Any) -> None:
+    with pytest.raises(GCFError) as e:
+        Policy.from_mapping(data)
+    assert e.value.code == "invalid_option"
+
+
+def test_bad_policy_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text("{nope")
+    with pytest.raises(GCFError):
+        load_policy(path)
+    with pytest.raises(GCFError):
+        load_policy(tmp_path / "missing.json")
+
+
+def test_cap_format() -> None:
+    assert cap_format("gcf", "json") == "json"
+    assert cap_format("off", "gcf") == "off"
+    assert cap_format("gcf", "gcf") == "gcf"
+
+
+def test_client_session_opt_out() -> None:
+    core = ProxyCore(cfg(primer=True))
+    init_req = request(
+        0, "initialize", {"capabilities": {"experimental": {"output_format": "json"}}}
+    )
+    assert core.from_client(init_req) == [Output("server", init_req)]
+    init = response(0, {"protocolVersion": "2025-11-25", "instructions": "hi"})
+    assert core.from_server(init) == [Output("client", init)]
+    assert core.session_format == "json"
+    _, down = call(core, "list_orders", text_result(pretty(ORDERS)))
+    assert delivered_result(down)["content"][0]["text"].startswith("[{")
+
+
+def test_per_call_format_argument_is_stripped_and_honoured() -> None:
+    core = ProxyCore(cfg())
+    up, down = call(
+        core, "list_orders", text_result(pretty(ORDERS)), {"limit": 5, "_format": "json"}
+    )
+    forwarded = json.loads(only(up, "server"))
+    assert forwarded["params"]["arguments"] == {"limit": 5}
+    assert delivered_result(down)["content"][0]["text"].startswith("[{")
+    # _format "off": untouched.
+    original = pretty(ORDERS)
+    up, down = call(core, "list_orders", text_result(original), {"_format": "off"}, msg_id=2)
+    assert delivered_result(down)["content"][0]["text"] == original
+    # An unknown value is still stripped, and GCF stays allowed.
+    up, down = call(core, "list_orders", text_result(original), {"_format": "xml"}, msg_id=3)
+    assert json.loads(only(up, "server"))["params"]["arguments"] == {}
+    assert delivered_result(down)["content"][0]["text"].startswith("GCF")
+
+
+def test_native_format_argument_is_not_stripped() -> None:
+    core = ProxyCore(cfg())
+    tools = {
+        "tools": [
+            {
+                "name": "export",
+                "inputSchema": {"type": "object", "properties": {"_format": {"type": "string"}}},
+            }
+        ]
+    }
+    core.from_client(request(1, "tools/list"))
+    core.from_server(response(1, tools))
+    data = request(2, "tools/call", {"name": "export", "arguments": {"_format": "json"}})
+    assert core.from_client(data) == [Output("server", data)]
+
+
+TOOLS = {
+    "tools": [
+        {
+            "name": "create_orders",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "orders": {"type": "array"},
+                    "filter": {"type": ["object", "null"]},
+                    "memo": {"type": "string"},
+                },
+            },
+        },
+        {"name": "read_file", "inputSchema": {"type": "object", "properties": {}}},
+    ]
+}
+
+
+def test_tools_list_untouched_without_advertise() -> None:
+    core = ProxyCore(cfg())
+    core.from_client(request(1, "tools/list"))
+    data = response(1, TOOLS)
+    assert core.from_server(data) == [Output("client", data)]
+
+
+def test_advertise_format_adds_an_optional_argument() -> None:
+    core = ProxyCore(cfg(advertise_format=True))
+    core.from_client(request(1, "tools/list"))
+    tools = delivered_result(core.from_server(response(1, TOOLS)))["tools"]
+    props = tools[0]["inputSchema"]["properties"]
+    assert props["_format"]["enum"] == ["gcf", "json", "off"]
+    assert "_format" not in tools[0]["inputSchema"].get("required", [])
+    assert "orders" in props
+    # A file tool is never rewritten, so it is not offered the argument.
+    assert "_format" not in tools[1]["inputSchema"]["properties"]
+
+
+GCF_ORDERS = gcfkit.dumps(ORDERS)
+
+
+def test_decode_args_only_where_the_schema_wants_structure() -> None:
+    core = ProxyCore(cfg(decode_args=True))
+    core.from_client(request(1, "tools/list"))
+    core.from_server(response(1, TOOLS))
+    gcf_object = gcfkit.dumps({"status": "open"})
+    args = {"orders": GCF_ORDERS, "filter": gcf_object, "memo": GCF_ORDERS}
+    (up,) = core.from_client(request(2, "tools/call", {"name": "create_orders", "arguments": args}))
+    forwarded = json.loads(up.data)["params"]["arguments"]
+    assert forwarded["orders"] == ORDERS
+    assert forwarded["filter"] == {"status": "open"}
+    assert forwarded["memo"] == GCF_ORDERS  # a string argument stays a string
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"orders": "GCF profile=generic\n## [2]{a}\n1\n"},  # count mismatch: invalid GCF
+        {"orders": gcfkit.dumps({"not": "an array"})},  # wrong type for the schema
+        {"orders": "plain text"},
+        {"orders": ORDERS},
+    ],
+)
+def test_decode_args_leaves_anything_else(args: dict[str, Any]) -> None:
+    core = ProxyCore(cfg(decode_args=True))
+    core.from_client(request(1, "tools/list"))
+    core.from_server(response(1, TOOLS))
+    data = request(2, "tools/call", {"name": "create_orders", "arguments": args})
+    assert core.from_client(data) == [Output("server", data)]
+
+
+def test_without_decode_args_requests_are_never_modified() -> None:
+    core = ProxyCore(cfg())
+    core.from_client(request(1, "tools/list"))
+    core.from_server(response(1, TOOLS))
+    data = request(2, "tools/call", {"name": "create_orders", "arguments": {"orders": GCF_ORDERS}})
+    assert core.from_client(data) == [Output("server", data)]
+
+
+# --------------------------------------------------------------------------------------
+# Primer
+# --------------------------------------------------------------------------------------
+
+
+def test_primer_is_short() -> None:
+    assert count(PRIMER) <= 60
+    assert tokens.count(PRIMER, "cl100k_base") <= 60
+
+
+def test_primer_is_appended_to_instructions() -> None:
+    core = ProxyCore(cfg(primer=True))
+    core.from_client(request(0, "initialize", {"capabilities": {}}))
+    result = {"protocolVersion": "2025-11-25", "serverInfo": {"name": "s"}, "instructions": "Hi."}
+    got = delivered_result(core.from_server(response(0, result)))
+    assert got["instructions"] == append_primer("Hi.")
+    assert got["instructions"].startswith("Hi.\n\n") and got["instructions"].endswith(PRIMER)
+    assert got["serverInfo"] == {"name": "s"}
+
+
+def test_primer_without_server_instructions_and_on_discover() -> None:
+    core = ProxyCore(cfg(primer=True))
+    core.from_client(request(0, "server/discover", {}))
+    got = delivered_result(core.from_server(response(0, {"supportedVersions": ["2026-07-28"]})))
+    assert got["instructions"] == PRIMER
+
+
+def test_no_primer() -> None:
+    core = ProxyCore(cfg())
+    core.from_client(request(0, "initialize", {"capabilities": {}}))
+    data = response(0, {"protocolVersion": "2025-11-25", "instructions": "Hi."})
+    assert core.from_server(data) == [Output("client", data)]
+
+
+# --------------------------------------------------------------------------------------
+# Never break the agent
+# --------------------------------------------------------------------------------------
+
+
+def test_server_exit_answers_every_pending_request() -> None:
+    core = ProxyCore(cfg(primer=True))
+    core.from_client(request(1, "tools/call", {"name": "slow", "arguments": {}}))
+    core.from_client(request("b", "resources/read", {"uri": "x"}))
+    core.from_client(request(3, "tools/call", {"name": "slow", "arguments": {}}))
+    core.from_client(request(4, "ping"))
+    core.from_server(line({"jsonrpc": "2.0", "id": 4, "result": {}}))
+    # Cancelled: the server owes no answer, so neither does the proxy.
+    core.from_client(
+        line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}})
+    )
+    out = core.server_exited(1)
+    assert [o.to for o in out] == ["client", "client"]
+    errors = [json.loads(o.data) for o in out]
+    assert [e["id"] for e in errors] == [1, "b"]
+    assert all(e["error"]["code"] == CONNECTION_CLOSED for e in errors)
+    assert "status 1" in errors[0]["error"]["message"]
+    assert core.server_exited(1) == []
+
+
+def _failing_dumps(value: Any) -> str:
+    raise GCFError("limit_exceeded", "too deep")
+
+
+def _lossy_dumps(value: Any) -> str:
+    return "GCF profile=generic\n=1\n"
+
+
+def test_encoder_failure_falls_back_and_says_why() -> None:
+    core = ProxyCore(cfg(), Codec(dumps=_failing_dumps))
+    _, down = call(core, "t", text_result(pretty(ORDERS)))
+    text = delivered_result(down)["content"][0]["text"]
+    assert same_value(json.loads(text), ORDERS)
+    assert core.pop_records()[0].decision == "fallback:encode-limit_exceeded"
+
+
+def test_self_check_catches_a_lossy_encoding() -> None:
+    core = ProxyCore(cfg(), Codec(dumps=_lossy_dumps))
+    _, down = call(core, "t", text_result(pretty(ORDERS)))
+    text = delivered_result(down)["content"][0]["text"]
+    assert not text.startswith("GCF")
+    assert same_value(json.loads(text), ORDERS)
+    assert core.pop_records()[0].decision == "fallback:selfcheck"
+
+
+def test_unexpected_exception_sends_the_original() -> None:
+    def broken_count(text: str, encoding: str) -> int:
+        raise RuntimeError("tokenizer exploded")
+
+    core = ProxyCore(cfg(stats=False), Codec(count=broken_count))
+    data = response(1, text_result(pretty(ORDERS)))
+    core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
+
+
+def test_time_budget_sends_the_original() -> None:
+    ticks = iter(range(0, 10_000, 10))
+    core = ProxyCore(cfg(time_budget=15))
+    core._clock = lambda: float(next(ticks))  # each look at the clock: 10 s later
+    data = response(1, text_result(pretty(ORDERS)))
+    core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
+    assert core.pop_records()[0].decision == "fallback:time-budget"
+
+
+def test_oversized_text_is_not_attempted() -> None:
+    core = ProxyCore(cfg(max_text_bytes=100))
+    data = response(1, text_result(pretty(ORDERS)))
+    core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
+
+
+# --------------------------------------------------------------------------------------
+# Ledger records
+# --------------------------------------------------------------------------------------
+
+
+def test_one_payload_free_record_per_tool_result() -> None:
+    core = ProxyCore(cfg(server_name="demo"))
+    secret = "s3cr3t-value"
+    rows = [{"id": i, "token": secret} for i in range(10)]
+    call(core, "a", text_result(pretty(rows)), msg_id=1)
+    call(core, "b", text_result(secret), msg_id=2)
+    core.from_client(request(3, "ping"))
+    core.from_server(response(3, {}))
+    records = core.pop_records()
+    assert [r.tool for r in records] == ["a", "b"]
+    assert all(isinstance(r, LedgerRecord) for r in records)
+    assert all(r.server == "demo" for r in records)
+    assert all(secret not in r.to_json() for r in records)
+    assert records[1].decision == "unchanged"
+    assert records[1].tokens_before == records[1].tokens_after == count(secret)
+    assert core.pop_records() == []
+
+
+def test_server_name_comes_from_server_info() -> None:
+    core = ProxyCore(cfg())
+    core.from_client(request(0, "initialize", {"capabilities": {}}))
+    core.from_server(response(0, {"serverInfo": {"name": "mcp-git", "version": "1"}}))
+    call(core, "git_log", text_result("log"))
+    assert core.pop_records()[0].server == "mcp-git"
+
+
+def test_no_stats_no_records() -> None:
+    core = ProxyCore(cfg(stats=False))
+    call(core, "a", text_result(pretty(ORDERS)))
+    assert core.pop_records() == []
+
+
+# --------------------------------------------------------------------------------------
+# Batches
+# --------------------------------------------------------------------------------------
+
+
+def test_batches_are_tracked_and_rewritten_in_place() -> None:
+    core = ProxyCore(cfg())
+    batch = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "t", "arguments": {"_format": "json"}},
+        },
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+    ]
+    (up,) = core.from_client(line(batch))
+    forwarded = json.loads(up.data)
+    assert forwarded[0]["params"]["arguments"] == {}
+    assert forwarded[1:] == batch[1:]
+    replies = [
+        {"jsonrpc": "2.0", "id": 2, "result": text_result(pretty(ORDERS))},
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "x"}},
+        {"jsonrpc": "2.0", "id": 1, "result": text_result(pretty(ORDERS))},
+    ]
+    (down,) = core.from_server(line(replies))
+    got = json.loads(down.data)
+    assert got[0]["result"]["content"][0]["text"].startswith("GCF")
+    assert got[1] == replies[1]
+    assert got[2]["result"]["content"][0]["text"].startswith("[{")
+    assert core.pending_count == 0
+
+
+def test_same_value_is_type_strict() -> None:
+    assert same_value({"a": 1, "b": [None, "x"]}, {"a": 1, "b": [None, "x"]})
+    assert not same_value({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert not same_value([True], [1])
+    assert not same_value([False], [0.0])
+    assert not same_value([None], [0])
+    assert same_value([1, 0.0], [1.0, -0.0])  # one JSON number type (spec §1.1, §2.3.1)
+    assert not same_value([1], [1.5])
+    assert not same_value([1, 2], [1])
+    assert not same_value({"a": "1"}, {"a": 1})
