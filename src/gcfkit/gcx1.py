@@ -257,7 +257,7 @@ def _table_fields(rows: Sequence[Any], fields: Sequence[str] | None) -> list[str
         if not isinstance(row, dict):
             raise GCFError(
                 "unsupported_shape",
-                f"item {i} is a {type(row).__name__}, not an object: GCX1 carries "
+                f"item {i} is {type(row).__name__}, not an object: GCX1 carries "
                 "lists of objects; send JSON (or GCF)",
             )
         for k in row:
