@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..errors import GCFError
 from ..header import format_header
 from .model import (
+    KIND_ABBREVIATIONS,
     Edge,
     Graph,
     Symbol,
@@ -44,11 +45,12 @@ class Prepared:
 
 def node_fields(s: Symbol) -> str:
     """``kind qname score provenance`` of a symbol, validated (§5, §20)."""
-    kind = abbreviate_kind(s.kind)
+    kind = KIND_ABBREVIATIONS.get(s.kind) or abbreviate_kind(s.kind)
     qname = check_token("qualified name", s.qualified_name)
     score = format_score(s.score)
     prov = check_token("provenance", s.provenance)
-    group_name(s.distance)  # validates the distance
+    if type(s.distance) is not int or s.distance < 0:
+        group_name(s.distance)  # raises the distance error
     return f"{kind} {qname} {score} {prov}"
 
 

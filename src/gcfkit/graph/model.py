@@ -154,6 +154,8 @@ def format_score(score: float) -> str:
     >>> format_score(0.125), format_score(0.625), format_score(1)
     ('0.12', '0.62', '1.00')
     """
+    if type(score) is float and score - score == 0.0:  # fast path: finite float
+        return f"{score:.2f}"
     if isinstance(score, bool) or not isinstance(score, (int, float)):
         raise GCFError("invalid_graph", f"score {score!r:.40} is not a number")
     if isinstance(score, float) and not math.isfinite(score):
@@ -167,6 +169,15 @@ def check_token(what: str, value: str) -> str:
     >>> check_token("qualified name", "pkg.Auth")
     'pkg.Auth'
     """
+    # Allocation-free fast path (str methods, no match object): this runs twice per row.
+    if (
+        type(value) is str
+        and value
+        and value.isascii()
+        and value.isprintable()
+        and " " not in value
+    ):
+        return value
     if not isinstance(value, str) or not _PRINTABLE.match(value):
         raise GCFError(
             "invalid_graph",
