@@ -193,6 +193,12 @@ def _cell(tok: str, line: int) -> Any:
     return parse_scalar(tok, line, in_row=True)
 
 
+def _bare(tok: str, line: int) -> str:
+    if not tok.isascii():
+        check_scalar_text(tok, line)
+    return tok
+
+
 class _Memo(dict[str, Any]):
     """Token -> decoded cell, per document: repeated cells (enums, flags, small numbers,
     ``-``, ``~``) cost one C-level dict lookup instead of a parse."""
@@ -214,8 +220,18 @@ class _Memo(dict[str, Any]):
             v = tok
         elif tok.isdigit() and tok.isascii() and (c != "0" or len(tok) == 1) and len(tok) < 19:
             v = int(tok)
+        elif c in _NUM_FIRST:
+            m = _NUMBER(tok)
+            if m is None:
+                v = parse_scalar(tok, self.line, in_row=True) if c == "-" else _bare(tok, self.line)
+            elif m.lastindex is None:
+                v = int(tok) if len(tok) < 19 else parse_scalar(tok, self.line)
+            else:
+                v = float(tok)
+                if v - v != 0.0:
+                    parse_scalar(tok, self.line)  # raises out_of_range
         else:
-            v = _cell(tok, self.line)
+            v = parse_scalar(tok, self.line, in_row=True)
         if len(self) < _MEMO_MAX:
             self[key] = v
         return v
@@ -608,7 +624,7 @@ class _Parser:
         pad = " " * k
         width = f.width
         out = f.out
-        memo = self.memo
+        getitem = self.memo.__getitem__
         limit = len(lines)
         if f.count is not None:
             limit = min(limit, i + f.count - f.n)
@@ -617,46 +633,49 @@ class _Parser:
         out_map = out if isinstance(out, dict) else {}
         start = i
         row: dict[str, Any] | None = None
-        while i < limit:
-            s = lines[i]
-            if k:
-                if s[:k] != pad:
+        try:
+            while i < limit:
+                s = lines[i]
+                if k:
+                    if s[:k] != pad:
+                        break
+                    s = s[k:]
+                if (
+                    not s
+                    or s[0] in _NOT_ROW_FIRST
+                    or s[-1] in _NOT_ROW_LAST
+                    or "^" in s
+                    or len(s) > MAX_LINE
+                ):
                     break
-                s = s[k:]
-            c = s[:1]
-            if (
-                not c
-                or c in _NOT_ROW_FIRST
-                or s[-1] in _NOT_ROW_LAST
-                or "^" in s
-                or len(s) > MAX_LINE
-            ):
-                break
-            memo.line = i + 1
-            toks = _split_row(s, i + 1) if '"' in s else s.split("|")
-            if len(toks) != width:
-                break
-            vals = [memo[t] for t in toks]
-            if out_list is not None:
-                if not simple:
-                    row = _build_row(plan, vals, i + 1)
-                elif "~" in s:
-                    row = {k: v for k, v in zip(fields, vals, strict=True) if v is not MISSING}
-                else:
-                    row = dict(zip(fields, vals, strict=True))
-                out_list.append(row)
-            else:
-                key = vals[0]
-                if type(key) is not str or key in out_map:
+                toks = _split_row(s, i + 1) if '"' in s else s.split("|")
+                if len(toks) != width:
                     break
-                if not simple:
-                    row = _build_row(plan, vals, i + 1)
-                elif "~" in s:
-                    row = {k: v for k, v in zip(fields, vals[1:], strict=True) if v is not MISSING}
+                vals = list(map(getitem, toks))
+                if out_list is not None:
+                    if not simple:
+                        row = _build_row(plan, vals, i + 1)
+                    elif "~" in s:
+                        row = {n: v for n, v in zip(fields, vals, strict=True) if v is not MISSING}
+                    else:
+                        row = dict(zip(fields, vals, strict=True))
+                    out_list.append(row)
                 else:
-                    row = dict(zip(fields, vals[1:], strict=True))
-                out_map[key] = row
-            i += 1
+                    key = vals[0]
+                    if type(key) is not str or key in out_map:
+                        break
+                    if not simple:
+                        row = _build_row(plan, vals, i + 1)
+                    elif "~" in s:
+                        row = {
+                            n: v for n, v in zip(fields, vals[1:], strict=True) if v is not MISSING
+                        }
+                    else:
+                        row = dict(zip(fields, vals[1:], strict=True))
+                    out_map[key] = row
+                i += 1
+        except GCFError:
+            pass  # the general path re-reads this line and reports it with its line number
         if row is not None:
             f.n += i - start
             f.cur_row = row
