@@ -341,6 +341,8 @@ class _Plan:
 def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Plan | None:
     """Plan the tabular form of ``objs`` (all dicts), or None when it is not tabular."""
     fields = _union(objs)
+    if _schema_conflict(objs, depth):
+        return None
     slots: list[tuple[int, str, Any]] = []
     columns: list[str] = []
     for f in fields:
@@ -404,12 +406,32 @@ def _array_form(arr: Sequence[Any]) -> str:
     return "inline" if prim else "objects"
 
 
-def _is_expanded(arr: Sequence[Any]) -> bool:
-    """True when ``arr`` takes the expanded form (§7.3 rule 4)."""
-    form = _array_form(arr)
-    if form == "objects":
-        return not any(not isinstance(k, str) or ">" not in k for k in _union(arr))
-    return form == "expanded"
+def _has_column(objs: Iterable[Mapping[str, Any]]) -> bool:
+    """True when some field of ``objs`` can be a tabular column (has no ``>``)."""
+    return any(not isinstance(k, str) or ">" not in k for k in _union(objs))
+
+
+def _schema_conflict(objs: Sequence[Mapping[str, Any]], depth: int = 1) -> bool:
+    """True when a field holds a tabular array in one row and an expanded one later.
+
+    The first ``.f [N]{fields}`` attachment establishes a schema for ``f`` (§7.4.5.3), and
+    a later ``.f [N]`` is then read as tabular, so a non-empty expanded array after it
+    has no tabular spelling: such records are not losslessly tabular (§7.3).
+    """
+    if depth > MAX_DEPTH:
+        return False  # the encoder refuses this value with limit_exceeded anyway
+    tabular: set[str] = set()
+    for o in objs:
+        for f, v in o.items():
+            if isinstance(v, (list, tuple)) and v:
+                form = _array_form(v)
+                if form == "inline":
+                    continue
+                if form == "objects" and _has_column(v) and not _schema_conflict(v, depth + 2):
+                    tabular.add(f)
+                elif f in tabular:
+                    return True
+    return False
 
 
 def _keyed_ok(obj: Mapping[str, Any]) -> bool:
@@ -419,7 +441,7 @@ def _keyed_ok(obj: Mapping[str, Any]) -> bool:
     for v in obj.values():
         if not isinstance(v, dict):
             return False
-    return any(not isinstance(k, str) or ">" not in k for k in _union(obj.values()))
+    return _has_column(obj.values())
 
 
 def _key_label(columns: Sequence[str]) -> str:
@@ -441,9 +463,7 @@ class _Encoder:
 
     def root(self, value: Any) -> None:
         if isinstance(value, dict):
-            if _keyed_ok(value):
-                self.keyed(value, "## ", "", 1)
-            else:
+            if not self.keyed(value, "## ", "", 1):
                 self.members(value, "", 1)
         elif isinstance(value, (list, tuple)):
             self.array(value, "## ", "## ", "", 1)
@@ -457,9 +477,7 @@ class _Encoder:
         for k, v in obj.items():
             key = _key(k)
             if isinstance(v, dict):
-                if _keyed_ok(v):
-                    self.keyed(v, f"{ind}## {key} ", ind, depth + 1)
-                else:
+                if not self.keyed(v, f"{ind}## {key} ", ind, depth + 1):
                     out.append(f"{ind}## {key}")
                     if v:
                         self.members(v, ind + "  ", depth + 1)
@@ -492,9 +510,7 @@ class _Encoder:
         for i, x in enumerate(arr):
             p = f"{ind}@{i} "
             if isinstance(x, dict):
-                if _keyed_ok(x):
-                    self.keyed(x, p, inner, depth + 1)
-                else:
+                if not self.keyed(x, p, inner, depth + 1):
                     out.append(p + "{}")
                     if x:
                         self.members(x, inner, depth + 1)
@@ -536,13 +552,19 @@ class _Encoder:
         self.rows(plan, objs, None, ind, depth + 1)
         return True
 
-    def keyed(self, obj: Mapping[str, Any], bpre: str, ind: str, depth: int) -> None:
-        """Emit a keyed map (§7.2a) whose header starts with ``bpre``; rows at ``ind``."""
+    def keyed(self, obj: Mapping[str, Any], bpre: str, ind: str, depth: int) -> bool:
+        """Emit ``obj`` as a keyed map (§7.2a) whose header starts with ``bpre``.
+
+        Rows go at ``ind``. False (nothing written) when ``obj`` is not eligible.
+        """
+        if not _keyed_ok(obj):
+            return False
         if depth > MAX_DEPTH:
             raise _too_deep()
         values: list[Mapping[str, Any]] = list(obj.values())
         plan = _plan(values, self.opts, depth + 1)
-        assert plan is not None  # guaranteed by _keyed_ok
+        if plan is None:
+            return False
         label = _key_label(plan.columns)
         self.out.append(f"{bpre}[{len(obj)}:]{{{_key(label)},{plan.decl[1:]}")
         keys = []
@@ -551,6 +573,7 @@ class _Encoder:
                 raise _bad_key(k)
             keys.append(_cell(k))
         self.rows(plan, values, keys, ind, depth + 1)
+        return True
 
     def rows(
         self,
@@ -569,7 +592,7 @@ class _Encoder:
         out = self.out
         cell = _cell
         absent = _ABSENT
-        share = _Share(objs, self.opts.shared)
+        share = _Share(self.opts.shared)
         inline_seen: set[str] = set()
         body = ind + "    "
         for i, obj in enumerate(objs):
@@ -621,9 +644,7 @@ class _Encoder:
         out = self.out
         pre = f"{ind}.{_key(f)} "
         if isinstance(v, dict):
-            if _keyed_ok(v):
-                self.keyed(v, pre, body, depth)
-            else:
+            if not self.keyed(v, pre, body, depth):
                 out.append(pre + "{}")
                 if v:
                     self.members(v, body, depth)
@@ -641,40 +662,24 @@ class _Encoder:
 class _Share:
     """Shared array schemas of one containing table (§7.4.5.3), per field name."""
 
-    __slots__ = ("enabled", "no_share", "objs", "schemas")
+    __slots__ = ("enabled", "schemas")
 
-    def __init__(self, objs: Sequence[Mapping[str, Any]], enabled: bool) -> None:
-        self.objs = objs
+    def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.schemas: dict[str, str] = {}
-        self.no_share: set[str] | None = None
 
     def decl(self, field: str, decl: str) -> str:
-        """The declaration to write for ``field``'s tabular attachment: ``""`` if shared."""
-        if not self.enabled:
-            return decl
-        if self.no_share is None:
-            self.no_share = self._unshareable()
-        if field in self.no_share:
-            return decl
+        """The declaration to write for ``field``'s tabular attachment: ``""`` if shared.
+
+        The first tabular attachment of a field establishes its schema whether or not
+        the encoder shares it (a decoder cannot tell), which :func:`_schema_conflict`
+        accounts for.
+        """
         known = self.schemas.get(field)
         if known is None:
             self.schemas[field] = decl
             return decl
-        return "" if known == decl else decl
-
-    def _unshareable(self) -> set[str]:
-        """Fields with an expanded array attachment in some row.
-
-        A header-less ``.f [N]`` after a shared schema exists reads as tabular, so such a
-        field cannot share its schema without making a later expanded array unreadable.
-        """
-        bad: set[str] = set()
-        for o in self.objs:
-            for f, v in o.items():
-                if isinstance(v, (list, tuple)) and f not in bad and _is_expanded(v):
-                    bad.add(f)
-        return bad
+        return "" if self.enabled and known == decl else decl
 
 
 def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
@@ -783,6 +788,12 @@ def render_tabular(
                 raise GCFError(
                     "unsupported_type", f"row key {k!r} is not one of the declared fields"
                 )
+    if _schema_conflict(rows):
+        raise GCFError(
+            "unsupported_type",
+            "a field holds a tabular array and later an expanded one, which tabular rows "
+            "cannot carry (§7.4.5.3)",
+        )
     enc = _Encoder(_Options(False, True, False))
     enc.out.append(header)
     if not cols:
