@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
 import sys
 from collections import defaultdict
@@ -71,6 +72,10 @@ class Index:
     modules: dict[str, str] = field(default_factory=dict)  # module -> file
     by_name: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     by_target: dict[str, list[Reference]] = field(default_factory=lambda: defaultdict(list))
+
+    def fan_in(self, qname: str) -> int:
+        """How many distinct definitions use ``qname``."""
+        return len({r.scope for r in self.by_target.get(qname, ())})
 
     def resolve_symbol(self, symbol: str) -> Definition:
         if symbol in self.defs:
@@ -322,10 +327,10 @@ class Project:
         return self._index
 
 
-def _score(distance: int, uses: int) -> float:
-    # Nearer and more-used dependents rank higher; two decimals are what the wire carries.
-    base = 1.0 if distance == 0 else 0.9 / distance
-    return round(base * min(1.0, 0.55 + 0.15 * uses), 2) if distance else 1.0
+def _score(fan_in: int) -> float:
+    # A property of the symbol, not of the query: how much of the tree leans on it. The same
+    # symbol keeps the same node line in every answer, so a session can reference it (§9).
+    return round(min(0.99, 0.3 + 0.12 * math.log2(1 + fan_in)), 2)
 
 
 def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json") -> MCPServer:
@@ -398,7 +403,6 @@ def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json")
         index = project.index()
         d = index.resolve_symbol(symbol)
         distance = {d.qualified_name: 0}
-        uses: dict[str, int] = defaultdict(int)
         provenance: dict[str, str] = {d.qualified_name: "ast_resolved"}
         edges: dict[tuple[str, str], str] = {}
         frontier = [d.qualified_name]
@@ -409,7 +413,6 @@ def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json")
                     scope = r.scope
                     if scope not in index.defs:
                         continue  # module-level uses have no symbol to show
-                    uses[scope] += 1
                     key = (scope, target)
                     if edges.get(key) != "calls":
                         edges[key] = r.edge_type
@@ -421,7 +424,7 @@ def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json")
                         nxt.append(scope)
             frontier = sorted(nxt)
         symbols = [
-            Symbol(q, index.defs[q].kind, _score(dist, uses[q]), provenance[q], dist)
+            Symbol(q, index.defs[q].kind, _score(index.fan_in(q)), provenance[q], dist)
             for q, dist in distance.items()
         ]
         return Graph(
