@@ -1106,7 +1106,7 @@ class _Parser:
                 )
             has_id = True
             s = s[m.end() :]
-        toks = _split_row(s, ln)
+        toks = _split_row(s, ln) if '"' in s else s.split("|")
         if len(toks) != f.width:
             raise GCFError(
                 "row_width_mismatch",
@@ -1115,7 +1115,7 @@ class _Parser:
             )
         memo = self.memo
         memo.line = ln
-        vals = [memo[t] for t in toks]
+        vals = list(map(memo.__getitem__, toks))
         f.n += 1
         f.had_inline = False
         if f.id_index >= 0:
