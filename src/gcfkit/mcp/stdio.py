@@ -219,6 +219,9 @@ async def run_proxy(
     assert process.stdin is not None and process.stdout is not None
     server_in = process.stdin
     server_out = process.stdout
+    loop = asyncio.get_running_loop()
+    # Loading the tokenizer takes about a second: do it while the server starts up.
+    warming = loop.run_in_executor(None, core.warm_up)
     to_client = await _Sink.open(client_out)
     read_client = await _open_reader(client_in)
     server_write_broken = False
@@ -254,7 +257,6 @@ async def run_proxy(
         await process.wait()
         await write(core.server_exited(process.returncode))
 
-    loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
     installed: list[signal.Signals] = []
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -282,4 +284,6 @@ async def run_proxy(
             await _stop(process, grace)
         flush_records()
         to_client.close()
+        with contextlib.suppress(Exception):
+            await warming
     return _exit_status(process.returncode)

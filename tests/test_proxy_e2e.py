@@ -1,0 +1,432 @@
+"""End to end: the official MCP SDK client, through ``python -m gcfkit.cli proxy``, to real
+servers (the bundled demo server, mcp-server-time, mcp-server-git). Loopback stdio only;
+every await is bounded so a broken proxy fails a test instead of hanging it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import gcfkit
+from gcfkit.mcp.core import same_value
+from gcfkit.mcp.primer import PRIMER
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = str(ROOT / "examples" / "demo_server.py")
+sys.path.insert(0, str(ROOT / "examples"))
+import demo_server  # noqa: E402
+
+T = TypeVar("T")
+TIMEOUT = 60.0
+
+
+def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = TIMEOUT) -> T:
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro_fn(), timeout)
+
+    return asyncio.run(bounded())
+
+
+def proxy_args(server: list[str], *options: str) -> list[str]:
+    # A generous time budget: a loaded test machine must not turn rewrites into fallbacks.
+    return [
+        "-m",
+        "gcfkit.cli",
+        "proxy",
+        "--no-stats",
+        "--time-budget",
+        "30",
+        *options,
+        "--",
+        *server,
+    ]
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    out["PYTHONPATH"] = str(ROOT / "src")
+    return out
+
+
+@asynccontextmanager
+async def session(
+    server: list[str], *options: str, proxied: bool = True, errlog: Any = None, **kw: Any
+) -> AsyncIterator[ClientSession]:
+    if proxied:
+        params = StdioServerParameters(
+            command=sys.executable, args=proxy_args(server, *options), env=env(), cwd=str(ROOT)
+        )
+    else:
+        params = StdioServerParameters(command=server[0], args=server[1:], env=env(), cwd=str(ROOT))
+    async with (
+        stdio_client(params, errlog=errlog or sys.stderr) as (read, write),
+        ClientSession(read, write, **kw) as s,
+    ):
+        await s.initialize()
+        yield s
+
+
+def texts(result: Any) -> list[str]:
+    return [b.text for b in result.content if b.type == "text"]
+
+
+def decode(text: str) -> Any:
+    return gcfkit.loads(text) if text.startswith("GCF profile=generic") else json.loads(text)
+
+
+# --------------------------------------------------------------------------------------
+# The demo server
+# --------------------------------------------------------------------------------------
+
+DEMO_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("list_orders", {"limit": 20}),
+    ("search", {"query": "refund"}),
+    ("report", {}),
+    ("hello", {"name": "Ada"}),
+    ("fail", {}),
+    ("inventory", {}),
+]
+
+
+def test_demo_results_are_lossless_and_the_rest_unchanged() -> None:
+    async def body() -> None:
+        server = [sys.executable, DEMO]
+        async with session(server, proxied=False) as direct:
+            want_tools = (await direct.list_tools()).model_dump()
+            want = {name: await direct.call_tool(name, args) for name, args in DEMO_CALLS}
+        async with session(server) as proxied:
+            assert proxied.instructions is not None
+            assert proxied.instructions.startswith("Order desk demo")
+            assert proxied.instructions.endswith(PRIMER)
+            assert (await proxied.list_tools()).model_dump() == want_tools
+            got = {name: await proxied.call_tool(name, args) for name, args in DEMO_CALLS}
+
+        for name in ("list_orders", "search", "report"):
+            (sent,) = texts(want[name])
+            (delivered,) = texts(got[name])
+            assert same_value(decode(delivered), json.loads(sent)), name
+            assert len(delivered) < len(sent)
+        assert texts(got["list_orders"])[0].startswith("GCF profile=generic")
+        assert texts(got["search"])[0].startswith("GCF profile=generic")
+        # Non-JSON text and error results arrive exactly as sent.
+        assert got["hello"].model_dump() == want["hello"].model_dump()
+        assert got["fail"].model_dump() == want["fail"].model_dump()
+        assert got["fail"].is_error
+        # Four JSON-object blocks arrive as one array.
+        (joined,) = texts(got["inventory"])
+        assert same_value(decode(joined), [json.loads(t) for t in texts(want["inventory"])])
+
+    run(body)
+
+
+def test_200_concurrent_calls_get_their_own_answers() -> None:
+    async def body() -> None:
+        async with session([sys.executable, DEMO]) as s:
+            queries = [f"q{i}" for i in range(200)]
+            results = await asyncio.gather(*(s.call_tool("search", {"query": q}) for q in queries))
+        for q, result in zip(queries, results, strict=True):
+            (text,) = texts(result)
+            assert same_value(decode(text), demo_server.search(q))
+
+    run(body, timeout=120)
+
+
+def test_progress_and_server_to_client_requests_are_relayed() -> None:
+    async def body() -> None:
+        progress: list[float] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+
+        async def roots(context: Any) -> Any:
+            from mcp import types
+
+            return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/w", name="work")])
+
+        async with session([sys.executable, DEMO], list_roots_callback=roots) as s:
+            result = await s.call_tool("search", {"query": "x"}, progress_callback=on_progress)
+            assert same_value(decode(texts(result)[0]), demo_server.search("x"))
+            answer = await s.call_tool("ask_roots", {})
+        assert progress == [1, 2]
+        assert decode(texts(answer)[0]) == [{"uri": "file:///tmp/w", "name": "work"}]
+
+    run(body)
+
+
+def test_server_crash_mid_call_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    errlog = (tmp_path / "stderr.txt").open("w+")
+
+    async def body() -> None:
+        async with session([sys.executable, DEMO], errlog=errlog) as s:
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("crash", {})
+            assert "exited with status 3" in e.value.error.message
+
+    run(body)
+    errlog.seek(0)
+    assert "demo_server: crashing on purpose" in errlog.read()  # stderr passes through
+
+
+def test_file_read_then_exact_edit_through_the_proxy(tmp_path: Path) -> None:
+    package = (
+        '{\n  "name": "demo",\n  "version": "1.0.0",\n'
+        '  "dependencies": {\n    "left-pad": "^1.3.0"\n  }\n}\n'
+    )
+    (tmp_path / "package.json").write_text(package)
+
+    async def body() -> None:
+        async with session([sys.executable, DEMO, "--root", str(tmp_path)]) as s:
+            shown = texts(await s.call_tool("read_text_file", {"path": "package.json"}))[0]
+            assert shown == package
+            old = next(x for x in shown.splitlines() if "left-pad" in x)
+            edit = {"path": "package.json", "oldText": old, "newText": old.replace("3", "4")}
+            result = await s.call_tool("edit_file", edit)
+            assert not result.is_error, texts(result)
+
+    run(body)
+    assert '"left-pad": "^1.4.0"' in (tmp_path / "package.json").read_text()
+
+
+def test_decode_args_and_format_argument() -> None:
+    async def body() -> None:
+        server = [sys.executable, DEMO]
+        async with session(server, "--decode-args", "--advertise-format") as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert "_format" in tools["list_orders"].input_schema["properties"]
+            wire = gcfkit.dumps(demo_server.orders(3))
+            created = await s.call_tool("create_orders", {"orders": wire, "memo": wire})
+            assert texts(created) == ["created 3 orders"]
+            plain = await s.call_tool("list_orders", {"limit": 5, "_format": "json"})
+            assert json.loads(texts(plain)[0]) == demo_server.orders(5)
+            assert texts(plain)[0].startswith("[{")
+        async with session(server) as s:
+            # Without --decode-args the GCF string reaches the server as a string.
+            refused = await s.call_tool("create_orders", {"orders": wire})
+            assert refused.is_error
+
+    run(body)
+
+
+def test_client_opts_out_for_the_session() -> None:
+    # The SDK client sends no experimental capabilities, so speak the handshake by hand.
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"experimental": {"output_format": "json"}},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "list_orders", "arguments": {"limit": 4}},
+    }
+    lines = raw_exchange([init, call], expect=2)
+    by_id = {m["id"]: m for m in lines}
+    assert PRIMER not in by_id[0]["result"]["instructions"]
+    text = by_id[1]["result"]["content"][0]["text"]
+    assert text == json.dumps(demo_server.orders(4), separators=(",", ":"))
+
+
+def raw_exchange(messages: list[dict[str, Any]], expect: int, *options: str) -> list[Any]:
+    """Write ``messages`` to the proxied demo server, read ``expect`` lines, close stdin."""
+    proc = subprocess.Popen(
+        [sys.executable, *proxy_args([sys.executable, DEMO], *options)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+        cwd=str(ROOT),
+    )
+    try:
+        data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(data)
+        proc.stdin.flush()
+        out = [json.loads(proc.stdout.readline()) for _ in range(expect)]
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        return out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_exit_status_is_the_servers() -> None:
+    code = "import sys; sys.stdin.readline(); sys.exit(7)"
+    proc = subprocess.run(
+        [sys.executable, *proxy_args([sys.executable, "-c", code])],
+        input=b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+        capture_output=True,
+        env=env(),
+        timeout=60,
+    )
+    assert proc.returncode == 7
+    (line,) = proc.stdout.splitlines()
+    error = json.loads(line)
+    assert error["id"] == 1 and error["error"]["code"] == -32000
+
+
+def test_client_eof_stops_a_server_that_ignores_it() -> None:
+    # The server never reads stdin and never exits by itself: SIGTERM must end it.
+    code = "import time\nwhile True: time.sleep(1)"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gcfkit.cli",
+            "proxy",
+            "--no-stats",
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        input=b"",
+        capture_output=True,
+        env=env(),
+        timeout=60,
+    )
+    assert proc.returncode == 128 + 15
+
+
+ECHO = (
+    "import sys\n"
+    "for line in sys.stdin.buffer:\n"
+    "    sys.stdout.buffer.write(line); sys.stdout.buffer.flush()"
+)
+
+
+def test_64_mb_message_flows_both_ways() -> None:
+    big = "x" * (64 * 1024 * 1024)
+    message = json.dumps(
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": big}}
+    )
+    data = message.encode() + b"\n"
+
+    async def body() -> bytes:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *proxy_args([sys.executable, "-c", ECHO]),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env(),
+            limit=256 * 1024 * 1024,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+
+        async def feed() -> None:
+            assert proc.stdin is not None
+            proc.stdin.write(data)
+            await proc.stdin.drain()
+
+        feeder = asyncio.create_task(feed())
+        echoed = await proc.stdout.readline()
+        await feeder
+        proc.stdin.close()
+        await proc.wait()
+        return echoed
+
+    assert run(body, timeout=120) == data
+
+
+# --------------------------------------------------------------------------------------
+# Real servers: mcp-server-time and mcp-server-git
+# --------------------------------------------------------------------------------------
+
+
+def test_mcp_server_time() -> None:
+    pytest.importorskip("mcp_server_time")
+
+    async def body() -> None:
+        server = [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
+        async with session(server) as s:
+            now = await s.call_tool("get_current_time", {"timezone": "UTC"})
+            (text,) = texts(now)
+            value = decode(text)
+            assert value["timezone"] == "UTC"
+            assert now.structured_content is None or now.structured_content == value
+            args = {"source_timezone": "UTC", "time": "14:30", "target_timezone": "Asia/Tokyo"}
+            converted = await s.call_tool("convert_time", args)
+            assert decode(texts(converted)[0])["target"]["timezone"] == "Asia/Tokyo"
+            bad = await s.call_tool("get_current_time", {"timezone": "Mars/Olympus_Mons"})
+            assert bad.is_error
+        async with session(server, proxied=False) as direct:
+            want = await direct.call_tool("convert_time", args)
+        assert same_value(decode(texts(converted)[0]), json.loads(texts(want)[0]))
+
+    run(body)
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    genv = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.org",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.org",
+        "GIT_AUTHOR_DATE": "2026-01-02T03:04:05Z",
+        "GIT_COMMITTER_DATE": "2026-01-02T03:04:05Z",
+    }
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=repo, env=genv, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    for i in range(3):
+        (repo / "notes.txt").write_text("".join(f"line {j}\n" for j in range(i + 2)))
+        (repo / "data.json").write_text(json.dumps({"version": i, "items": list(range(i))}))
+        git("add", "notes.txt", "data.json")
+        git("commit", "-q", "-m", f"commit {i}")
+    (repo / "notes.txt").write_text("changed\n")
+    return repo
+
+
+def test_mcp_server_git(git_repo: Path) -> None:
+    pytest.importorskip("mcp_server_git")
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("git_status", {"repo_path": str(git_repo)}),
+        ("git_log", {"repo_path": str(git_repo), "max_count": 5}),
+        ("git_diff_unstaged", {"repo_path": str(git_repo)}),
+        ("git_show", {"repo_path": str(git_repo), "revision": "HEAD"}),
+        ("git_show", {"repo_path": str(git_repo), "revision": "deadbeefcafe"}),
+    ]
+
+    async def body() -> None:
+        server = [sys.executable, "-m", "mcp_server_git", "--repository", str(git_repo)]
+        async with session(server, proxied=False) as direct:
+            want_tools = (await direct.list_tools()).model_dump()
+            want = [await direct.call_tool(n, a) for n, a in calls]
+        async with session(server) as proxied:
+            assert (await proxied.list_tools()).model_dump() == want_tools
+            got = [await proxied.call_tool(n, a) for n, a in calls]
+        # git results are plain text: they arrive exactly as the server wrote them.
+        for (name, _), w, g in zip(calls, want, got, strict=True):
+            assert g.model_dump() == w.model_dump(), name
+        assert "commit 2" in texts(got[1])[0]
+
+    run(body)
