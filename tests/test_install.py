@@ -227,6 +227,8 @@ def test_round_trip_is_byte_identical(home: Path, capsys: pytest.CaptureFixture[
     assert entry["command"] == LAUNCHER
     assert entry["args"] == [
         "proxy",
+        "--name",
+        "time",
         "--",
         "uvx",
         "mcp-server-time",
@@ -299,11 +301,11 @@ def test_proxy_args_and_rewrap_then_exact_restore(
     path = claude_config(home)
     original = path.read_bytes()
     run(["install-mcp", "time", "--gcfkit", LAUNCHER, "--proxy-arg=--delta"], capsys)
-    assert servers(path)["time"]["args"][:3] == ["proxy", "--delta", "--"]
+    assert servers(path)["time"]["args"][:5] == ["proxy", "--name", "time", "--delta", "--"]
     rc, out, _ = run(["install-mcp", "time", "--proxy-arg=--x", "--proxy-arg=1"], capsys)
     assert rc == 0 and "updated the proxy options" in out
     args = servers(path)["time"]["args"]
-    assert args[:4] == ["proxy", "--x", "1", "--"]
+    assert args[:6] == ["proxy", "--name", "time", "--x", "1", "--"]
     assert servers(path)["time"]["command"] == LAUNCHER  # the launcher is kept
     # Without --proxy-arg, a wrapped server keeps its options.
     run(["install-mcp", "time"], capsys)
@@ -312,13 +314,25 @@ def test_proxy_args_and_rewrap_then_exact_restore(
     assert path.read_bytes() == original
 
 
+def test_name_option(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = claude_config(home)
+    run(["install-mcp", "bare", "--no-name", "--gcfkit", LAUNCHER], capsys)
+    assert servers(path)["bare"]["args"] == ["proxy", "--", "my-server"]
+    # An explicit --name wins over the config's name.
+    run(["install-mcp", "bare", "--proxy-arg=--name=b2"], capsys)
+    assert servers(path)["bare"]["args"] == ["proxy", "--name=b2", "--", "my-server"]
+
+
 def test_entry_without_args_is_restored_without_args(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = claude_config(home)
     original = path.read_bytes()
     run(["install-mcp", "bare", "--gcfkit", LAUNCHER], capsys)
-    assert servers(path)["bare"] == {"command": LAUNCHER, "args": ["proxy", "--", "my-server"]}
+    assert servers(path)["bare"] == {
+        "command": LAUNCHER,
+        "args": ["proxy", "--name", "bare", "--", "my-server"],
+    }
     run(["uninstall-mcp", "bare"], capsys)
     assert path.read_bytes() == original
 
@@ -442,7 +456,7 @@ def test_local_scope_in_claude_json(home: Path, capsys: pytest.CaptureFixture[st
     rc, out, _ = run(["install-mcp", "git", "--gcfkit", LAUNCHER], capsys)
     assert rc == 0 and "(local)" in out
     proj = str(project(home))
-    assert servers(path, "projects", proj)["git"]["args"] == ["proxy", "--", "g"]
+    assert servers(path, "projects", proj)["git"]["args"] == ["proxy", "--name", "git", "--", "g"]
     assert servers(path)["time"]["command"] == "uvx"
     run(["uninstall-mcp", "git"], capsys)
     assert path.read_bytes() == original
@@ -567,7 +581,7 @@ def test_config_override(home: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
     original = write(path, {"mcpServers": {"s": {"command": "c", "args": []}}, "keep": 1})
     rc, out, _ = run(["install-mcp", "s", "--config", str(path), "--gcfkit", LAUNCHER], capsys)
     assert rc == 0 and "custom (user)" in out
-    assert servers(path)["s"]["args"] == ["proxy", "--", "c"]
+    assert servers(path)["s"]["args"] == ["proxy", "--name", "s", "--", "c"]
     assert run(["uninstall-mcp", "s", "--config", str(path)], capsys)[0] == 0
     assert path.read_bytes() == original
 
@@ -609,14 +623,18 @@ def test_status_lists_wrapped_and_not(home: Path, capsys: pytest.CaptureFixture[
     rc, out, _ = run(["mcp-status"], capsys)
     assert rc == 0
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
-    assert "wrapped (--delta)" in lines["time"] and "uvx" in lines["time"]
+    assert "wrapped (--name time --delta)" in lines["time"] and "uvx" in lines["time"]
     assert "not wrapped" in lines["bare"]
     assert "http" in lines["remote"]
     assert "not wrapped" in lines["git"]
     assert "not wrapped" in lines["c1"]
     rc, out, _ = run(["mcp-status", "--json"], capsys)
     rows = {r["name"]: r for r in json.loads(out)}
-    assert rows["time"]["wrapped"] is True and rows["time"]["proxy_args"] == ["--delta"]
+    assert rows["time"]["wrapped"] is True and rows["time"]["proxy_args"] == [
+        "--name",
+        "time",
+        "--delta",
+    ]
     assert rows["git"]["scope"] == "local" and rows["c1"]["client"] == "cursor"
     rc, out, _ = run(["mcp-status", "--client", "cursor", "--json"], capsys)
     assert [r["name"] for r in json.loads(out)] == ["c1"]

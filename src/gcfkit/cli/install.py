@@ -68,6 +68,13 @@ def register(sub: Any) -> None:
         "(on an already wrapped server, replaces its proxy options)",
     )
     inst.add_argument(
+        "--no-name",
+        dest="name_option",
+        action="store_false",
+        help="do not pass --name NAME to the proxy (the savings ledger then shows the "
+        "server's self-reported name)",
+    )
+    inst.add_argument(
         "--gcfkit",
         metavar="COMMAND",
         help="how the client should start gcfkit (default: this installation's gcfkit, by "
@@ -140,6 +147,7 @@ def _install(args: argparse.Namespace) -> int:
         config=args.config,
         proxy_args=args.proxy_args,
         launcher=launcher,
+        name_option=args.name_option,
         dry_run=args.dry_run,
     )
     _report(plans, args.dry_run)

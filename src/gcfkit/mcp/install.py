@@ -18,7 +18,9 @@ claude-desktop    user     ``claude_desktop_config.json``: macOS ``~/Library/App
 Wrapping replaces only ``command`` and ``args`` of one entry, in place::
 
     {"command": C, "args": A, ...}
-      -> {"command": GCFKIT, "args": ["proxy", *OPTS, "--", C, *A], ...}
+      -> {"command": GCFKIT, "args": ["proxy", "--name", NAME, *OPTS, "--", C, *A], ...}
+
+(``--name NAME`` lets the savings ledger use the name the config knows the server by.)
 
 Every other field (``env``, ``type``, ``cwd``, unknown ones) and the key order stay as they were,
 and so does the rest of the file: the JSON is rewritten in the file's own style (indent, key
@@ -45,7 +47,7 @@ operation stops with :class:`GCFError` ``malformed_config``.
 ...     "args": ["mcp-server-time"]}}}, indent=2) + "\\n")
 >>> plans = install_mcp("time", config=cfg, launcher=["gcfkit"], env={"GCFKIT_STATE_DIR": str(d)})
 >>> json.loads(cfg.read_text())["mcpServers"]["time"]["args"]
-['proxy', '--', 'uvx', 'mcp-server-time']
+['proxy', '--name', 'time', '--', 'uvx', 'mcp-server-time']
 >>> _ = uninstall_mcp("time", config=cfg, env={"GCFKIT_STATE_DIR": str(d)})
 >>> json.loads(cfg.read_text())["mcpServers"]["time"]["args"]
 ['mcp-server-time']
@@ -706,15 +708,19 @@ def plan_install(
     explicit: bool,
     launcher: Sequence[str] | None = None,
     proxy_args: Sequence[str] | None = None,
+    name_option: bool = True,
     state: Path | None = None,
 ) -> list[FilePlan]:
     """Plan wrapping ``name``; nothing is written (see :func:`apply_plans`).
 
     ``explicit`` (a ``--client`` was given) allows acting on several configs at once; without
     it, ``name`` must be in exactly one. ``proxy_args=None`` keeps the options of an already
-    wrapped entry; a sequence replaces them.
+    wrapped entry; a sequence replaces them. ``name_option`` puts ``--name NAME`` first among
+    the proxy options (unless they have a ``--name``), so the savings ledger and ``gcfkit
+    stats`` show the name the config uses rather than the server's self-reported one.
     """
     launcher = list(launcher) if launcher else default_launcher()
+    options = _proxy_options(name, proxy_args or (), name_option)
     docs, found = _find(name, locations)
     if not found:
         raise _not_found(name, locations)
@@ -731,15 +737,15 @@ def plan_install(
         plan, data = _plan_for(doc, plans)
         parts = split_wrapped(entry, [launcher, *_recorded_launchers(records, key)])
         if parts is not None:
-            if proxy_args is None or tuple(proxy_args) == parts.proxy_args:
+            if proxy_args is None or tuple(options) == parts.proxy_args:
                 plan.actions.append(Action(loc, name, "already-wrapped"))
                 continue
             inner = unwrap_entry(entry, parts)
-            new = wrap_entry(inner, list(parts.launcher), proxy_args)
+            new = wrap_entry(inner, list(parts.launcher), options)
             action = "rewrapped"
             original = records.entries.get(key, {}).get("original", inner)
         else:
-            new = wrap_entry(entry, launcher, proxy_args or ())
+            new = wrap_entry(entry, launcher, options)
             action = "wrapped"
             original = entry
         doc.servers(loc, data)[name] = new
@@ -754,6 +760,13 @@ def plan_install(
             "wrapped": new,
         }
     return _finish(plans, docs)
+
+
+def _proxy_options(name: str, proxy_args: Sequence[str], name_option: bool) -> list[str]:
+    options = list(proxy_args)
+    if name_option and not any(o == "--name" or o.startswith("--name=") for o in options):
+        options = ["--name", name, *options]
+    return options
 
 
 def _recorded_launchers(records: _Records, key: str) -> list[list[str]]:
@@ -893,7 +906,7 @@ def apply_plans(plans: Sequence[FilePlan], *, state: Path | None = None) -> None
                 records.entries.pop(key, None)
             else:
                 records.entries[key] = item
-    if records is not None:
+        # Saved per file, so a failure on a later file cannot orphan this one's original.
         records.save()
 
 
@@ -908,6 +921,7 @@ def install_mcp(
     config: Path | str | None = None,
     proxy_args: Sequence[str] | None = None,
     launcher: Sequence[str] | None = None,
+    name_option: bool = True,
     dry_run: bool = False,
     home: Path | None = None,
     cwd: Path | None = None,
@@ -930,6 +944,7 @@ def install_mcp(
         explicit=client is not None or config is not None,
         launcher=launcher,
         proxy_args=proxy_args,
+        name_option=name_option,
         state=state,
     )
     if not dry_run:
