@@ -292,17 +292,17 @@ def _detect_style(text: str, data: Any) -> _Style:
             break
     if guess_indent is None and "\n" in stripped:
         guess_indent = "  "
-    ascii_only = stripped.isascii() and "\\u" in stripped
+    escapes_non_ascii = stripped.isascii() and "\\u" in stripped
     indents: list[str | None] = [guess_indent, "  ", "    ", "\t", None]
     # Prefer a style that reproduces the file exactly: then untouched bytes stay untouched.
     for indent in indents:
         for compact in (False, True) if indent is None else (False,):
-            for ensure_ascii in (ascii_only, not ascii_only):
+            for ensure_ascii in (escapes_non_ascii, not escapes_non_ascii):
                 style = _Style(indent, compact, ensure_ascii, newline, final_newline, bom)
                 if style.dump(data) == text:
                     return style
     compact = guess_indent is None and ": " not in stripped
-    return _Style(guess_indent, compact, ascii_only, newline, final_newline, bom)
+    return _Style(guess_indent, compact, escapes_non_ascii, newline, final_newline, bom)
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> JsonObject:
