@@ -38,6 +38,7 @@ any failure, or running past the time budget, delivers the original and says why
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -313,6 +314,7 @@ class ProxyCore:
         self._unfinished: list[tuple[str, str, _Outcome, float]] = []
         self._clock: Callable[[], float] = time.perf_counter
         self._warm = False
+        self._warm_lock = threading.Lock()
 
     # -- public API --------------------------------------------------------------------
 
@@ -608,7 +610,9 @@ class ProxyCore:
     def warm_up(self) -> None:
         """Load the tokenizer and codec now (about a second, once per process), so the first
         tool result is not charged for it; the shell calls this at start-up."""
-        if not self._warm:
+        with self._warm_lock:  # a result arriving mid-warm-up waits for it, outside its budget
+            if self._warm:
+                return
             self._warm = True
             try:
                 self._count("{}")
