@@ -309,9 +309,20 @@ def _render(records: list[LedgerRecord], corrupt: int = 0) -> str:
 def test_render_summary_shows_tools_total_and_bars() -> None:
     out = _render([rec(), rec("time", "now", 10, 12, "fallback:larger")], corrupt=2)
     assert "git_log" in out and "now" in out and "total" in out
-    assert "60.0%" in out  # git_log: 100 -> 40 tokens
+    assert "100 → 40" in out and "60 (60%)" in out  # git_log
+    assert "-2 (-20%)" in out  # now grew
     assert "█" in out
     assert "2 corrupt" in out
+
+
+def test_render_summary_drops_the_bar_when_narrow() -> None:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    render_summary(summarize([rec()]), Console(file=buf, width=60))
+    out = buf.getvalue()
+    assert "git_log" in out and "█" not in out
+    assert all(len(line) <= 60 for line in out.splitlines())
 
 
 def test_render_summary_empty_ledger() -> None:

@@ -499,7 +499,7 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
     }
 
 
-_BAR_WIDTH = 12
+_BAR_WIDTH = 10
 
 
 def _bar(fraction: float, width: int = _BAR_WIDTH) -> str:
@@ -535,27 +535,21 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     title = "gcfkit savings"
     if summary.first and summary.last:
         title += f" ({summary.first[:10]} .. {summary.last[:10]})"
+    # Fewer, denser columns fit 80 terminal columns; the bar is the first thing to go when
+    # the terminal is narrower, and long server or tool names fold rather than the numbers.
+    bar = out.width >= 80
     table = Table(title=title, show_footer=True)
     total = summary.total
-    table.add_column("server", footer="total", overflow="fold")
-    table.add_column("tool", overflow="fold")
-    table.add_column("calls", justify="right", footer=str(total.calls))
-    table.add_column("tokens in", justify="right", footer=f"{total.tokens_before:,}")
-    table.add_column("tokens out", justify="right", footer=f"{total.tokens_after:,}")
-    table.add_column("tokens saved", justify="right", footer=f"{total.tokens_saved:,}")
-    table.add_column("%", justify="right", footer=f"{total.token_savings:.1%}")
-    table.add_column("saved", footer=_bar(total.token_savings), no_wrap=True)
+    table.add_column("server", footer="total", overflow="fold", ratio=1)
+    table.add_column("tool", overflow="fold", ratio=2)
+    table.add_column("calls", justify="right", footer=str(total.calls), no_wrap=True)
+    table.add_column("tokens → gcfkit", justify="right", footer=_before_after(total))
+    table.add_column("saved", justify="right", footer=_saved(total), no_wrap=True)
+    if bar:
+        table.add_column("", footer=_bar(total.token_savings), no_wrap=True)
     for (server, tool), t in summary.tools.items():
-        table.add_row(
-            server,
-            tool,
-            str(t.calls),
-            f"{t.tokens_before:,}",
-            f"{t.tokens_after:,}",
-            f"{t.tokens_saved:,}",
-            f"{t.token_savings:.1%}",
-            _bar(t.token_savings),
-        )
+        cells = [server, tool, str(t.calls), _before_after(t), _saved(t)]
+        table.add_row(*cells, *([_bar(t.token_savings)] if bar else []))
     out.print(table)
     notes = [f"token counts: {', '.join(summary.encodings)}"]
     decisions = ", ".join(f"{k} {v}" for k, v in sorted(total.decisions.items()))
@@ -563,6 +557,14 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     if summary.corrupt:
         notes.append(f"{summary.corrupt} corrupt ledger line(s) skipped")
     out.print("; ".join(notes), style="dim", markup=False, highlight=False)
+
+
+def _before_after(t: Totals) -> str:
+    return f"{t.tokens_before:,} → {t.tokens_after:,}"
+
+
+def _saved(t: Totals) -> str:
+    return f"{t.tokens_saved:,} ({t.token_savings:.0%})"
 
 
 def _corrupt_note(summary: Summary) -> str:
