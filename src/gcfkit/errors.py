@@ -62,6 +62,9 @@ CODES: dict[str, str] = {
     "unsupported_type": "a value outside the JSON data model",
     "unsupported_profile": "a payload this operation does not accept",
     "unsupported_shape": "a value the target format cannot carry (GCX1: fall back to JSON)",
+    # streaming encoders (§8.3)
+    "undeclared_field": "a streamed row has a field its section header did not declare",
+    "invalid_stream_call": "a streaming encoder call that does not fit the open section",
     # files, options and MCP client configs (ledger, install-mcp)
     "invalid_option": "a command-line option value that cannot be interpreted",
     "malformed_config": "an MCP client config file that is not valid JSON of the expected shape",
