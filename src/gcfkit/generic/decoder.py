@@ -1044,6 +1044,10 @@ class _Parser:
                 return True
             if f.count is not None and f.n >= f.count:
                 return self._after_last_row(f, ln, s)
+            if f.member_ctx and f.width > 1 and "|" not in s and _looks_like_member(s):
+                # A one-cell line cannot be a row of a wider table: it is the next member
+                # of the enclosing object (this ends a [?] table, or reports a short one).
+                return False
             self._row(f, ln, s)
             return True
         if indent == f.indent + 2 and f.cur_row is not None:
