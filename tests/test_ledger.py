@@ -123,6 +123,11 @@ def test_from_dict_rejects_mistyped_fields(patch: dict[str, object]) -> None:
         LedgerRecord.from_dict(data)
 
 
+def test_non_finite_timing_still_writes_valid_json() -> None:
+    r = LedgerRecord("s", "t", 1, 1, 1, 1, "o200k_base", "gcf", float("nan"), time="2026-01-01")
+    assert json.loads(r.to_json())["encode_ms"] == 0.0
+
+
 def test_from_dict_ignores_unknown_fields() -> None:
     data = rec().to_dict() | {"future_field": [1, 2]}
     assert LedgerRecord.from_dict(data) == rec()

@@ -172,12 +172,15 @@ class LedgerRecord:
             "tokens_after": self.tokens_after,
             "encoding": self.encoding,
             "decision": self.decision,
-            "encode_ms": round(self.encode_ms, 3),
+            # A NaN timing must not make the line invalid JSON for every later reader.
+            "encode_ms": round(self.encode_ms, 3) if math.isfinite(self.encode_ms) else 0.0,
         }
 
     def to_json(self) -> str:
         """One compact JSON line, without the trailing newline."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(
+            self.to_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LedgerRecord:
