@@ -79,7 +79,14 @@ def test_a_lossy_format_is_caught() -> None:
     assert r.lossless is False
     assert r.error == "round trip changed the value"
     reorder = Format("sorted", "Sorted", lambda v: json.dumps(v, sort_keys=True), json.loads)
-    assert measure(reorder, {"b": 1, "a": 2}).lossless is False
+    r = measure(reorder, {"b": 1, "a": 2})
+    assert r.lossless is True and r.key_order_kept is False
+    assert "key order changed" in r.note
+    unordered = Format(
+        "u", "U", lambda v: json.dumps(v, sort_keys=True), json.loads, key_order=False
+    )
+    assert measure(unordered, {"b": 1, "a": 2}).key_order_kept is None
+    assert measure(reorder, {"a": 1, "b": 2}).key_order_kept is True
 
 
 def test_refusals_and_crashes_are_recorded_not_raised() -> None:

@@ -103,8 +103,9 @@ class Format:
     ``encode`` may raise :class:`GCFError` (``unsupported_shape`` and friends) for a
     value the format cannot carry; the result then records the refusal. ``available``
     False means the format's package is missing (``note`` says which).
-    ``key_order`` says whether the format promises to keep object key order (the
-    lossless check then verifies it).
+    ``key_order`` says whether the format promises to keep object key order; the result
+    then records whether it did (``key_order_kept``). Losslessness itself is judged as
+    GCF §1.1 defines equality: same types, membership, array order, values.
     """
 
     name: str
@@ -219,6 +220,7 @@ class FormatResult:
     lossless: bool | None = None
     error: str | None = None
     note: str = ""
+    key_order_kept: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -234,6 +236,7 @@ class FormatResult:
             "bytes": self.bytes if self.text is not None else None,
             "tokens": dict(self.tokens) if self.text is not None else None,
             "lossless": self.lossless,
+            "key_order_kept": self.key_order_kept,
             "error": self.error,
             "note": self.note,
         }
@@ -280,9 +283,13 @@ def measure(
         res.lossless = False
         res.error = f"decode failed: {type(e).__name__}: {e}"
         return res
-    res.lossless = strict_equal(back, value, key_order=fmt.key_order)
+    res.lossless = strict_equal(back, value)
     if not res.lossless:
         res.error = "round trip changed the value"
+    elif fmt.key_order:
+        res.key_order_kept = strict_equal(back, value, key_order=True)
+        if not res.key_order_kept:
+            res.note = (res.note + "; " if res.note else "") + "object key order changed"
     return res
 
 

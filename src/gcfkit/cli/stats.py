@@ -162,8 +162,11 @@ def _notes(cmp: Comparison, encoding: str) -> list[str]:
     if best is not None:
         notes.append(f"fewest {encoding} tokens, lossless: {best.label}")
     for r in cmp.results:
+        label = _SHORT.get(r.name, r.label)
         if r.error:
-            notes.append(f"{_SHORT.get(r.name, r.label)}: {r.error}")
+            notes.append(f"{label}: {r.error}")
+        elif r.key_order_kept is False:
+            notes.append(f"{label}: object key order changed (types, keys and values kept)")
     return notes
 
 
