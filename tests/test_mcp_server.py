@@ -108,14 +108,17 @@ def make_server(
 async def connect(
     srv: MCPServer, fmt: str | None = None, *, legacy: bool = True
 ) -> AsyncIterator[Client]:
-    if not legacy:
+    """A client on a stateful (handshake-era) connection, or with ``legacy=False`` on the
+    stateless 2026-07-28 protocol; ``fmt`` is the output format it declares."""
+    if not legacy and fmt is None:
         async with Client(srv) as c:
             yield c
         return
     transport: Any = InMemoryTransport(srv)
     if fmt is not None:
         transport = with_output_format(transport, fmt)  # type: ignore[arg-type]
-    async with Client(transport, mode="legacy") as c:
+    async with Client(transport, mode="legacy" if legacy else "auto") as c:
+        assert (c.protocol_version == "2026-07-28") is not legacy
         yield c
 
 
@@ -231,9 +234,17 @@ def test_negotiation_helpers_read_the_sdk_request_context() -> None:
             await c.call_tool("probe", {})
         async with connect(srv, legacy=False) as c:
             await c.call_tool("probe", {})
+        async with connect(srv, "gcf", legacy=False) as c:
+            await c.call_tool("probe", {})
 
     run(body)
-    assert seen == [("gcf", "gcf"), ("json", "json"), (None, "json"), (None, "json")]
+    assert seen == [
+        ("gcf", "gcf"),
+        ("json", "json"),
+        (None, "json"),
+        (None, "json"),
+        ("gcf", "gcf"),
+    ]
     assert negotiated_format(None, "GCF") == "gcf"
     with pytest.raises(ValueError):
         negotiated_format(None, "yaml")
@@ -407,9 +418,9 @@ def test_graph_without_a_stateful_session() -> None:
 
     async def body() -> None:
         # The 2026-07-28 protocol has no connection that outlives a request: no session=true.
-        async with connect(srv, legacy=False) as c:
+        async with connect(srv, "gcf", legacy=False) as c:
             for _ in range(2):
-                t = text(await c.call_tool("callers", {"symbol": "a", "format": "gcf"}))
+                t = text(await c.call_tool("callers", {"symbol": "a"}))
                 assert "session=true" not in t and REF not in t
                 assert gmod.loads(t).symbols == GRAPHS["a"].symbols
         async with connect(srv) as c:

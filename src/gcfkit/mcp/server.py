@@ -42,12 +42,17 @@ stateless protocol builds a fresh connection for every request, so there the hel
 full non-session payloads (§9.4). State is bounded (:class:`SessionLimits`, §9.5) and dropped
 when the connection closes.
 
->>> r = respond({"rows": [{"id": 1}, {"id": 2}]}, None, format="gcf")
->>> print(r.content[0].text, end="")
+>>> users = [{"id": 1, "name": "Ada", "team": "core"}, {"id": 2, "name": "Lin", "team": "web"},
+...          {"id": 3, "name": "Bo", "team": "core"}, {"id": 4, "name": "Cy", "team": "web"}]
+>>> print(respond({"users": users}, None, format="gcf").content[0].text, end="")
 GCF profile=generic
-## rows [2]{id}
-1
-2
+## users [4]{id,name,team}
+1|Ada|core
+2|Lin|web
+3|Bo|core
+4|Cy|web
+>>> respond({"id": 1}, None, format="gcf").content[0].text  # GCF would cost more here
+'{"id":1}'
 """
 
 from __future__ import annotations
@@ -264,14 +269,13 @@ class _Sessions:
                 return state
             fresh = _SessionState(created=now, last_used=now)
             self._states[conn] = fresh
+            self._evict()
             if conn in self._expired:
                 # §9.4: an expired session answers with a full non-session payload; the
                 # fresh state starts the new session from the next call on.
                 self._expired.discard(conn)
                 return None
-            ref = weakref.ref(conn)
-            conn.exit_stack.callback(self._forget, ref)
-            self._evict(now)
+            conn.exit_stack.callback(self._forget, weakref.ref(conn))
             return fresh
 
     def expire(self, conn: Connection) -> None:
@@ -297,7 +301,7 @@ class _Sessions:
             del self._states[c]
             self._expired.add(c)
 
-    def _evict(self, now: float) -> None:
+    def _evict(self) -> None:
         while len(self._states) > self.limits.max_sessions:
             oldest = min(self._states.items(), key=lambda kv: kv[1].last_used)[0]
             del self._states[oldest]
@@ -378,8 +382,13 @@ class GCFResponder:
     :func:`gcf_tool`; make your own to change the default format or the limits.
 
     >>> gcf = GCFResponder(default_format="gcf")
-    >>> gcf.respond([{"id": 1, "name": "Ada"}, {"id": 2, "name": "Lin"}], None).content[0].text
-    'GCF profile=generic\\n## [2]{id,name}\\n1|Ada\\n2|Lin\\n'
+    >>> rows = [{"id": i, "name": n, "team": "core"} for i, n in enumerate(["Ada", "Lin", "Bo"])]
+    >>> print(gcf.respond(rows, None).content[0].text, end="")
+    GCF profile=generic
+    ## [3]{id,name,team}
+    0|Ada|core
+    1|Lin|core
+    2|Bo|core
     """
 
     def __init__(
