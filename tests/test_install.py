@@ -562,6 +562,20 @@ def test_invalid_utf8_config_is_malformed(home: Path, capsys: pytest.CaptureFixt
     assert path.read_bytes() == raw
 
 
+def test_malformed_other_config_blocks_until_left_out(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = home / ".cursor" / "mcp.json"
+    broken.parent.mkdir()
+    broken.write_text("{nope")
+    path = claude_config(home)
+    rc, _, err = run(["install-mcp", "time", "--gcfkit", LAUNCHER], capsys)
+    assert rc == 2 and "error[malformed_config]" in err and "--client" in err
+    assert broken.read_text() == "{nope"
+    rc, _, _ = run(["install-mcp", "time", "--client", "claude-code", "--gcfkit", LAUNCHER], capsys)
+    assert rc == 0 and servers(path)["time"]["command"] == LAUNCHER
+
+
 def test_malformed_config_is_reported_by_status(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -666,11 +666,19 @@ def _find(
     docs: dict[Path, _Document] = {}
     found: list[ConfigLocation] = []
     for loc in locations:
-        doc = docs.get(loc.path)
-        if doc is None:
-            doc = docs[loc.path] = _Document.load(loc.path)
-        if doc.raw is not None and name in doc.servers(loc):
-            found.append(loc)
+        try:
+            doc = docs.get(loc.path)
+            if doc is None:
+                doc = docs[loc.path] = _Document.load(loc.path)
+            if doc.raw is not None and name in doc.servers(loc):
+                found.append(loc)
+        except GCFError as e:
+            # NAME might be in the broken file, so guessing past it could wrap the wrong copy.
+            if e.code == "malformed_config" and len(locations) > 1:
+                raise GCFError(
+                    e.code, f"{e.detail} (or leave it out with --client, --scope or --config)"
+                ) from None
+            raise
     return docs, found
 
 
