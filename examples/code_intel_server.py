@@ -423,13 +423,13 @@ def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json")
                         provenance[scope] = "ast_resolved" if r.resolved else "ast_inferred"
                         nxt.append(scope)
             frontier = sorted(nxt)
-        symbols = [
+        symbols = tuple(
             Symbol(q, index.defs[q].kind, _score(index.fan_in(q)), provenance[q], dist)
             for q, dist in distance.items()
-        ]
+        )
         return Graph(
             symbols,
-            [Edge(s, t, kind) for (s, t), kind in sorted(edges.items()) if s in distance],
+            tuple(Edge(s, t, kind) for (s, t), kind in sorted(edges.items()) if s in distance),
         )
 
     @mcp.tool()

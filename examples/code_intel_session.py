@@ -91,9 +91,8 @@ def _pick_subject(root: Path, hits: list[dict[str, Any]]) -> str:
     from code_intel_server import build_index
 
     index = build_index(root)
-    return max(hits, key=lambda h: (index.fan_in(h["qualified_name"]), -hits.index(h)))[
-        "qualified_name"
-    ]
+    best = max(hits, key=lambda h: (index.fan_in(h["qualified_name"]), -hits.index(h)))
+    return str(best["qualified_name"])
 
 
 def _module_of(qname: str, modules: set[str]) -> str:
