@@ -180,6 +180,8 @@ def test_streaming_payload_with_trailers() -> None:
     [
         ("value=1\n", "missing_header", 1),
         ("", "missing_header", 1),
+        (" GCF profile=graph\n", "missing_header", 1),
+        ("GCF2 profile=graph\n", "missing_header", 1),
         ("GCF tool=x\n## targets\n", "missing_profile", 1),
         ("GCF tool=x profile=graph\n", "missing_profile", 1),
         ("GCF profile=tree\n", "unknown_profile", 1),

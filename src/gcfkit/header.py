@@ -89,7 +89,7 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     Traceback (most recent call last):
     gcfkit.errors.GCFError: error[missing_profile] line 1: ...
     """
-    tokens = _FIELD_SEP.split(text.rstrip("\r").strip(" \t"))
+    tokens = _FIELD_SEP.split(text.rstrip("\r").rstrip(" \t"))
     if tokens[0] != "GCF":
         raise GCFError(
             "missing_header",
