@@ -684,3 +684,31 @@ def test_example_server_over_stdio(example: Any, tree: Path) -> None:
             assert REF in t
 
     run(body)
+
+
+def test_respond_in_a_lowlevel_server_handler() -> None:
+    from mcp.server import Server
+    from mcp.server.context import ServerRequestContext
+    from mcp_types import CallToolRequestParams, ListToolsResult, Tool
+
+    gcf = GCFResponder()
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> ListToolsResult:
+        schema = {"type": "object", "properties": {"symbol": {"type": "string"}}}
+        return ListToolsResult(tools=[Tool(name="callers", input_schema=schema)])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        return gcf.respond(GRAPHS[(params.arguments or {})["symbol"]], ctx)
+
+    low: Server[Any] = Server("low", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def body() -> None:
+        transport: Any = with_output_format(InMemoryTransport(low), "gcf")  # type: ignore[arg-type]
+        async with Client(transport, mode="legacy") as c:
+            t1 = text(await c.call_tool("callers", {"symbol": "a"}))
+            assert t1.startswith("GCF profile=graph tool=callers ")
+            assert REF in text(await c.call_tool("callers", {"symbol": "a"}))
+
+    run(body)
