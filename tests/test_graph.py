@@ -237,6 +237,7 @@ def test_header_errors(text: str, code: str, line: int) -> None:
         (["##! summary symbols=0", "## targets"], "invalid_summary", 3),
         (["##! totals symbols=0"], "invalid_summary", 2),
         (["##! summary symbols"], "invalid_summary", 2),
+        (["##! summary symbols=x"], "invalid_summary", 2),
         (["##! summary symbols=1"], "count_mismatch", 2),
         (["## targets", "@0 fn a 0.90 l", "##! summary edges=1"], "count_mismatch", 4),
     ],

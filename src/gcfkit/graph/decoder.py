@@ -270,8 +270,8 @@ class _State:
             declared.append(
                 (
                     "##! summary",
-                    _summary_count(self.summary, "symbols"),
-                    _summary_count(self.summary, "edges"),
+                    _summary_count(self.summary, "symbols", self.summary_line),
+                    _summary_count(self.summary, "edges", self.summary_line),
                     self.summary_line,
                 )
             )
@@ -290,12 +290,12 @@ class _State:
                 )
 
 
-def _summary_count(fields: dict[str, str], key: str) -> int | None:
+def _summary_count(fields: dict[str, str], key: str, line: int) -> int | None:
     value = fields.get(key)
     if value is None:
         return None
     if not value.isascii() or not value.isdigit() or len(value) > _MAX_ID_DIGITS:
-        raise GCFError("invalid_summary", f"summary {key}={value!r:.40} is not a count")
+        raise GCFError("invalid_summary", f"summary {key}={value!r:.40} is not a count", line)
     return int(value)
 
 
