@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
     calls = [(s, c) for s in args.servers for c in corpus_calls(s)]
     structured = []
-    for server, call in calls:
+    for _server, call in calls:
         blocks = [
             b.get("text", "") for b in call["result"].get("content", []) if b.get("type") == "text"
         ]
@@ -288,8 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     emit(f"# MCP proxy benchmark: {len(calls)} recorded calls, {len(args.servers)} servers\n")
     emit("Tokens of the tools/call text blocks the client received (exact bpe-openai counts).")
     emit("A failed or timed-out call is counted at the no-proxy size and listed below.\n")
-    header = "| configuration | cl100k all | o200k all | cl100k structured | o200k structured | failed calls |"
-    emit(header)
+    emit(
+        "| configuration | cl100k all | o200k all | cl100k structured | o200k structured "
+        "| failed calls |"
+    )
     emit("|---|---:|---:|---:|---:|---:|")
     totals: dict[str, dict[str, float]] = {}
     failures: dict[str, list[str]] = {}
