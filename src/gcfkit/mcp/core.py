@@ -670,11 +670,18 @@ class ProxyCore:
         new_texts: dict[int, str | None] = {}
         decisions: list[str] = []
         for indices, value in candidates:
-            tok0 = sum(self._count(texts[i]) for i in indices)
             byt0 = sum(sizes[i] for i in indices)
+            compact = _compact(value)
+            compact_tokens = self._count(compact)
+            if len(indices) == 1 and compact == texts[indices[0]]:
+                tok0 = compact_tokens  # already compact: no need to count it twice
+            else:
+                tok0 = sum(self._count(texts[i]) for i in indices)
             outcome.tokens_before += tok0
             outcome.bytes_before += byt0
-            chosen = self._choose(value, fmt, tok0, byt0, started, decisions)
+            chosen = self._choose(
+                value, fmt, (compact, compact_tokens), (tok0, byt0), started, decisions
+            )
             if whole and policy.delta and fmt == "gcf":
                 delta = self._try_delta(pending, policy, value, chosen, tok0, started)
                 if delta is not None:
@@ -709,25 +716,19 @@ class ProxyCore:
         self,
         value: Any,
         fmt: Format,
-        tok0: int,
-        byt0: int,
+        compact_form: tuple[str, int],
+        original: tuple[int, int],
         started: float,
         decisions: list[str],
     ) -> tuple[str, int] | None:
-        compact = _compact(value)
+        """The smallest allowed form as (text, tokens), or None to keep the original.
+        ``original`` is (tokens, bytes); ties on tokens go to fewer bytes."""
+        compact, compact_tokens = compact_form
+        tok0 = original[0]
         best: tuple[str, int] | None = None
-        best_key = (tok0, byt0)
         best_decision = "unchanged"
-        compact_tokens = self._count(compact)
-        if (compact_tokens, _utf8_len(compact)) < best_key:
-            best, best_key, best_decision = (
-                (compact, compact_tokens),
-                (
-                    compact_tokens,
-                    _utf8_len(compact),
-                ),
-                "json-minified",
-            )
+        if (compact_tokens, _utf8_len(compact)) < original:
+            best, best_decision = compact_form, "json-minified"
         self._check_budget(started)
         if fmt == "gcf":
             try:
