@@ -15,6 +15,7 @@ from gcfkit.graph import (
     Symbol,
     apply_delta,
     dumps_delta,
+    dumps_unchanged,
     loads_delta,
     make_delta,
     pack_root,
@@ -243,3 +244,21 @@ def test_make_delta_then_apply_through_the_wire() -> None:
     wire = loads_delta(dumps_delta(d))
     symbols, edges = apply_delta(old.symbols, old.edges, wire)
     assert set(symbols) == set(new.symbols) and set(edges) == set(new.edges)
+
+
+def test_unchanged_answer_is_the_identity_delta() -> None:
+    root = pack_root([AUTH, SERVER], [CALLS])
+    wire = dumps_unchanged(root, 2, tool="ctx")
+    assert wire == f"GCF profile=graph tool=ctx unchanged=true pack_root={root} symbols=2\n"
+    d = loads_delta(wire)
+    assert (d.base_root, d.new_root, d.tool) == (root, root, "ctx")
+    assert apply_delta([AUTH, SERVER], [CALLS], d) == ((AUTH, SERVER), (CALLS,))
+    with pytest.raises(GCFError) as info:
+        apply_delta([AUTH], [], d)
+    assert info.value.code == "root_mismatch"
+    for bad in ("GCF profile=graph unchanged=true symbols=2\n", wire + "## removed\n"):
+        with pytest.raises(GCFError) as info:
+            loads_delta(bad)
+        assert info.value.code == "malformed_delta"
+    with pytest.raises(GCFError):
+        dumps_unchanged(root, -1)

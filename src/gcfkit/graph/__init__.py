@@ -19,7 +19,15 @@ from typing import Any
 
 from ..errors import GCFError
 from .decoder import loads
-from .delta import GraphDelta, apply_delta, dumps_delta, loads_delta, make_delta, pack_root
+from .delta import (
+    GraphDelta,
+    apply_delta,
+    dumps_delta,
+    dumps_unchanged,
+    loads_delta,
+    make_delta,
+    pack_root,
+)
 from .encoder import dumps
 from .model import KIND_ABBREVIATIONS, KIND_FULL_FORMS, Edge, Graph, Symbol
 from .session import Session, SessionReader
@@ -40,6 +48,7 @@ __all__ = [
     "delta_to_model",
     "dumps",
     "dumps_delta",
+    "dumps_unchanged",
     "edge_from_model",
     "edge_to_model",
     "graph_from_model",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..errors import GCFError
-from ..header import format_header
+from ..header import Header, format_header
 from ..scalar import format_number
 from .decoder import check_field, parse_group_header, parse_id, parse_score, payload_lines
 from .encoder import edge_tail, node_line
@@ -28,7 +28,15 @@ from .model import (
     group_name,
 )
 
-__all__ = ["GraphDelta", "apply_delta", "dumps_delta", "loads_delta", "make_delta", "pack_root"]
+__all__ = [
+    "GraphDelta",
+    "apply_delta",
+    "dumps_delta",
+    "dumps_unchanged",
+    "loads_delta",
+    "make_delta",
+    "pack_root",
+]
 
 _SEP: Final = re.compile(r"[ \t]+")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -237,6 +245,9 @@ def _malformed(detail: str, n: int) -> GCFError:
 def loads_delta(text: str | bytes) -> GraphDelta:
     """Strictly decode a graph delta payload (``delta=true``, §10.1).
 
+    An ``unchanged=true`` answer (§10.3) decodes as the identity delta, base_root ==
+    new_root == its pack_root.
+
     >>> d = loads_delta("GCF profile=graph delta=true base_root=a new_root=b\\n"
     ...                 "## added\\n@0 fn pkg.New 0.85 rwr 1\\n")
     >>> d.added[0]
@@ -245,6 +256,8 @@ def loads_delta(text: str | bytes) -> GraphDelta:
     header, lines = payload_lines(text)
     if header.profile != "graph":
         raise GCFError("unsupported_profile", "not a graph payload; see gcfkit.keyed", 1)
+    if header.flag("unchanged") and not header.flag("delta"):
+        return _unchanged(header, lines)
     if not header.flag("delta"):
         raise _malformed("a delta payload carries delta=true in its header", 1)
     base_root, new_root = header.get("base_root"), header.get("new_root")
@@ -294,6 +307,32 @@ def loads_delta(text: str | bytes) -> GraphDelta:
         0,
         header.get("savings"),
     )
+
+
+def _unchanged(header: Header, lines: Iterable[tuple[int, str]]) -> GraphDelta:
+    root = header.get("pack_root")
+    if not root:
+        raise _malformed("an unchanged=true answer carries pack_root=", 1)
+    for n, _ in lines:
+        raise _malformed("an unchanged=true answer has no body", n)
+    return GraphDelta(root, root, tool=header.get("tool"))
+
+
+def dumps_unchanged(root: str, symbols: int, *, tool: str = "") -> str:
+    """The header-only "same root" answer of §10.3 (outcome 1): nothing is retransmitted.
+
+    :func:`loads_delta` reads it back as the identity delta (``base_root == new_root``).
+
+    >>> print(dumps_unchanged("sha256:ab", 10, tool="ctx"), end="")
+    GCF profile=graph tool=ctx unchanged=true pack_root=sha256:ab symbols=10
+    >>> loads_delta(dumps_unchanged("sha256:ab", 10)).new_root
+    'sha256:ab'
+    """
+    if isinstance(symbols, bool) or not isinstance(symbols, int) or symbols < 0:
+        raise GCFError("invalid_graph", f"symbols={symbols!r:.40} must be a non-negative int")
+    pairs = [("tool", tool)] if tool else []
+    pairs += [("unchanged", "true"), ("pack_root", root), ("symbols", str(symbols))]
+    return format_header("graph", pairs) + "\n"
 
 
 def _symbols(items: list[object]) -> Iterable[Symbol]:
