@@ -91,7 +91,11 @@ def symbol_from_model(d: Mapping[str, Any]) -> Symbol:
 
 
 def symbol_to_model(s: Symbol) -> dict[str, Any]:
-    """The camelCase model of a symbol (inverse of :func:`symbol_from_model`)."""
+    """The camelCase model of a symbol (inverse of :func:`symbol_from_model`).
+
+    >>> symbol_to_model(Symbol("pkg.A", "function", 0.5))["qualifiedName"]
+    'pkg.A'
+    """
     return {
         "qualifiedName": s.qualified_name,
         "kind": s.kind,
@@ -116,7 +120,11 @@ def edge_from_model(d: Mapping[str, Any]) -> Edge:
 
 
 def edge_to_model(e: Edge) -> dict[str, Any]:
-    """The camelCase model of an edge (inverse of :func:`edge_from_model`)."""
+    """The camelCase model of an edge (inverse of :func:`edge_from_model`).
+
+    >>> edge_to_model(Edge("a", "b", "calls"))
+    {'source': 'a', 'target': 'b', 'edgeType': 'calls', 'status': ''}
+    """
     return {"source": e.source, "target": e.target, "edgeType": e.edge_type, "status": e.status}
 
 
@@ -175,7 +183,11 @@ def delta_from_model(d: Mapping[str, Any]) -> GraphDelta:
 
 
 def delta_to_model(delta: GraphDelta) -> dict[str, Any]:
-    """The camelCase model of a delta (inverse of :func:`delta_from_model`)."""
+    """The camelCase model of a delta (inverse of :func:`delta_from_model`).
+
+    >>> delta_to_model(GraphDelta("a", "b", removed=[Symbol("pkg.X", "type")]))["removed"]
+    [{'qualifiedName': 'pkg.X', 'kind': 'type'}]
+    """
     return {
         "tool": delta.tool,
         "baseRoot": delta.base_root,
