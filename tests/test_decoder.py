@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gcfkit.errors import CODES, GCFError
 from gcfkit.generic.decoder import (
@@ -415,3 +417,33 @@ def test_large_but_legal_inputs() -> None:
     assert len(rows) == n and rows[-1] == {"i": n - 1, "s": f"v{(n - 1) % 7}"}
     long_ok = H + "x=" + "a" * 70_000 + "\n"
     assert len(loads(long_ok)["x"]) == 70_000
+
+
+# ---------------------------------------------------------------------------------------
+# Property: decode(encode(x)) == x (membership; tabular rows share one field order)
+# ---------------------------------------------------------------------------------------
+
+_KEYS = st.one_of(
+    st.sampled_from(["id", "a", "b", "key", "x>y", "", "a b", "#", "@", "1", "é"]),
+    st.text(max_size=4),
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.sampled_from(["-", "~", "^", "true", "01", "a|b", "a,b", "^{a}", " x", "[1]: y", ".x"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_VALUES)
+def test_encoder_output_decodes_to_the_value(value: Any) -> None:
+    encoder = pytest.importorskip("gcfkit.generic.encoder")
+    assert strict_equal(loads(encoder.dumps(value)), value, ordered=False)

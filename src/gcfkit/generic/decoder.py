@@ -328,18 +328,9 @@ class _Schema:
 
     __slots__ = ("field_set", "fields", "id_index", "keyed", "plan", "simple", "value_fields")
 
-    def __init__(self, fields: list[str], keyed: bool, line: int) -> None:
+    def __init__(self, fields: list[str], id_index: int, keyed: bool, line: int) -> None:
         self.keyed = keyed
-        self.id_index = -1
-        fields = list(fields)
-        for i, f in enumerate(fields):
-            if f[:1] == "@":
-                if self.id_index >= 0:
-                    raise GCFError(
-                        "invalid_key", "a field declaration may mark only one @ id field", line
-                    )
-                self.id_index = i
-                fields[i] = f[1:]
+        self.id_index = id_index
         self.fields = fields
         value_fields = fields[1:] if keyed else fields
         self.value_fields = value_fields
@@ -824,16 +815,8 @@ class _Parser:
             cache_key = (s[p:], keyed)
             schema = self.schemas.get(cache_key)
             if schema is None:
-                fields, q = parse_field_decl_at(s, p, ln, id_marker=self.id_fields)
-                if q != n:
-                    raise GCFError(
-                        "invalid_line",
-                        f"unexpected {s[q : q + 20]!r} after the field declaration",
-                        ln,
-                    )
-                if self.id_fields:
-                    self._check_id_fields(fields, ln)
-                schema = self.schemas[cache_key] = _Schema(fields, keyed, ln)
+                fields, id_index = self._decl(s, p, ln)
+                schema = self.schemas[cache_key] = _Schema(fields, id_index, keyed, ln)
             if keyed:
                 return self._keyed(schema, count, ln, body_indent, member_ctx)
             if tab is not None and field not in tab.array_schemas:
@@ -868,15 +851,55 @@ class _Parser:
         elif count != got:
             raise GCFError("count_mismatch", f"declared [{count}] but found {got} value(s)", ln)
 
-    def _check_id_fields(self, fields: list[str], ln: int) -> None:
-        for f in fields:
-            if f[:1] == "@" and f[1:] != self.key_field:
+    def _decl(self, s: str, pos: int, ln: int) -> tuple[list[str], int]:
+        """Parse the field declaration ``{...}`` that ends the line at ``s[pos]``.
+
+        Returns the names and the index of the ``@`` id field (-1 without one). The marker
+        is only syntax outside quotes: a quoted ``"@x"`` is an ordinary name.
+        """
+        if not self.id_fields:
+            fields, q = parse_field_decl_at(s, pos, ln)
+            if q != len(s):
                 raise GCFError(
-                    "invalid_key",
-                    f"the @ id field {f[1:]!r} must be the header's key= field "
-                    f"({self.key_field!r})",
-                    ln,
+                    "invalid_line", f"unexpected {s[q : q + 20]!r} after the field declaration", ln
                 )
+            return fields, -1
+        names: list[str] = []
+        seen: set[str] = set()
+        id_index = -1
+        p = pos + 1
+        n = len(s)
+        while True:
+            if s[p : p + 1] == "@":
+                if id_index >= 0:
+                    raise GCFError(
+                        "invalid_key", "a field declaration may mark only one @ id field", ln
+                    )
+                id_index = len(names)
+                p += 1
+            name, p = parse_key_at(s, p, ln)
+            if name in seen:
+                raise GCFError("duplicate_field_name", f"field {name!r} is declared twice", ln)
+            seen.add(name)
+            names.append(name)
+            c = s[p : p + 1]
+            p += 1
+            if c == "}":
+                break
+            if c != ",":
+                raise GCFError("invalid_line", "malformed field declaration", ln)
+        if p != n:
+            raise GCFError(
+                "invalid_line", f"unexpected {s[p : p + 20]!r} after the field declaration", ln
+            )
+        if id_index >= 0 and names[id_index] != self.key_field:
+            raise GCFError(
+                "invalid_key",
+                f"the @ id field {names[id_index]!r} must be the header's key= field "
+                f"({self.key_field!r})",
+                ln,
+            )
+        return names, id_index
 
     def _table(
         self,
