@@ -162,6 +162,15 @@ def test_refusals(value: Any, code: str) -> None:
     assert e.value.code == code
 
 
+def test_fields_argument_is_checked() -> None:
+    with pytest.raises(GCFError) as e:
+        gcx1.dumps([{"a": 1, "b": 2}], tool="t", fields=["a"])
+    assert e.value.code == "unsupported_shape"
+    with pytest.raises(GCFError) as e:
+        gcx1.dumps([{"a": 1}], tool="t", fields=["a", "a"])
+    assert e.value.code == "duplicate_field_name"
+
+
 def test_bad_tool_name_is_refused() -> None:
     with pytest.raises(GCFError) as e:
         gcx1.dumps([{"a": 1}], tool="two words")

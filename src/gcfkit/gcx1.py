@@ -252,6 +252,8 @@ def _table_fields(rows: Sequence[Any], fields: Sequence[str] | None) -> list[str
             "GCX1 carries a list of objects (or a dict of such lists); "
             f"got {type(rows).__name__}: send JSON (or GCF)",
         )
+    if fields is not None and len(set(fields)) != len(fields):
+        raise GCFError("duplicate_field_name", f"fields= lists a name twice: {list(fields)!r}")
     order: dict[str, None] = dict.fromkeys(fields) if fields is not None else {}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):

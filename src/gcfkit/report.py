@@ -32,6 +32,7 @@ __all__ = [
     "default_formats",
     "gcf_codec",
     "measure",
+    "saving",
     "strict_equal",
 ]
 
@@ -136,21 +137,11 @@ def gcf_codec() -> tuple[Callable[[Any], str], Callable[[str], Any]] | None:
     >>> codec is None or callable(codec[0])
     True
     """
-    import gcfkit
-
-    dumps = getattr(gcfkit, "dumps", None)
-    loads = getattr(gcfkit, "loads", None)
-    if callable(dumps) and callable(loads):
-        return dumps, loads
     try:
-        from .generic import decoder, encoder  # type: ignore[attr-defined, unused-ignore]
+        from . import dumps, loads
     except ImportError:
         return None
-    enc = getattr(encoder, "dumps", None)
-    dec = getattr(decoder, "loads", None)
-    if callable(enc) and callable(dec):
-        return enc, dec
-    return None
+    return dumps, loads
 
 
 def _toon_format() -> Format:
@@ -246,7 +237,11 @@ class FormatResult:
 
 
 def saving(before: int, after: int) -> float:
-    """Fraction of ``before`` saved by ``after`` (negative when ``after`` is bigger)."""
+    """Fraction of ``before`` saved by ``after`` (negative when ``after`` is bigger).
+
+    >>> saving(200, 150), saving(100, 120), saving(0, 5)
+    (0.25, -0.19999999999999996, 0.0)
+    """
     return 0.0 if before == 0 else 1.0 - after / before
 
 
