@@ -505,19 +505,23 @@ class _Encoder:
             self.expanded(arr, ind, depth)
 
     def expanded(self, arr: Sequence[Any], ind: str, depth: int) -> None:
-        out = self.out
-        inner = ind + "  "
+        """The ``@N`` items of ``arr`` (at ``depth``), at indentation ``ind`` (§7.6)."""
         for i, x in enumerate(arr):
-            p = f"{ind}@{i} "
-            if isinstance(x, dict):
-                if not self.keyed(x, p, inner, depth + 1):
-                    out.append(p + "{}")
-                    if x:
-                        self.members(x, inner, depth + 1)
-            elif isinstance(x, (list, tuple)):
-                self.array(x, p, p, inner, depth + 1)
-            else:
-                out.append(f"{p}={_scalar(x, '')}")
+            self.item(i, x, ind, depth + 1)
+
+    def item(self, i: int, x: Any, ind: str, depth: int) -> None:
+        """Expanded item ``@i`` holding ``x`` (at ``depth``), at indentation ``ind``."""
+        p = f"{ind}@{i} "
+        inner = ind + "  "
+        if isinstance(x, dict):
+            if not self.keyed(x, p, inner, depth):
+                self.out.append(p + "{}")
+                if x:
+                    self.members(x, inner, depth)
+        elif isinstance(x, (list, tuple)):
+            self.array(x, p, p, inner, depth)
+        else:
+            self.out.append(f"{p}={_scalar(x, '')}")
 
     # -- tabular --------------------------------------------------------------------------
 
