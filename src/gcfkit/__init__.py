@@ -63,8 +63,9 @@ def decode(text: str | bytes) -> Any:
     """Decode any GCF payload by its header.
 
     Generic payloads give their JSON value; graph payloads a :class:`gcfkit.graph.Graph`;
-    graph deltas a :class:`gcfkit.graph.GraphDelta`; generic deltas (and ``unchanged``
-    answers) a :class:`gcfkit.keyed.GenericDelta`. Malformed input raises :class:`GCFError`.
+    graph deltas a :class:`gcfkit.graph.GraphDelta`; generic deltas a
+    :class:`gcfkit.keyed.GenericDelta` (an ``unchanged=true`` answer is a delta whose two
+    roots are equal). Malformed input raises :class:`GCFError`.
 
     >>> decode("GCF profile=generic\\n## [3]: a,b,c\\n")
     ['a', 'b', 'c']
@@ -74,13 +75,13 @@ def decode(text: str | bytes) -> Any:
         head = head.decode("utf-8", "replace")
     fields = _header_fields(head.split("\n", 1)[0].rstrip("\r"))
     profile = fields.get("profile")
+    # An `unchanged=true` answer (§10.3) reads as a delta whose two roots are equal.
+    is_delta = "true" in (fields.get("delta"), fields.get("unchanged"))
     if profile == "graph":
         from . import graph
 
-        if fields.get("delta") == "true":
-            return graph.loads_delta(text)
-        return graph.loads(text)
-    if profile == "generic" and "true" in (fields.get("delta"), fields.get("unchanged")):
+        return graph.loads_delta(text) if is_delta else graph.loads(text)
+    if profile == "generic" and is_delta:
         from . import keyed
 
         return keyed.loads_delta(text)
