@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     # deltas
     "root_mismatch": "a pack root that does not match",
     "invalid_delta": "a delta whose operations contradict its base",
+    "invalid_keyed_set": "a keyed set whose identity column or rows break §10a.1",
     # values outside the JSON model
     "unsupported_type": "a value outside the JSON data model",
     "unsupported_profile": "a payload this operation does not accept",
