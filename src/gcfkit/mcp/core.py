@@ -37,6 +37,7 @@ any failure, or running past the time budget, delivers the original and says why
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -252,8 +253,12 @@ class _Pending:
 
 @dataclass(slots=True)
 class _DeltaBase:
-    session: Any
-    turns: int = 0
+    """What the client last received for one tool + arguments, as a keyed set (§10a)."""
+
+    session: Any  # gcfkit.keyed.DeltaSession
+    base: Any  # gcfkit.keyed.KeyedSet
+    key: str
+    fields: list[str]
 
 
 @dataclass(slots=True)
@@ -766,7 +771,63 @@ class ProxyCore:
         tok0: int,
         started: float,
     ) -> tuple[tuple[str, int] | None, str] | None:
-        return None  # filled in when gcfkit.keyed lands
+        """A delta (or an anchored full payload) for a repeated call whose result is a keyed
+        set; None to deliver ``chosen`` as usual (which also forgets the base)."""
+        bases = self._session.deltas
+        slot = pending.args_key
+        key = _identity_column(value, policy.key)
+        if key is None:
+            bases.pop(slot, None)
+            return None
+        try:
+            keyed = importlib.import_module("gcfkit.keyed")
+        except ImportError:
+            return None
+        fields = _field_union(value)
+        state = bases.pop(slot, None)
+        try:
+            update = keyed.KeyedSet(key, fields, value)
+            if state is not None and state.key == key and state.fields == fields:
+                wire, is_full = state.session.next(update)
+                self._check_budget(started)
+                n = self._count(wire)
+                if is_full:
+                    ok = self._lossless(wire, value)
+                else:
+                    limit = self.config.delta_ratio * (chosen[1] if chosen else tok0)
+                    ok = n < limit and self._delta_lossless(keyed, state.base, wire, update)
+                if ok and n < tok0:
+                    bases[slot] = _DeltaBase(state.session, update, key, fields)
+                    if is_full:
+                        return (wire, n), "gcf"
+                    head = wire.split("\n", 1)[0].split(" ")
+                    return (wire, n), "unchanged-delta" if "unchanged=true" in head else "delta"
+            # A new base: the anchored full form (pack_root, key, @id) that deltas refer to.
+            session = keyed.DeltaSession(update, reanchor=keyed.FixedN(self.config.reanchor))
+            wire = session.full()
+            self._check_budget(started)
+            n = self._count(wire)
+            best = chosen[1] if chosen else tok0
+            # Its header costs a few tokens more than plain GCF: worth it while still smaller
+            # than the JSON, since the next call can then be a delta.
+            if n < tok0 and n <= best + _ANCHOR_ALLOWANCE and self._lossless(wire, value):
+                bases[slot] = _DeltaBase(session, update, key, fields)
+                return (wire, n), "gcf"
+        except (GCFError, ValueError, TypeError, KeyError):
+            return None
+        return None
+
+    def _delta_lossless(self, keyed: Any, base: Any, wire: str, update: Any) -> bool:
+        if not self.config.selfcheck:
+            return True
+        try:
+            applied = keyed.apply_delta(base, keyed.loads_delta(wire))
+        except (GCFError, ValueError, TypeError, KeyError):
+            return False
+        key = update.key
+        got = {_scalar_key(r[key]): r for r in applied.rows}
+        want = {_scalar_key(r[key]): r for r in update.rows}
+        return got.keys() == want.keys() and all(same_value(got[k], want[k]) for k in want)
 
     def _record(self, tool: str, outcome: _Outcome, elapsed_ms: float) -> None:
         if self.config.stats:
@@ -781,6 +842,41 @@ _FORMAT_SCHEMA: Final = {
         "result as plain JSON instead of GCF, 'off' to get it exactly as the tool wrote it."
     ),
 }
+
+
+_ANCHOR_ALLOWANCE: Final = 64
+
+
+def _scalar_key(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__, value)
+
+
+def _identity_column(value: Any, preferred: str | None) -> str | None:
+    """The identity column that makes ``value`` a keyed set (§10a.1), or None: a non-empty
+    array of objects where every row has that column, with unique string/integer values."""
+    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
+        return None
+    for key in (preferred,) if preferred else IDENTITY_KEYS:
+        seen: set[tuple[str, Any]] = set()
+        for row in value:
+            v = row.get(key)
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                break
+            k = _scalar_key(v)
+            if k in seen:
+                break
+            seen.add(k)
+        else:
+            return key
+    return None
+
+
+def _field_union(rows: list[dict[str, Any]]) -> list[str]:
+    fields: dict[str, None] = {}
+    for row in rows:
+        for k in row:
+            fields.setdefault(k, None)
+    return list(fields)
 
 
 def _text_blocks(content: Any) -> list[dict[str, Any]]:
