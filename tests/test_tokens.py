@@ -6,6 +6,7 @@ import base64
 import gzip
 import hashlib
 import json
+import sys
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -154,3 +155,26 @@ def test_estimate_grows_with_text() -> None:
     one = tokens.estimate("alpha beta gamma, 123; ")
     assert 0 < one < tokens.estimate("alpha beta gamma, 123; " * 10)
     assert tokens.estimate("") == 0
+
+
+def test_binding_loads_through_the_package_when_the_fast_path_cannot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("bpe_openai")
+    monkeypatch.setattr(tokens.importlib.machinery, "EXTENSION_SUFFIXES", [".none"])
+    monkeypatch.delitem(sys.modules, "bpe_openai._bindings", raising=False)
+    module = tokens._load_bindings()
+    assert module.tokenizer_for_encoding("o200k_base").count("hello world") == 2
+
+
+def test_public_encoding_fallback_counts_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("bpe_openai")
+
+    def broken() -> Any:
+        raise ImportError("no binding")
+
+    monkeypatch.setattr(tokens, "_load_bindings", broken)
+    fn = tokens._exact_backend.__wrapped__("cl100k_base")
+    assert fn is not None
+    text = "GCF profile=generic\n## [2]{id,name}\n1|Ada\n2|Bob\n"
+    assert fn(text) == tokens.count(text, "cl100k_base")

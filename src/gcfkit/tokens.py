@@ -22,9 +22,13 @@ True
 from __future__ import annotations
 
 import functools
+import importlib.machinery
+import importlib.util
 import re
+import sys
 from collections.abc import Callable
-from typing import Final
+from pathlib import Path
+from typing import Any, Final
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -60,22 +64,51 @@ def _check_encoding(encoding: str) -> None:
 # ---------------------------------------------------------------------------------------
 
 
+def _load_bindings() -> Any:
+    """bpe-openai's compiled tokenizer module, loaded without the package's ``__init__``.
+
+    Importing the ``bpe_openai`` package parses both rank files in Python for its
+    tiktoken-compatible metadata (about half a second, and a DeprecationWarning); the
+    compiled module alone embeds the ranks and starts in ~50 ms. If the wheel's layout
+    ever changes, fall back to the ordinary import.
+    """
+    loaded = sys.modules.get("bpe_openai._bindings")
+    if loaded is not None:
+        return loaded
+    try:
+        spec = importlib.util.find_spec("bpe_openai")
+        if spec is not None and spec.origin is not None:
+            folder = Path(spec.origin).parent
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = folder / f"_bindings{suffix}"
+                if path.is_file():
+                    ext = importlib.util.spec_from_file_location("bpe_openai._bindings", path)
+                    if ext is not None and ext.loader is not None:
+                        module = importlib.util.module_from_spec(ext)
+                        ext.loader.exec_module(module)
+                        return module
+    except (ImportError, OSError):
+        pass
+    from bpe_openai import _bindings
+
+    return _bindings
+
+
 @functools.cache
 def _exact_backend(encoding: str) -> Callable[[str], int] | None:
     """The cached exact counting function for ``encoding``, or None without the extra."""
+    if importlib.util.find_spec("bpe_openai") is None:
+        return None
+    try:
+        # The compiled binding counts without materialising token ids.
+        fn: Callable[[str], int] = _load_bindings().tokenizer_for_encoding(encoding).count
+        return fn
+    except (ImportError, AttributeError, TypeError, ValueError):
+        pass
     try:
         import bpe_openai
     except ImportError:
         return None
-    try:
-        # The compiled binding counts without materialising token ids and without the
-        # Python-side rank tables the public Encoding builds (a second of start-up).
-        from bpe_openai import _bindings
-
-        fn: Callable[[str], int] = _bindings.tokenizer_for_encoding(encoding).count
-        return fn
-    except (ImportError, AttributeError, TypeError, ValueError):
-        pass
     enc = bpe_openai.get_encoding(encoding)
 
     def via_encoding(text: str) -> int:
