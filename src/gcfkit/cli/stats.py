@@ -160,7 +160,7 @@ def _notes(cmp: Comparison, encoding: str) -> list[str]:
     ]
     best = cmp.best_lossless(encoding)
     if best is not None:
-        notes.append(f"fewest {encoding} tokens, lossless: {best.label}")
+        notes.append(f"fewest {encoding} tokens, lossless: {_SHORT.get(best.name, best.label)}")
     for r in cmp.results:
         label = _SHORT.get(r.name, r.label)
         if r.error:
