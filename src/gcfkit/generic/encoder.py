@@ -602,6 +602,7 @@ class _Encoder:
         for i, obj in enumerate(objs):
             cells: list[str] = [] if keys is None else [keys[i]]
             atts: list[tuple[str, Any, bool]] = []  # (field, value, is-inline-body)
+            late: list[tuple[str, Any, bool]] | None = None
             get = obj.get
             for kind, f, extra in plan.slots:
                 v = get(f, absent)
@@ -622,8 +623,12 @@ class _Encoder:
                     else:
                         _tree_cells(v, extra[0], cells)
                 elif kind == _GT:
+                    # After the column attachments: that is where a decoder puts these
+                    # fields back, so re-encoding the decoded value gives the same wire.
                     if v is not absent:
-                        atts.append((f, v, False))
+                        if late is None:
+                            late = []
+                        late.append((f, v, False))
                 elif v is absent:  # _INLINE
                     cells.append("~")
                 else:
@@ -633,6 +638,8 @@ class _Encoder:
                         inline_seen.add(f)
                         cells.append("^{" + ",".join(map(_key, extra)) + "}")
                     atts.append((f, v, True))
+            if late is not None:
+                atts.extend(late)
             if not atts:
                 out.append(ind + "|".join(cells))
                 continue

@@ -1,0 +1,267 @@
+"""Property tests of the generic codec: decode(encode(v)) == v over the JSON model (§1.1).
+
+Values mix arbitrary text with every awkward string the spec names. Equality is
+type-strict (a bool never equals a number; an integer-valued float may come back as the
+same int, §2.3.1) and checks key ORDER, except in the two places where the wire itself
+cannot carry it, which :func:`wire_order` predicts:
+
+1. a tabular row (an array element, or a keyed-map member value) comes back with its keys
+   in the table's field-union order (§7.4.3), whatever order the input row had;
+2. a ``>``-named field of such a row is carried as an attachment (§7.4.6.1 rule 4) and
+   comes back after the row's columns.
+
+Runs are deterministic (derandomized, no example database); about 2,300 examples in all.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gcfkit.generic import encoder
+from gcfkit.generic.decoder import loads
+from gcfkit.generic.encoder import dumps
+
+AWKWARD = [
+    "",
+    " ",
+    "-",
+    "~",
+    "^",
+    "true",
+    "false",
+    "null",
+    "0",
+    "-0",
+    "01",
+    "007",
+    "+1",
+    "-.5",
+    ".5",
+    "1e5",
+    "1.5",
+    "6.022E+23",
+    "1.\u0665",
+    "123abc",
+    "^{a,b}",
+    "^{a}",
+    "^{a b}",
+    "^{",
+    "#x",
+    "# comment",
+    "##! summary counts=1",
+    "@0 x",
+    ".x",
+    " x",
+    "x ",
+    "\t",
+    "\x00",
+    "\x1f",
+    "\x7f",
+    "\x85",
+    "\x9f",
+    "\u00a0",
+    "\u2028",
+    "\u2029",
+    "\ufeff",
+    "a\u3000b",
+    "[1]: x",
+    "ERR[404]: Not Found",
+    "x[0]",
+    "a|b",
+    "|",
+    "a,b",
+    ",",
+    '"',
+    '"q"',
+    "back\\slash",
+    "\\",
+    "a>b",
+    ">",
+    "a>",
+    ">b",
+    "key",
+    "_key",
+    "__key",
+    "x=y",
+    "=",
+    "{}",
+    "[0]",
+    "caf\u00e9",
+    "\U0001f600",
+    "line\nbreak",
+    "\r\n",
+]
+
+_text = st.one_of(
+    st.sampled_from(AWKWARD),
+    st.text(max_size=6),
+    st.text(alphabet='ab|,"\\ >~^-.#@[]:{}=\n\t0123456789e+', max_size=6),
+)
+_keys = st.one_of(st.sampled_from(AWKWARD), st.text(max_size=4), st.sampled_from("abcdk"))
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.integers(min_value=-300, max_value=300),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _text,
+)
+
+
+def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(_keys, children, max_size=4),
+    )
+
+
+json_values = st.recursive(_scalars, _containers, max_leaves=24)
+
+# Shapes that reach tables, keyed maps, flattening and attachments far more often: rows
+# drawn from a small field pool, with nested objects sharing their keys.
+_pool = st.sampled_from(["a", "b", "key", "_key", "x>y", "", "c d"])
+_leaf = st.one_of(_scalars, st.lists(_scalars, max_size=2))
+_nested = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({"p": _scalars, "q": _scalars}),
+    st.fixed_dictionaries({"p": _scalars, "q": st.fixed_dictionaries({"r": _scalars})}),
+    st.dictionaries(_pool, _leaf, max_size=3),
+)
+_row = st.dictionaries(_pool, st.one_of(_leaf, _nested), max_size=4)
+_deep_row = st.dictionaries(
+    _pool, st.one_of(_leaf, _nested, st.lists(_row, max_size=3)), max_size=4
+)
+tables = st.lists(st.one_of(_row, _deep_row), min_size=1, max_size=5)
+keyed_maps = st.dictionaries(_keys, st.one_of(_row, _deep_row), min_size=2, max_size=5)
+documents = st.one_of(
+    tables,
+    keyed_maps,
+    st.dictionaries(_keys, st.one_of(tables, keyed_maps, json_values), max_size=3),
+    st.lists(st.one_of(tables, keyed_maps, json_values), max_size=3),
+)
+
+_SETTINGS = {
+    "derandomize": True,
+    "database": None,
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Type-strict, order-checking equality
+# ---------------------------------------------------------------------------------------
+
+
+def same(got: Any, want: Any) -> bool:
+    """Structural equality of decoded ``got`` and ``want``, key order included."""
+    if isinstance(want, bool) or isinstance(got, bool):
+        return type(got) is type(want) and got == want
+    if isinstance(want, float):
+        if type(got) is float:
+            return got == want
+        return type(got) is int and want.is_integer() and got == want
+    if isinstance(want, int):
+        return type(got) is int and got == want
+    if isinstance(want, dict):
+        return (
+            type(got) is dict
+            and list(got) == list(want)
+            and all(same(got[k], want[k]) for k in want)
+        )
+    if isinstance(want, list):
+        return (
+            type(got) is list
+            and len(got) == len(want)
+            and all(same(g, w) for g, w in zip(got, want, strict=True))
+        )
+    return type(got) is type(want) and got == want
+
+
+def _tabular(rows: list[Any]) -> bool:
+    """Whether the encoder writes these records as table rows (not expanded/sections)."""
+    return (
+        all(isinstance(r, dict) for r in rows)
+        and encoder._has_column(rows)
+        and not encoder._schema_conflict(rows)
+    )
+
+
+def _as_row(row: dict[str, Any], union: list[str]) -> dict[str, Any]:
+    columns = [k for k in union if k in row and ">" not in k]
+    attached = [k for k in union if k in row and ">" in k]
+    return {k: wire_order(row[k]) for k in columns + attached}
+
+
+def wire_order(v: Any) -> Any:
+    """``v`` with every table row's keys in the order the wire gives them back."""
+    if isinstance(v, list):
+        if v and _tabular(v):
+            union = encoder._union(v)
+            return [_as_row(r, union) for r in v]
+        return [wire_order(x) for x in v]
+    if isinstance(v, dict):
+        values = list(v.values())
+        if len(v) >= 2 and _tabular(values):
+            union = encoder._union(values)
+            return {k: _as_row(r, union) for k, r in v.items()}
+        return {k: wire_order(x) for k, x in v.items()}
+    return v
+
+
+def check_round_trip(value: Any, **options: Any) -> None:
+    snapshot = copy.deepcopy(value)
+    wire = dumps(value, **options)
+    assert dumps(snapshot, **options) == wire  # deterministic, input untouched
+    assert same(value, snapshot)
+    back = loads(wire)
+    assert same(back, wire_order(value)), (value, wire, back)
+    assert dumps(back, **options) == wire  # the wire is a fixed point
+
+
+# ---------------------------------------------------------------------------------------
+# Properties
+# ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=900, **_SETTINGS)  # type: ignore[arg-type]
+@given(json_values)
+def test_any_json_value_round_trips(value: Any) -> None:
+    check_round_trip(value)
+
+
+@settings(max_examples=800, **_SETTINGS)  # type: ignore[arg-type]
+@given(documents)
+def test_tables_and_keyed_maps_round_trip(value: Any) -> None:
+    check_round_trip(value)
+
+
+@settings(max_examples=300, **_SETTINGS)  # type: ignore[arg-type]
+@given(documents, st.booleans(), st.booleans(), st.booleans())
+def test_every_option_combination_round_trips(
+    value: Any, flatten: bool, shared: bool, inline: bool
+) -> None:
+    check_round_trip(value, flatten=flatten, shared_schemas=shared, inline_schemas=inline)
+
+
+@settings(max_examples=300, **_SETTINGS)  # type: ignore[arg-type]
+@given(st.lists(_text, max_size=5), st.dictionaries(_keys, _text, max_size=5), _text)
+def test_strings_keep_every_code_point(items: list[str], obj: dict[str, str], s: str) -> None:
+    for value in (items, obj, s, [{"v": x} for x in items], {"m": {k: {"v": k} for k in obj}}):
+        check_round_trip(value)
+
+
+def test_order_exceptions_are_real() -> None:
+    """The two documented reorderings happen, and nothing else moves."""
+    rows = [{"b": 1, "a": 2}, {"a": 3, "b": 4}]
+    assert list(loads(dumps(rows))[1]) == ["b", "a"]
+    gt = [{"a>b": 1, "c": 2}, {"c": 3}]
+    assert list(loads(dumps(gt))[0]) == ["c", "a>b"]
+    assert same(loads(dumps(rows)), wire_order(rows))
+    assert same(loads(dumps(gt)), wire_order(gt))
+    plain = {"z": 1, "a": {"y": 1, "b": 2}}
+    assert wire_order(plain) == plain and list(loads(dumps(plain))) == ["z", "a"]
