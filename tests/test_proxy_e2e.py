@@ -430,3 +430,27 @@ def test_mcp_server_git(git_repo: Path) -> None:
         assert "commit 2" in texts(got[1])[0]
 
     run(body)
+
+
+def test_regular_files_and_dev_null_as_client_streams(tmp_path: Path) -> None:
+    requests = tmp_path / "in.jsonl"
+    call = {"name": "search", "arguments": {"query": "files"}}
+    requests.write_text(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        + "\n"
+    )
+    replies = tmp_path / "out.jsonl"
+    command = [sys.executable, *proxy_args([sys.executable, DEMO])]
+    with requests.open("rb") as stdin, replies.open("wb") as stdout:
+        code = subprocess.run(command, stdin=stdin, stdout=stdout, env=env(), timeout=60)
+    assert code.returncode == 0
+    ping, result = (json.loads(x) for x in replies.read_text().splitlines())
+    assert ping == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    text = result["result"]["content"][0]["text"]
+    assert same_value(decode(text), demo_server.search("files"))
+    # stdin from /dev/null is an immediate EOF, not a read that never returns.
+    with open(os.devnull, "rb") as stdin:
+        done = subprocess.run(command, stdin=stdin, capture_output=True, env=env(), timeout=60)
+    assert done.returncode == 0 and done.stdout == b""

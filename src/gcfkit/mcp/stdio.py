@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -90,6 +91,8 @@ class _Sink:
     @classmethod
     async def open(cls, file: IO[bytes]) -> _Sink:
         loop = asyncio.get_running_loop()
+        if not _is_pipe(file):
+            return cls(None, file.fileno())
         try:
             transport, protocol = await loop.connect_write_pipe(
                 asyncio.streams.FlowControlMixin, file
@@ -126,6 +129,8 @@ async def _open_reader(file: IO[bytes]) -> _Reader:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_CHUNK * 4, loop=loop)
     try:
+        if not _is_pipe(file):
+            raise ValueError("not a pipe or socket")
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), file)
     except (ValueError, OSError):
         queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=4)
@@ -156,6 +161,16 @@ async def _open_reader(file: IO[bytes]) -> _Reader:
         return await reader.read(n)
 
     return read_stream
+
+
+def _is_pipe(file: IO[bytes]) -> bool:
+    # Only pipes and sockets poll reliably: epoll refuses regular files and /dev/null, and
+    # that refusal surfaces later, in a callback, as a read that never returns.
+    try:
+        mode = os.fstat(file.fileno()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _exit_status(returncode: int | None) -> int:
