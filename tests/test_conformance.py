@@ -204,7 +204,7 @@ def _generic_delta(keyed: Any, model: dict[str, Any]) -> Any:
         model["key"],
         list(model["fields"]),
         model["baseRoot"],
-        model["newRoot"],
+        model.get("newRoot", ""),
         added=tuple(model.get("added", ())),
         changed=tuple(model.get("changed", ())),
         removed=tuple(model.get("removed", ())),
