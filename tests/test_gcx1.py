@@ -197,6 +197,7 @@ def test_bad_tool_name_is_refused() -> None:
         ("GCX1 tool=t fields=a types=j\n[1]\n", "invalid_line", 2),
         ("GCX1 tool=t fields=a types=j\nNaN\n", "invalid_line", 2),
         ("GCX1 tool=t fields=a\n1\nGCX1 tool=t fields=a\n2\n", "malformed_header_field", None),
+        ("GCX1 tool=t fields=a\nok\nx\ud800\n", "invalid_surrogate", 3),
     ],
 )
 def test_decode_errors(text: str, code: str, line: int | None) -> None:

@@ -539,6 +539,14 @@ def parse(text: str | bytes) -> list[Section]:
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
             raise GCFError("invalid_utf8", f"byte {e.start} is not valid UTF-8") from None
+    if not text.isascii():
+        bad = _SURROGATE.search(text)
+        if bad is not None:
+            raise GCFError(
+                "invalid_surrogate",
+                "literal surrogate code point (not a Unicode scalar value)",
+                text.count("\n", 0, bad.start()) + 1,
+            )
     lines = text.split("\n")
     if lines and lines[-1] == "":
         # The LF that ends the last row; a missing final LF is tolerated.
