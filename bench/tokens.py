@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -330,9 +331,25 @@ def parity(results: Results, datasets: list[tuple[str, Any]]) -> list[str]:
         peer = b[i][:110] if i < len(b) else "(end)"
         out.append(
             f"- **{name}**: {len(mine):,} vs {len(theirs):,} bytes; first difference at line "
-            f"{i + 1}:\n  - gcfkit: `{ours}`\n  - gcf-python: `{peer}`"
+            f"{i + 1} ({classify(ours, peer)}):\n  - gcfkit: `{ours}`\n  - gcf-python: `{peer}`"
         )
     return out
+
+
+_DECL = re.compile(r"\{([^}]*)\}")
+_ATTACH = re.compile(r"\s*\.\S+ \[\d+\]")
+
+
+def classify(ours: str, peer: str) -> str:
+    """A first guess at which side a difference comes from, to speed up triage."""
+    m_ours, m_peer = _DECL.search(ours), _DECL.search(peer)
+    if m_peer and "=" in m_peer.group(1) and not (m_ours and "=" in m_ours.group(1)):
+        return "gcf-python writes a constant column `field=value`, which spec v3.5.3 lacks"
+    if _ATTACH.fullmatch(ours) and m_peer and peer.startswith(ours):
+        return "gcfkit reuses a shared array schema (§7.4.5.3, optional); gcf-python repeats it"
+    if _ATTACH.fullmatch(peer) and m_ours and ours.startswith(peer):
+        return "gcf-python reuses a shared array schema (§7.4.5.3, optional); gcfkit repeats it"
+    return "unclassified"
 
 
 # ---------------------------------------------------------------------------------------
