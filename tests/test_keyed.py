@@ -268,7 +268,7 @@ def test_apply_rejections_leave_the_base_unchanged() -> None:
         (GenericDelta("id", F, root, root, removed=["1"]), "invalid_delta", "does not exist"),
         (GenericDelta("id", F, root, root, changed=[row1], removed=[1]), "invalid_delta", "two"),
         (GenericDelta("id", ["id", "total"], root, root, added=[{"id": 8}]), "invalid_delta", ""),
-        (GenericDelta("total", F, root, root), "invalid_delta", ""),
+        (GenericDelta("total", F, root, root, removed=[3]), "invalid_delta", "key"),
     ]
     for delta, code, phrase in cases:
         err = _reject(base, delta)
@@ -418,3 +418,16 @@ def test_pack_root_matches_peer_implementation() -> None:
     ]
     mine = pack_root(KeyedSet("id", ["id", "v", "w"], rows))
     assert mine == gcf.generic_pack_root(gcf.GenericSet("id", ["id", "v", "w"], rows))
+
+
+def test_unchanged_answer_reads_as_an_empty_delta() -> None:
+    base = _base()
+    delta = loads_delta(dumps_unchanged(base))
+    assert delta.empty and delta.base_root == delta.new_root == pack_root(base)
+    assert apply_delta(base, delta) == base
+    with pytest.raises(GCFError) as info:
+        apply_delta(KeyedSet("id", F, base.rows[:1]), delta)
+    assert info.value.code == "root_mismatch"
+    with pytest.raises(GCFError) as info:
+        loads_delta("GCF profile=generic unchanged=true pack_root=sha256:a\nx=1\n")
+    assert info.value.code == "malformed_delta"

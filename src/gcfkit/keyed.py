@@ -346,6 +346,9 @@ def dumps_delta(delta: GenericDelta) -> str:
 def loads_delta(text: str | bytes) -> GenericDelta:
     """Strict decode of a generic delta payload (§10a.2).
 
+    An ``unchanged=true`` answer (§10a.4) decodes as an empty delta from its ``pack_root``
+    to itself, so :func:`apply_delta` handles all three outcomes' non-full forms alike.
+
     >>> d = loads_delta("GCF profile=generic delta=true base_root=sha256:aa "
     ...                 "new_root=sha256:bb key=id\\n## removed [1]{@id}\\n1\\n")
     >>> (d.key, d.removed)
@@ -353,6 +356,15 @@ def loads_delta(text: str | bytes) -> GenericDelta:
     """
     doc = decode_document(text, id_fields=True)
     head = doc.header
+    if head.get("unchanged") == "true":
+        # §10a.4's header-only answer: the held set is current, a delta that changes nothing.
+        if "pack_root" not in head:
+            raise GCFError("malformed_delta", "an unchanged=true header needs pack_root=", 1)
+        if doc.value != {}:
+            raise GCFError("malformed_delta", "an unchanged=true payload has no body", 2)
+        key = head.get("key", "")
+        root = head["pack_root"]
+        return GenericDelta(key, [key], root, root, tool=head.get("tool", ""))
     if head.get("delta") != "true":
         raise GCFError("malformed_delta", "not a delta payload: the header lacks delta=true", 1)
     for name in ("base_root", "new_root", "key"):
@@ -418,7 +430,7 @@ def apply_delta(base: KeyedSet, delta: GenericDelta, expected_root: str | None =
     True
     """
     key = base.key
-    if delta.key != key:
+    if delta.key != key and not delta.empty:
         raise GCFError(
             "invalid_delta", f"the delta's key {delta.key!r} is not the base's key {key!r}"
         )
