@@ -104,7 +104,7 @@ def stock(turn: int) -> list[dict[str, Any]]:
     for i, (sku, title, price) in enumerate(_PRODUCTS * 4):
         rows.append(
             {
-                "sku": f"{sku}-{i}",
+                "id": f"{sku}-{i}",
                 "title": title,
                 "warehouse": ("AMS", "BER", "WAW")[i % 3],
                 "on_hand": 40 + (i * 7) % 23 - (turn if i == turn % 20 else 0),

@@ -857,3 +857,139 @@ def test_same_value_is_type_strict() -> None:
     assert not same_value([1], [1.5])
     assert not same_value([1, 2], [1])
     assert not same_value({"a": "1"}, {"a": 1})
+
+
+# --------------------------------------------------------------------------------------
+# Repeated calls: generic deltas (§10a)
+# --------------------------------------------------------------------------------------
+
+keyed = pytest.importorskip("gcfkit.keyed")
+
+
+def stock(turn: int, rows: int = 30) -> list[dict[str, Any]]:
+    return [
+        {"id": f"S-{i}", "site": ("AMS", "BER")[i % 2], "on_hand": 50 + i + (turn if i == 3 else 0)}
+        for i in range(rows)
+    ]
+
+
+def delta_core(**options: Any) -> ProxyCore:
+    policy = options.pop("policy", Policy(defaults=ToolPolicy(delta=True)))
+    return ProxyCore(cfg(policy=policy, **options))
+
+
+def deliver(core: ProxyCore, msg_id: int, value: Any, args: Any = None) -> tuple[str, str]:
+    _, down = call(core, "stock", text_result(pretty(value)), args, msg_id=msg_id)
+    text = delivered_result(down)["content"][0]["text"]
+    (record,) = core.pop_records()
+    assert record.tokens_after < record.tokens_before
+    return text, record.decision
+
+
+class Consumer:
+    """What an agent holding the conversation can reconstruct from what it was sent."""
+
+    def __init__(self) -> None:
+        self.current: Any = None
+
+    def read(self, text: str) -> list[dict[str, Any]]:
+        head = text.split("\n", 1)[0].split(" ")
+        if "delta=true" in head:
+            self.current = keyed.apply_delta(self.current, keyed.loads_delta(text))
+        elif "unchanged=true" in head:
+            assert f"pack_root={keyed.pack_root(self.current)}" in head
+        else:  # a full result, in plain GCF: the base for the next delta
+            rows = gcfkit.loads(text)
+            self.current = keyed.KeyedSet("id", list(rows[0]), rows)
+        return sorted(self.current.rows, key=lambda r: str(r["id"]))
+
+
+def as_set(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: str(r["id"]))
+
+
+def test_repeated_calls_become_deltas_that_reconstruct_exactly() -> None:
+    core = delta_core()
+    consumer = Consumer()
+    decisions = []
+    for turn in (1, 2, 2, 3):
+        text, decision = deliver(core, turn * 10 + len(decisions), stock(turn))
+        decisions.append(decision)
+        assert consumer.read(text) == as_set(stock(turn))
+    assert decisions == ["gcf", "delta", "unchanged-delta", "delta"]
+    # The delta names its base by content: the pack root of what was sent in full.
+    first = keyed.KeyedSet("id", ["id", "site", "on_hand"], stock(1))
+    core = delta_core()
+    deliver(core, 1, stock(1))
+    text, _ = deliver(core, 2, stock(2))
+    assert f"base_root={keyed.pack_root(first)}" in text.split("\n", 1)[0]
+
+
+def test_delta_is_off_by_default() -> None:
+    core = ProxyCore(cfg())
+    for turn in (1, 2):
+        text, decision = deliver(core, turn, stock(turn))
+        assert decision == "gcf"
+        assert "pack_root" not in text and same_value(gcfkit.loads(text), stock(turn))
+
+
+def test_bases_are_per_tool_and_arguments() -> None:
+    core = delta_core()
+    assert deliver(core, 1, stock(1), {"site": "AMS"})[1] == "gcf"
+    assert deliver(core, 2, stock(2), {"site": "BER"})[1] == "gcf"
+    assert deliver(core, 3, stock(3), {"site": "AMS"})[1] == "delta"
+
+
+def test_reanchor_every_n_turns() -> None:
+    core = delta_core(reanchor=3)
+    decisions = [deliver(core, t, stock(t))[1] for t in range(1, 7)]
+    assert decisions == ["gcf", "delta", "delta", "gcf", "delta", "delta"]
+
+
+def test_large_changes_are_sent_in_full() -> None:
+    core = delta_core()
+    consumer = Consumer()
+    first = stock(1)
+    consumer.read(deliver(core, 1, first)[0])
+    rewritten = [{**r, "on_hand": r["on_hand"] + 1} for r in first]  # every row changed
+    text, decision = deliver(core, 2, rewritten)
+    assert decision == "gcf" and "delta=true" not in text
+    assert consumer.read(text) == as_set(rewritten)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{"id": 1, "v": 1}, {"id": 1, "v": 2}] * 10,  # duplicate identities
+        [{"v": i, "w": "x"} for i in range(20)],  # no identity column
+        [{"id": i, "nested": {"a": i}} for i in range(20)],  # not flat
+        [{"id": float(i), "v": "x"} for i in range(20)],  # a float is not an identity
+    ],
+)
+def test_non_keyed_results_are_never_deltas(rows: list[dict[str, Any]]) -> None:
+    core = delta_core()
+    for turn in (1, 2):
+        text, _ = deliver(core, turn, rows)
+        assert "delta=true" not in text and "pack_root" not in text
+        assert same_value(gcfkit.loads(text), rows)
+
+
+def test_policy_names_the_identity_column() -> None:
+    rows = [
+        {"sku": f"K{i}", "qty": i, "title": f"part number {i}", "bin": "A-7"} for i in range(40)
+    ]
+    policy = Policy.from_mapping({"tools": {"stock": {"delta": True, "key": "sku"}}})
+    core = delta_core(policy=policy)
+    deliver(core, 1, rows)
+    changed = [*rows[:-1], {**rows[-1], "qty": 0}]
+    text, decision = deliver(core, 2, changed)
+    assert decision == "delta" and "K39|0|" in text
+    assert "key=sku" in text.split("\n", 1)[0]
+
+
+def test_a_non_keyed_result_forgets_the_base() -> None:
+    core = delta_core()
+    deliver(core, 1, stock(1))
+    deliver(core, 2, [{"v": 1, "w": "x"}] * 12)
+    text, decision = deliver(core, 3, stock(2))
+    assert decision == "gcf" and same_value(gcfkit.loads(text), stock(2))

@@ -771,8 +771,13 @@ class ProxyCore:
         tok0: int,
         started: float,
     ) -> tuple[tuple[str, int] | None, str] | None:
-        """A delta (or an anchored full payload) for a repeated call whose result is a keyed
-        set; None to deliver ``chosen`` as usual (which also forgets the base)."""
+        """A delta (or ``unchanged``) against what the client last received for the same tool
+        and arguments when both results are keyed sets; None to deliver ``chosen`` as usual.
+
+        The base is the logical set last delivered in any full form: its pack root (§10a.3)
+        is a content hash, so a full result needs no ``pack_root`` header of its own. That
+        keeps first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
+        """
         bases = self._session.deltas
         slot = pending.args_key
         key = _identity_column(value, policy.key)
@@ -787,40 +792,35 @@ class ProxyCore:
         state = bases.pop(slot, None)
         try:
             update = keyed.KeyedSet(key, fields, value)
-            if state is not None and state.key == key and state.fields == fields:
-                wire, is_full = state.session.next(update)
-                self._check_budget(started)
-                n = self._count(wire)
-                if is_full:
-                    ok = self._lossless(wire, value)
-                else:
-                    limit = self.config.delta_ratio * (chosen[1] if chosen else tok0)
-                    ok = n < limit and self._delta_lossless(keyed, state.base, wire, update)
-                if ok and n < tok0:
-                    bases[slot] = _DeltaBase(state.session, update, key, fields)
-                    if is_full:
-                        return (wire, n), "gcf"
-                    head = wire.split("\n", 1)[0].split(" ")
-                    return (wire, n), "unchanged-delta" if "unchanged=true" in head else "delta"
-            # A new base: the anchored full form (pack_root, key, @id) that deltas refer to.
-            session = keyed.DeltaSession(update, reanchor=keyed.FixedN(self.config.reanchor))
-            wire = session.full()
+            if state is None or state.key != key or state.fields != fields:
+                session = keyed.DeltaSession(update, reanchor=keyed.FixedN(self.config.reanchor))
+                bases[slot] = _DeltaBase(session, update, key, fields)
+                return None
+            previous = state.base
+            wire, is_full = state.session.next(update)
+            # Whatever goes out now (delta or full), the client ends up holding ``update``.
+            bases[slot] = _DeltaBase(state.session, update, key, fields)
+            if is_full:
+                return None
             self._check_budget(started)
             n = self._count(wire)
-            best = chosen[1] if chosen else tok0
-            # Its header costs a few tokens more than plain GCF: worth it while still smaller
-            # than the JSON, since the next call can then be a delta.
-            if n < tok0 and n <= best + _ANCHOR_ALLOWANCE and self._lossless(wire, value):
-                bases[slot] = _DeltaBase(session, update, key, fields)
-                return (wire, n), "gcf"
+            full = chosen[1] if chosen is not None else tok0
+            if n >= self.config.delta_ratio * full or n >= tok0:
+                return None
+            if not self._delta_lossless(keyed, previous, wire, update):
+                return (chosen, "fallback:delta-selfcheck")
+            head = wire.split("\n", 1)[0].split(" ")
+            return (wire, n), "unchanged-delta" if "unchanged=true" in head else "delta"
         except (GCFError, ValueError, TypeError, KeyError):
             return None
-        return None
 
     def _delta_lossless(self, keyed: Any, base: Any, wire: str, update: Any) -> bool:
         if not self.config.selfcheck:
             return True
         try:
+            if "unchanged=true" in wire.split("\n", 1)[0].split(" "):
+                root = keyed.pack_root(update)
+                return bool(keyed.pack_root(base) == root and f"pack_root={root}" in wire)
             applied = keyed.apply_delta(base, keyed.loads_delta(wire))
         except (GCFError, ValueError, TypeError, KeyError):
             return False
@@ -842,9 +842,6 @@ _FORMAT_SCHEMA: Final = {
         "result as plain JSON instead of GCF, 'off' to get it exactly as the tool wrote it."
     ),
 }
-
-
-_ANCHOR_ALLOWANCE: Final = 64
 
 
 def _scalar_key(value: Any) -> tuple[str, Any]:
