@@ -41,6 +41,19 @@ def _text_of(result: Any) -> str:
     return "\n".join(b.text for b in result.content if b.type == "text")
 
 
+def _form(before: str, after: str) -> str:
+    if after == before:
+        return "as sent"
+    head = after.split("\n", 1)[0].split(" ")
+    if head[0] != "GCF":
+        return "compact JSON"
+    if "delta=true" in head:
+        return "GCF delta (only what changed)"
+    if "unchanged=true" in head:
+        return "GCF unchanged"
+    return "GCF"
+
+
 async def _run(command: list[str]) -> tuple[str | None, list[str]]:
     params = StdioServerParameters(command=command[0], args=command[1:])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -61,9 +74,7 @@ async def main() -> int:
         n_after = tokens.count(after, enc)
         total_sent += n_before
         total_delivered += n_after
-        form = after.split("\n", 1)[0] if after.startswith("GCF") else "JSON/text"
-        if after == before:
-            form = "unchanged"
+        form = _form(before, after)
         pct = 100.0 * (n_before - n_after) / n_before if n_before else 0.0
         print(f"{name:<14} {n_before:>8} {n_after:>10} {pct:>6.1f}%  {form}")
     saved = total_sent - total_delivered

@@ -454,3 +454,24 @@ def test_regular_files_and_dev_null_as_client_streams(tmp_path: Path) -> None:
     with open(os.devnull, "rb") as stdin:
         done = subprocess.run(command, stdin=stdin, capture_output=True, env=env(), timeout=60)
     assert done.returncode == 0 and done.stdout == b""
+
+
+def test_delta_through_the_proxy_reconstructs_every_turn() -> None:
+    keyed = pytest.importorskip("gcfkit.keyed")
+
+    async def body() -> list[str]:
+        async with session([sys.executable, DEMO], "--delta") as s:
+            return [texts(await s.call_tool("stock", {}))[0] for _ in range(4)]
+
+    delivered = run(body)
+    held = None
+    for turn, text in enumerate(delivered, start=1):
+        head = text.split("\n", 1)[0].split(" ")
+        if "delta=true" in head:
+            held = keyed.apply_delta(held, keyed.loads_delta(text))
+        else:
+            rows = gcfkit.loads(text)
+            held = keyed.KeyedSet("id", list(rows[0]), rows)
+        want = sorted(demo_server.stock(turn), key=lambda r: r["id"])
+        assert sorted(held.rows, key=lambda r: r["id"]) == want
+    assert ["delta=true" in t.split("\n", 1)[0] for t in delivered] == [False, True, True, True]
