@@ -303,7 +303,9 @@ def test_lone_surrogates_fall_back_to_json_and_stay_valid_utf8() -> None:
     assert core.pop_records()[0].decision == "fallback:encode-invalid_surrogate"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     st.recursive(
         st.none()
@@ -690,6 +692,20 @@ def test_primer_without_server_instructions_and_on_discover() -> None:
     core.from_client(request(0, "server/discover", {}))
     got = delivered_result(core.from_server(response(0, {"supportedVersions": ["2026-07-28"]})))
     assert got["instructions"] == PRIMER
+
+
+def test_no_primer_when_the_policy_never_sends_gcf() -> None:
+    policy = Policy.from_mapping({"defaults": {"format": "json"}})
+    core = ProxyCore(cfg(primer=True, policy=policy))
+    core.from_client(request(0, "initialize", {"capabilities": {}}))
+    data = response(0, {"protocolVersion": "2025-11-25", "instructions": "Hi."})
+    assert core.from_server(data) == [Output("client", data)]
+    with_rule = Policy.from_mapping(
+        {"defaults": {"format": "json"}, "tools": {"x": {"format": "gcf"}}}
+    )
+    core = ProxyCore(cfg(primer=True, policy=with_rule))
+    core.from_client(request(0, "initialize", {"capabilities": {}}))
+    assert delivered_result(core.from_server(data))["instructions"].endswith(PRIMER)
 
 
 def test_no_primer() -> None:

@@ -522,7 +522,7 @@ class ProxyCore:
                 self._session.server_name = name
         if not self.config.primer or pending.fmt != "gcf":
             return None
-        if self._session.ceiling != "gcf":
+        if self._session.ceiling != "gcf" or not self.config.policy.may_send_gcf:
             return None
         new_result = {**result, "instructions": append_primer(result.get("instructions"))}
         return {**msg, "result": new_result}

@@ -160,6 +160,17 @@ class Policy:
                 return rule
         return None
 
+    @property
+    def may_send_gcf(self) -> bool:
+        """Whether any tool may get GCF under this policy (else no primer is needed).
+
+        >>> Policy.from_mapping({"defaults": {"format": "json"}}).may_send_gcf
+        False
+        """
+        if self.defaults.format == "gcf":
+            return True
+        return any(rule.fields.get("format") == "gcf" for rule in self.rules)
+
     def is_file_tool(self, tool: str) -> bool:
         """Whether ``tool`` returns file contents (exact name or glob in ``file_tools``).
 
