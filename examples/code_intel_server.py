@@ -434,8 +434,10 @@ def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json")
 
     @mcp.tool()
     @gcf.tool(delta_key="name")
-    def list_symbols(module: str) -> list[dict[str, Any]]:
-        """The definitions of one module (dotted name or file path), keyed by `name`."""
+    def list_symbols(module: str) -> dict[str, list[dict[str, Any]]]:
+        """The definitions of one module (dotted name or file path), keyed by `name`.
+
+        Pass the `pack_root` of a previous answer to receive only what changed."""
         index = project.index()
         if module not in index.modules:
             by_file = {f: m for m, f in index.modules.items()}
@@ -443,7 +445,7 @@ def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json")
         if module not in index.modules:
             raise ToolError(f"no module {module!r}")
         prefix = module + "."
-        return [
+        symbols = [
             {
                 "name": q[len(prefix) :],
                 "kind": d.kind,
@@ -454,6 +456,7 @@ def build_server(root: Path, *, default_format: Literal["gcf", "json"] = "json")
             for q, d in sorted(index.defs.items(), key=lambda kv: kv[1].line)
             if d.file == index.modules[module] and q.startswith(prefix)
         ]
+        return {"symbols": symbols}
 
     return mcp
 

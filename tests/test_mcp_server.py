@@ -512,6 +512,19 @@ def _header(t: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in first if "=" in p)
 
 
+def consume(held: Any, t: str) -> Any:
+    """A §10a consumer: the keyed set it holds after receiving ``t``."""
+    from gcfkit import keyed
+
+    head = _header(t)
+    if head.get("unchanged") == "true":
+        assert held is not None and keyed.pack_root(held) == head["pack_root"]
+        return held
+    if head.get("delta") == "true":
+        return keyed.apply_delta(held, keyed.loads_delta(t))  # verified against new_root
+    return keyed.loads_keyed(t)  # verified against pack_root
+
+
 def test_delta_on_repeated_calls_verified_by_pack_root_on_the_client() -> None:
     from gcfkit import keyed
 
@@ -528,9 +541,9 @@ def test_delta_on_repeated_calls_verified_by_pack_root_on_the_client() -> None:
             full = text(await c.call_tool("orders", {"status": "open"}))
             head = _header(full)
             assert head.get("key") == "id" and head["pack_root"].startswith("sha256:")
-            fields = ("id", "total", "status", "customer")
-            base = keyed.KeyedSet("id", fields, [dict(o) for o in data["orders"]])
-            assert keyed.pack_root(base) == head["pack_root"]
+            base = keyed.loads_keyed(full)  # verifies the rows against pack_root
+            assert list(base.rows) == data["orders"] and base.name == "orders"
+            assert gcfkit.loads(full) == {"orders": data["orders"]}
             root = head["pack_root"]
 
             # An edit: one changed, one removed, one added.
@@ -544,7 +557,8 @@ def test_delta_on_repeated_calls_verified_by_pack_root_on_the_client() -> None:
             assert sorted(new.rows, key=lambda r: r["id"]) == sorted(
                 data["orders"], key=lambda r: r["id"]
             )
-            assert len(t) < len(full) / 2
+            assert _header(t).get("delta") == "true"
+            assert len(t.encode()) < 0.6 * len(full.encode())  # the §10a.2 size guard
 
             # Same data again: unchanged.
             t = text(await c.call_tool("orders", {"status": "open", "pack_root": delta.new_root}))
@@ -655,8 +669,29 @@ def test_example_server_tools(example: Any, tree: Path) -> None:
             assert Edge("shop.core.total", "shop.core.price", "calls") in g.edges
             t2 = text(await c.call_tool("blast_radius", {"symbol": "shop.core.total"}))
             assert REF in t2  # total, checkout, handler were sent by the first graph
-            rows = gcfkit.decode(text(await c.call_tool("list_symbols", {"module": "shop.core"})))
-            assert rows is not None
+            t = text(await c.call_tool("list_symbols", {"module": "shop.core"}))
+            listed = gcfkit.loads(t)
+            assert [s["name"] for s in listed["symbols"]] == [
+                "price",
+                "total",
+                "Cart",
+                "Cart.__init__",
+                "Cart.checkout",
+            ]
+            assert _header(t)["key"] == "name"
+            # an edit, then the same question with the echoed root: a delta
+            with (tree / "shop" / "core.py").open("a") as f:
+                f.write("\n\ndef discount(x):\n    return price(x) * 0.9\n")
+            t2 = text(
+                await c.call_tool(
+                    "list_symbols", {"module": "shop.core", "pack_root": _header(t)["pack_root"]}
+                )
+            )
+            held = consume(None, t)
+            held = consume(held, t2)  # a delta, or a full payload when that is smaller
+            assert {r["name"] for r in held.rows} == {s["name"] for s in listed["symbols"]} | {
+                "discount"
+            }
             bad = await c.call_tool("blast_radius", {"symbol": "nope"})
             assert bad.is_error
 

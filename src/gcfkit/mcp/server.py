@@ -92,7 +92,11 @@ from pydantic import Field
 from .. import tokens
 from ..errors import GCFError
 from ..generic.encoder import dumps as generic_dumps
-from ..graph.model import Graph
+from ..graph import Graph
+from ..graph import Session as GraphSession
+from ..graph import dumps as graph_dumps
+from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
+from ..keyed import pack_root as keyed_pack_root
 
 __all__ = [
     "CAPABILITY",
@@ -213,7 +217,7 @@ class SessionLimits:
 
 @dataclass
 class _DeltaBase:
-    session: Any  # gcfkit.keyed.DeltaSession
+    session: DeltaSession
     root: str
 
 
@@ -221,7 +225,7 @@ class _DeltaBase:
 class _SessionState:
     created: float
     last_used: float
-    graph: Any = None  # gcfkit.graph.Session, created on first use
+    graph: GraphSession | None = None  # created on first use
     deltas: OrderedDict[str, _DeltaBase] = field(default_factory=OrderedDict)
 
 
@@ -345,26 +349,25 @@ def _jsonable(value: Any) -> Any:
     return pydantic_core.to_jsonable_python(value)
 
 
-def _keyed_set(value: Any, key: str, name: str) -> Any:
-    """``value`` as a gcfkit.keyed.KeyedSet, or None when it cannot be one (§10a.7)."""
-    from ..keyed import KeyedSet
+def _keyed_set(value: Any, key: str, tool: str) -> KeyedSet | None:
+    """``value`` as a keyed set, or None when it cannot be one (§10a.7).
 
+    A list of flat row objects, or an object whose only member is such a list (the member
+    name becomes the section name, so the payload decodes back to the same value).
+    """
+    name = tool or "rows"
+    if isinstance(value, dict) and len(value) == 1:
+        ((name, value),) = value.items()
     if not isinstance(value, list) or not value:
         return None
-    fields: dict[str, None] = {key: None}
-    seen: set[Any] = set()
+    fields: dict[str, None] = {}
     for row in value:
         if not isinstance(row, dict) or key not in row:
             return None
-        ident = row[key]
-        if isinstance(ident, (dict, list)) or ident in seen:
-            return None
-        seen.add(ident)
-        for k in row:
-            fields.setdefault(k, None)
+        fields.update(dict.fromkeys(row))
     try:
         return KeyedSet(key, tuple(fields), value, name=name)
-    except GCFError:
+    except GCFError:  # nested values, duplicate identities...
         return None
 
 
@@ -397,7 +400,7 @@ class GCFResponder:
         default_format: OutputFormat = "json",
         limits: SessionLimits | None = None,
         encoding: str = tokens.DEFAULT_ENCODING,
-        reanchor: Any = None,
+        reanchor: FixedN | SizeGuard | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if default_format not in FORMATS:
@@ -405,7 +408,8 @@ class GCFResponder:
         self.default_format: OutputFormat = default_format
         self.limits = limits or SessionLimits()
         self.encoding = encoding
-        self._reanchor = reanchor
+        # The size guard also enforces §10a.2's "delta < 60% of full" on every turn.
+        self.reanchor: FixedN | SizeGuard = SizeGuard() if reanchor is None else reanchor
         self._clock = clock
         self._sessions = _Sessions(self.limits, clock)
 
@@ -484,16 +488,14 @@ class GCFResponder:
         return _Answer(js, "json")
 
     def _graph(self, graph: Graph, conn: Connection | None, tool: str) -> _Answer:
-        from .. import graph as gmod
-
         if tool and not graph.tool:
             graph = dataclasses.replace(graph, tool=tool)
         state = self._sessions.get(conn)
         if state is None:
-            return _Answer(gmod.dumps(graph), "graph")
+            return _Answer(graph_dumps(graph), "graph")
         if state.graph is None:
             lim = self.limits
-            state.graph = gmod.Session(
+            state.graph = GraphSession(
                 max_symbols=lim.max_symbols,
                 idle_timeout=lim.idle_seconds,
                 max_lifetime=lim.max_lifetime_seconds,
@@ -513,25 +515,23 @@ class GCFResponder:
         echoed: str | None,
         call_key: str,
     ) -> _Answer | None:
-        from .. import keyed as kmod
-
-        ks = _keyed_set(value, key, tool or "rows")
+        ks = _keyed_set(value, key, tool)
         if ks is None:
             return None
-        root = kmod.pack_root(ks)
+        root = keyed_pack_root(ks)
         state = self._sessions.get(conn)
         slot = f"{tool}\x00{call_key}"
         base = state.deltas.get(slot) if state is not None else None
         if state is not None and base is not None and echoed is not None and echoed == base.root:
+            # §10a: the consumer holds exactly the base this producer session last sent.
             wire, is_full = base.session.next(ks)
             base.root = root
             state.deltas.move_to_end(slot)
             if is_full:
                 return _Answer(wire, "keyed")
             return _Answer(wire, "unchanged" if echoed == root else "delta")
-        session = self._new_delta_session(kmod, ks, tool)
-        wire = session.full()
-        answer = self._smaller(wire, value, "keyed")
+        session = DeltaSession(ks, tool=tool, reanchor=self.reanchor)
+        answer = self._smaller(session.full(), value, "keyed")
         if state is not None:
             if answer.form == "keyed":
                 state.deltas[slot] = _DeltaBase(session, root)
@@ -541,11 +541,6 @@ class GCFResponder:
             else:
                 state.deltas.pop(slot, None)
         return answer
-
-    def _new_delta_session(self, kmod: Any, ks: Any, tool: str) -> Any:
-        if self._reanchor is None:
-            return kmod.DeltaSession(ks, tool=tool)
-        return kmod.DeltaSession(ks, tool=tool, reanchor=self._reanchor)
 
     # -- the decorator ------------------------------------------------------------------
 
