@@ -76,7 +76,7 @@ _NOT_ROW_FIRST: Final = frozenset(" \t#.@")
 _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
-_QSTR: Final = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL).match
+_QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
 
 
 class _Pending:
