@@ -106,60 +106,70 @@ def _module_of(qname: str, modules: set[str]) -> str:
 async def explore(root: Path, query: str, show: bool) -> list[Row]:
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER), str(root)])
     rows: list[Row] = []
-    async with AsyncExitStack() as stack:
-        js = await stack.enter_async_context(Client(stdio_client(params), mode="legacy"))
-        gcf = await stack.enter_async_context(
-            Client(with_output_format(stdio_client(params), "gcf"), mode="legacy")
-        )
-
-        async def call(label: str, tool: str, args: dict[str, Any], **gcf_extra: Any) -> Any:
-            j = await js.call_tool(tool, args)
-            g = _text(await gcf.call_tool(tool, {**args, **gcf_extra}))
-            jt = _text(j)
-            counts = _symbol_counts(g)
-            rows.append(
-                Row(
-                    label,
-                    tokens.count(jt),
-                    tokens.count(g),
-                    _form(g),
-                    counts[0] if counts else None,
-                    counts[1] if counts else None,
-                )
-            )
-            if show:
-                print(f"--- {label} (GCF) ---\n{g}")
-            return j.structured_content, g
-
-        hits, _ = await call(f"search_symbols({query!r})", "search_symbols", {"query": query})
-        found = hits["result"]
-        if not found:
-            raise SystemExit(f"no symbol matches {query!r}")
-        subject = _pick_subject(root, found)
-        await call(f"find_references({subject})", "find_references", {"symbol": subject})
-        graph, _ = await call(f"blast_radius({subject})", "blast_radius", {"symbol": subject})
-        callers = [s for s in graph["symbols"] if s["distance"] == 1] or graph["symbols"]
-        caller = max(callers, key=lambda s: (s["score"], s["qualified_name"]))["qualified_name"]
-        await call(f"blast_radius({caller})", "blast_radius", {"symbol": caller})
-        modules = {
-            ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-            for p in root.rglob("*.py")
-        }
-        module = _module_of(subject, modules)
-        _, listed = await call(f"list_symbols({module})", "list_symbols", {"module": module})
-
-        # An edit, then the same question again, echoing the pack_root the GCF client holds.
-        path = root.joinpath(*module.split(".")).with_suffix(".py")
-        if not path.exists():
-            path = root.joinpath(*module.split("."), "__init__.py")
-        with path.open("a", encoding="utf-8") as f:
-            f.write('\n\ndef added_by_the_session_script():\n    """A new helper."""\n')
-        echo = _header(listed).get("pack_root")
-        extra = {"pack_root": echo} if echo else {}
-        await call(
-            f"list_symbols({module}) after an edit", "list_symbols", {"module": module}, **extra
-        )
+    with anyio.fail_after(120):  # two servers, a dozen calls: never hang a terminal
+        async with AsyncExitStack() as stack:
+            await _session(stack, params, root, query, show, rows)
     return rows
+
+
+async def _session(
+    stack: AsyncExitStack,
+    params: StdioServerParameters,
+    root: Path,
+    query: str,
+    show: bool,
+    rows: list[Row],
+) -> None:
+    js = await stack.enter_async_context(Client(stdio_client(params), mode="legacy"))
+    gcf = await stack.enter_async_context(
+        Client(with_output_format(stdio_client(params), "gcf"), mode="legacy")
+    )
+
+    async def call(label: str, tool: str, args: dict[str, Any], **gcf_extra: Any) -> Any:
+        j = await js.call_tool(tool, args)
+        g = _text(await gcf.call_tool(tool, {**args, **gcf_extra}))
+        jt = _text(j)
+        counts = _symbol_counts(g)
+        rows.append(
+            Row(
+                label,
+                tokens.count(jt),
+                tokens.count(g),
+                _form(g),
+                counts[0] if counts else None,
+                counts[1] if counts else None,
+            )
+        )
+        if show:
+            print(f"--- {label} (GCF) ---\n{g}")
+        return j.structured_content, g
+
+    hits, _ = await call(f"search_symbols({query!r})", "search_symbols", {"query": query})
+    found = hits["result"]
+    if not found:
+        raise SystemExit(f"no symbol matches {query!r}")
+    subject = _pick_subject(root, found)
+    await call(f"find_references({subject})", "find_references", {"symbol": subject})
+    graph, _ = await call(f"blast_radius({subject})", "blast_radius", {"symbol": subject})
+    callers = [s for s in graph["symbols"] if s["distance"] == 1] or graph["symbols"]
+    caller = max(callers, key=lambda s: (s["score"], s["qualified_name"]))["qualified_name"]
+    await call(f"blast_radius({caller})", "blast_radius", {"symbol": caller})
+    modules = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for p in root.rglob("*.py")
+    }
+    module = _module_of(subject, modules)
+    _, listed = await call(f"list_symbols({module})", "list_symbols", {"module": module})
+
+    # An edit, then the same question again, echoing the pack_root the GCF client holds.
+    path = root.joinpath(*module.split(".")).with_suffix(".py")
+    if not path.exists():
+        path = root.joinpath(*module.split("."), "__init__.py")
+    with path.open("a", encoding="utf-8") as f:
+        f.write('\n\ndef added_by_the_session_script():\n    """A new helper."""\n')
+    echo = _header(listed).get("pack_root")
+    extra = {"pack_root": echo} if echo else {}
+    await call(f"list_symbols({module}) after an edit", "list_symbols", {"module": module}, **extra)
 
 
 def render(rows: list[Row], explored: int) -> str:

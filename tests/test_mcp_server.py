@@ -747,3 +747,17 @@ def test_respond_in_a_lowlevel_server_handler() -> None:
             assert REF in text(await c.call_tool("callers", {"symbol": "a"}))
 
     run(body)
+
+
+def test_session_script_prints_the_table(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = _load_example("code_intel_session")
+    session.main([str(tree), "--query", "total"])
+    out = capsys.readouterr().out
+    table = [ln for ln in out.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    assert [ln.split(" | ")[0] for ln in table] == ["| 1", "| 2", "| 3", "| 4", "| 5", "| re-query"]
+    forms = [ln.split(" | ")[4] for ln in table]
+    assert forms[2:4] == ["graph+session", "graph+session"]
+    assert forms[5] in ("delta", "keyed")  # keyed: the size guard found the full smaller
+    json_total, gcf_total = (int(c.replace(",", "")) for c in table[-1].split(" | ")[6:8])
+    assert 0 < gcf_total < json_total
+    assert (tree / "shop" / "core.py").read_text().count("added_by_the_session_script") == 0
