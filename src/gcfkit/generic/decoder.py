@@ -47,21 +47,6 @@ _HEADER_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
 _COUNT_DIGITS: Final = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _ITEM_ID: Final = re.compile(r"@(0|[1-9][0-9]{0,17}) ")
-_GENERIC_FIELDS: Final = frozenset(
-    {
-        "profile",
-        "tool",
-        "tokens",
-        "pack_root",
-        "key",
-        "delta",
-        "unchanged",
-        "base_root",
-        "new_root",
-        "count",
-        "savings",
-    }
-)
 _INT_FIELDS: Final = ("tokens", "count")
 _BOOL_FIELDS: Final = ("delta", "unchanged")
 
@@ -165,32 +150,6 @@ def _check_generic_header(fields: dict[str, str]) -> None:
 # ---------------------------------------------------------------------------------------
 # Scalars on the hot path
 # ---------------------------------------------------------------------------------------
-
-
-def _cell(tok: str, line: int) -> Any:
-    """One trimmed tabular cell; a first-character dispatch in front of parse_scalar."""
-    c = tok[:1]
-    if c in _BARE_FIRST:
-        if not tok.isascii():
-            check_scalar_text(tok, line)
-        return tok
-    if c in _NUM_FIRST:
-        m = _NUMBER(tok)
-        if m is not None:
-            if m.lastindex is None:
-                if len(tok) < 19:
-                    return int(tok)
-            else:
-                v = float(tok)
-                if v - v == 0.0:
-                    return v
-            return parse_scalar(tok, line)  # the out_of_range cases
-        if c != "-":
-            # A digit-led token that is not a number is a bare string (§2.3: "01", dates).
-            if not tok.isascii():
-                check_scalar_text(tok, line)
-            return tok
-    return parse_scalar(tok, line, in_row=True)
 
 
 def _bare(tok: str, line: int) -> str:
@@ -510,7 +469,9 @@ class TableInfo:
 
 
 class Document:
-    """A decoded generic payload: header fields, the value, and its tables by container id."""
+    """A decoded generic payload: header fields, the value and, for delta-participating
+    payloads (decoded with ``id_fields``), each table's declaration keyed by ``id()`` of
+    the decoded list or dict."""
 
     __slots__ = ("header", "tables", "value")
 
