@@ -270,6 +270,8 @@ def test_parse_header() -> None:
 REJECT = [
     ("", "missing_header", 1),
     ("GCFX profile=generic\n", "missing_header", 1),
+    ("GCF2 profile=generic\n", "missing_header", 1),
+    ("\ufeffGCF profile=generic\n", "missing_header", 1),
     ("GCF tool=a profile=generic\n", "missing_profile", 1),
     ("GCF profile=generic tool=a tool=b\n", "duplicate_header_field", 1),
     ("GCF profile=generic tool\n", "malformed_header_field", 1),

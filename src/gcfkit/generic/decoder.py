@@ -104,6 +104,9 @@ def parse_header(line: str) -> dict[str, str]:
     if line.endswith("\r"):
         line = line[:-1]
     if line != "GCF" and not line.startswith("GCF "):
+        if re.match(r"GCF[0-9]", line):
+            # §19.1: a future incompatible version; no best-effort parsing.
+            raise GCFError("missing_header", f"unsupported GCF version prefix {line[:8]!r}", 1)
         raise GCFError(
             "missing_header", "the first line must be the header 'GCF profile=generic'", 1
         )
