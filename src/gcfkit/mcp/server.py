@@ -437,9 +437,11 @@ class GCFResponder:
         ``data`` is a JSON-model value or a :class:`~gcfkit.graph.Graph`; ``ctx`` the tool's
         MCPServer ``Context`` (or a lowlevel ``ServerRequestContext``, or None outside a
         request); ``format`` the per-call override; ``structured`` becomes
-        ``structuredContent``. With ``delta_key``, a list of row objects identified by that
-        field takes part in §10a deltas: ``pack_root`` is the root the client echoed and
-        ``call_key`` tells calls with different arguments apart.
+        ``structuredContent``. With ``delta_key``, flat row objects identified by that field
+        (a list of them, or an object whose only member is that list) take part in §10a
+        deltas: ``pack_root`` is the root the client echoed and ``call_key`` tells calls with
+        different arguments apart. Encoding runs on the caller's thread; one connection's
+        state is not meant to be encoded from several threads at once.
 
         >>> respond({"a": 1}, None).content[0].text
         '{"a":1}'
@@ -667,7 +669,10 @@ class GCFResponder:
             value = result
             if meta.output_schema is not None:
                 converted = meta.convert_result(result)
-                if isinstance(converted, CallToolResult) and converted.structured_content:
+                if (
+                    isinstance(converted, CallToolResult)
+                    and converted.structured_content is not None
+                ):
                     structured = converted.structured_content
                     if not isinstance(result, Graph):
                         value = structured["result"] if meta.wrap_output else structured
