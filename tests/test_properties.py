@@ -182,34 +182,43 @@ def same(got: Any, want: Any) -> bool:
     return type(got) is type(want) and got == want
 
 
-def _tabular(rows: list[Any]) -> bool:
-    """Whether the encoder writes these records as table rows (not expanded/sections)."""
-    return (
-        all(isinstance(r, dict) for r in rows)
-        and encoder._has_column(rows)
-        and not encoder._schema_conflict(rows)
+def _plan(rows: list[Any], options: dict[str, Any]) -> Any:
+    """The encoder's table plan for these records, None when they are not a table."""
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        return None
+    opts = encoder._Options(
+        options.get("flatten", True),
+        options.get("shared_schemas", True),
+        options.get("inline_schemas", False),
     )
+    return encoder._plan(rows, opts, 1)
 
 
-def _as_row(row: dict[str, Any], union: list[str]) -> dict[str, Any]:
-    columns = [k for k in union if k in row and ">" not in k]
-    attached = [k for k in union if k in row and ">" in k]
-    return {k: wire_order(row[k]) for k in columns + attached}
+def _as_row(row: dict[str, Any], plan: Any, options: dict[str, Any]) -> dict[str, Any]:
+    columns = [(f, kind) for kind, f, _ in plan.slots if f in row and kind != encoder._GT]
+    attached = [(f, kind) for kind, f, _ in plan.slots if f in row and kind == encoder._GT]
+    return {
+        # A flattened or inline-schema value has the same key order in every row (or it
+        # would not be one), so it comes back as it is; attachments follow their own form.
+        f: row[f] if kind in (encoder._FLAT, encoder._INLINE) else wire_order(row[f], options)
+        for f, kind in columns + attached
+    }
 
 
-def wire_order(v: Any) -> Any:
+def wire_order(v: Any, options: dict[str, Any] | None = None) -> Any:
     """``v`` with every table row's keys in the order the wire gives them back."""
+    options = options or {}
     if isinstance(v, list):
-        if v and _tabular(v):
-            union = encoder._union(v)
-            return [_as_row(r, union) for r in v]
-        return [wire_order(x) for x in v]
+        plan = _plan(v, options)
+        if plan is not None:
+            return [_as_row(r, plan, options) for r in v]
+        return [wire_order(x, options) for x in v]
     if isinstance(v, dict):
         values = list(v.values())
-        if len(v) >= 2 and _tabular(values):
-            union = encoder._union(values)
-            return {k: _as_row(r, union) for k, r in v.items()}
-        return {k: wire_order(x) for k, x in v.items()}
+        plan = _plan(values, options) if len(v) >= 2 else None
+        if plan is not None:
+            return {k: _as_row(r, plan, options) for k, r in v.items()}
+        return {k: wire_order(x, options) for k, x in v.items()}
     return v
 
 
@@ -219,7 +228,7 @@ def check_round_trip(value: Any, **options: Any) -> None:
     assert dumps(snapshot, **options) == wire  # deterministic, input untouched
     assert same(value, snapshot)
     back = loads(wire)
-    assert same(back, wire_order(value)), (value, wire, back)
+    assert same(back, wire_order(value, options)), (value, wire, back)
     assert dumps(back, **options) == wire  # the wire is a fixed point
 
 
