@@ -115,7 +115,8 @@ def _python_files(root: Path) -> Iterator[Path]:
 
 
 class _ModuleScan(ast.NodeVisitor):
-    """Collects definitions, then (second pass) the names each scope uses."""
+    """One module's definitions, imports and the dotted names each scope uses; the names
+    are resolved across modules afterwards, by :func:`build_index`."""
 
     def __init__(self, module: str, file: str, is_package: bool) -> None:
         self.module = module
@@ -161,7 +162,7 @@ class _ModuleScan(ast.NodeVisitor):
         else:
             kind = "method" if parent and parent[1] == "class" else "function"
         if not parent:
-            self.aliases.setdefault(node.name, qname)
+            self.aliases[node.name] = qname  # the later binding wins, as at run time
         self.defs.append(
             Definition(
                 qname,
