@@ -475,3 +475,33 @@ def test_delta_through_the_proxy_reconstructs_every_turn() -> None:
         want = sorted(demo_server.stock(turn), key=lambda r: r["id"])
         assert sorted(held.rows, key=lambda r: r["id"]) == want
     assert ["delta=true" in t.split("\n", 1)[0] for t in delivered] == [False, True, True, True]
+
+
+def test_cli_options_policy_and_no_primer(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"tools": {"list_*": {"format": "json"}}}))
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
+    }
+    calls = [
+        {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": n, "arguments": a}}
+        for i, (n, a) in enumerate([("list_orders", {"limit": 6}), ("search", {"query": "q"})], 1)
+    ]
+    out = raw_exchange([init, *calls], 3, "--no-primer", "--policy", str(policy))
+    by_id = {m["id"]: m for m in out}
+    assert by_id[0]["result"]["instructions"] == "Order desk demo: orders, search, reports."
+    orders = by_id[1]["result"]["content"][0]["text"]
+    assert orders == json.dumps(demo_server.orders(6), separators=(",", ":"))
+    found = by_id[2]["result"]["content"][0]["text"]
+    assert found.startswith("GCF profile=generic")
+    assert same_value(gcfkit.loads(found), demo_server.search("q"))
+    bad = subprocess.run(
+        [sys.executable, *proxy_args([sys.executable, DEMO], "--policy", str(tmp_path / "no"))],
+        capture_output=True,
+        env=env(),
+        timeout=60,
+    )
+    assert bad.returncode == 2 and b"cannot read policy" in bad.stderr

@@ -15,6 +15,28 @@ from ..mcp.policy import Policy, ToolPolicy, load_policy
 
 __all__ = ["register"]
 
+_EPILOG = """\
+what is rewritten:
+  tools/call results whose text blocks are JSON: to GCF when that has fewer tokens
+  than compact JSON, else to compact JSON when smaller, else left alone. Errors,
+  structuredContent, images, audio, resources, non-JSON text and file contents
+  (read_file, read_text_file, ... or the policy's file_tools) pass unchanged.
+
+policy file (JSON, or TOML on Python 3.11+ / with tomli):
+  {"defaults": {"format": "gcf", "join": true, "delta": false, "min_bytes": 0},
+   "tools": {"read_*": {"format": "off"}, "list_orders": {"delta": true, "key": "sku"}},
+   "file_tools": ["read_file", "read_text_file"]}
+
+opting out from the client:
+  session:  initialize capabilities {"experimental": {"output_format": "json"}}
+  one call: the argument "_format": "json" (or "off"), removed before forwarding;
+            --advertise-format lists it in each tool's input schema
+
+examples:
+  gcfkit proxy -- uvx mcp-server-git --repository .
+  gcfkit proxy --delta --policy policy.json -- npx -y @modelcontextprotocol/server-memory
+"""
+
 
 def register(sub: Any) -> None:
     """Add the ``proxy`` command to the ``gcfkit`` subparsers."""
@@ -26,6 +48,8 @@ def register(sub: Any) -> None:
             "JSON) when that costs fewer tokens. Put the server command after --."
         ),
         usage="gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--format",
