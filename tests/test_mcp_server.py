@@ -584,6 +584,24 @@ def test_delta_on_repeated_calls_verified_by_pack_root_on_the_client() -> None:
     run(body)
 
 
+def test_delta_bases_are_bounded_per_session() -> None:
+    data: dict[str, Any] = {
+        "orders": [{"id": i, "total": i * 2.5, "status": "open"} for i in range(20)]
+    }
+    srv = make_server(GCFResponder(limits=SessionLimits(max_delta_bases=1)), data)
+
+    async def body() -> None:
+        async with connect(srv, "gcf") as c:
+            root_a = _header(text(await c.call_tool("orders", {"status": "a"})))["pack_root"]
+            t = text(await c.call_tool("orders", {"status": "a", "pack_root": root_a}))
+            assert _header(t).get("unchanged") == "true"
+            text(await c.call_tool("orders", {"status": "b"}))  # evicts the base of "a"
+            t = text(await c.call_tool("orders", {"status": "a", "pack_root": root_a}))
+            assert _header(t).get("unchanged") is None and _header(t)["pack_root"] == root_a
+
+    run(body)
+
+
 # ---------------------------------------------------------------------------------------
 # The example server
 # ---------------------------------------------------------------------------------------
