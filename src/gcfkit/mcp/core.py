@@ -68,6 +68,7 @@ CONNECTION_CLOSED: Final = -32000
 FORMAT_ARGUMENT: Final = "_format"
 
 _FILE_DECISION: Final = "passthrough-file"
+_LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 _MODERN_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 
 
@@ -339,7 +340,7 @@ class ProxyCore:
         records: list[LedgerRecord] = []
         for server, tool, outcome, elapsed_ms in unfinished:
             lazy_bytes = sum(_utf8_len(t) for t in outcome.lazy)
-            lazy_tokens = sum(self._count(t) for t in outcome.lazy)
+            lazy_tokens = sum(self._count_for_ledger(t) for t in outcome.lazy)
             records.append(
                 LedgerRecord(
                     server=server,
@@ -597,6 +598,13 @@ class ProxyCore:
         from .. import tokens
 
         return tokens.count(text, self.config.encoding)
+
+    def _count_for_ledger(self, text: str) -> int:
+        # Texts nobody rewrites can be huge (a 64 MB blob): a tokenizer pass over them would
+        # stall the relay for seconds, and before == after anyway, so a rough size will do.
+        if len(text) > _LEDGER_EXACT_CHARS:
+            return _utf8_len(text) // 4
+        return self._count(text)
 
     def _encode(self, value: Any) -> str:
         if self._dumps is not None:
