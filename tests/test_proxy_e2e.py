@@ -505,3 +505,25 @@ def test_cli_options_policy_and_no_primer(tmp_path: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and b"cannot read policy" in bad.stderr
+
+
+def test_the_ledger_gets_one_payload_free_record_per_tool_result(tmp_path: Path) -> None:
+    from gcfkit.mcp.ledger import read_records
+
+    ledger = tmp_path / "ledger.jsonl"
+    calls = [("list_orders", {"limit": 8}), ("hello", {"name": "Zed-7731"}), ("fail", {})]
+    messages = [
+        {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": n, "arguments": a}}
+        for i, (n, a) in enumerate(calls)
+    ]
+    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--ledger", str(ledger)]
+    command += ["--time-budget", "30", "--name", "demo", "--", sys.executable, DEMO]
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+    done = subprocess.run(command, input=data, capture_output=True, env=env(), timeout=60)
+    assert done.returncode == 0
+    assert len(done.stdout.splitlines()) == 3
+    records = read_records(ledger)
+    assert [(r.server, r.tool) for r in records] == [("demo", n) for n, _ in calls]
+    assert records[0].decision == "gcf" and records[0].tokens_after < records[0].tokens_before
+    assert [r.decision for r in records[1:]] == ["unchanged", "unchanged"]
+    assert b"Zed-7731" not in ledger.read_bytes() and b"Ada" not in ledger.read_bytes()
