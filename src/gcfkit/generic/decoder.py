@@ -61,6 +61,8 @@ _NOT_ROW_FIRST: Final = frozenset(" \t#.@")
 _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
+# A bare-key key=value line, the common object member (quoted keys take the general path).
+_KV_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL).match
 _QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
 
 
@@ -351,6 +353,12 @@ class _TabFrame(_Frame):
         self.had_inline = False
 
 
+# Parsed declarations, shared across documents: tool results repeat their shapes. Keyed by
+# (declaration text, keyed?, the key= field when @ markers are live); schemas are immutable.
+_SCHEMAS: dict[tuple[str, bool, str | None], _Schema] = {}
+_SCHEMAS_MAX: Final = 4096
+
+
 # A plan slot: (0, name, cell index) for a plain column, (1, name, subtree) for the root of
 # a flattened path group (§7.4.6.2). A subtree is a list of such slots.
 _Slot = tuple[int, str, Any]
@@ -497,7 +505,6 @@ class _Parser:
         self.root_kind = ""  # "", "scalar", "array", "object"
         self.tables: dict[int, TableInfo] = {}
         self.memo = _Memo()
-        self.schemas: dict[tuple[str, bool], _Schema] = {}
 
     # -- driver ----------------------------------------------------------------------
 
@@ -517,17 +524,25 @@ class _Parser:
             else:
                 s = raw
                 indent = 0
+            if not s:
+                continue
             if len(raw) > MAX_LINE:
                 raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", ln)
-            if s[-1:] in (" ", "\t", "\r"):
+            if s[-1] in _NOT_ROW_LAST:
                 s = s.rstrip(" \t\r")
-            c = s[:1]
-            if not c:
-                continue
-            if c == "\t":
+                if not s:
+                    continue
+            c = s[0]
+            if c == "#":
+                if len(s) == 1 or s[1] == " ":
+                    continue
+                if s.startswith("##!"):
+                    if indent & 1 or self.summary is not None:
+                        raise GCFError("invalid_summary", "misplaced ##! summary trailer", ln)
+                    self._summary(ln, indent, s)
+                    continue
+            elif c == "\t":
                 raise GCFError("tab_indentation", "indentation must be spaces; found a tab", ln)
-            if c == "#" and (len(s) == 1 or s[1] == " "):
-                continue
             if indent & 1:
                 raise GCFError(
                     "invalid_indent", f"indentation of {indent} spaces is not a multiple of 2", ln
@@ -536,9 +551,6 @@ class _Parser:
                 raise GCFError(
                     "invalid_summary", "the ##! summary trailer must be the last line", ln
                 )
-            if c == "#" and s.startswith("##!"):
-                self._summary(ln, indent, s)
-                continue
             while stack and indent < stack[-1].indent:
                 self._close(stack.pop())
             while True:
@@ -776,11 +788,14 @@ class _Parser:
         count, keyed, p = self._bracket(s, pos, ln)
         n = len(s)
         if p < n and s[p] == "{":
-            cache_key = (s[p:], keyed)
-            schema = self.schemas.get(cache_key)
+            cache_key = (s[p:], keyed, self.key_field if self.id_fields else None)
+            schema = _SCHEMAS.get(cache_key)
             if schema is None:
                 fields, id_index = self._decl(s, p, ln)
-                schema = self.schemas[cache_key] = _Schema(fields, id_index, keyed, ln)
+                schema = _Schema(fields, id_index, keyed, ln)
+                if len(_SCHEMAS) >= _SCHEMAS_MAX:
+                    _SCHEMAS.clear()
+                _SCHEMAS[cache_key] = schema
             if keyed:
                 return self._keyed(schema, count, ln, body_indent, member_ctx)
             if tab is not None and field not in tab.array_schemas:
@@ -924,8 +939,15 @@ class _Parser:
                 f"unexpected indentation {indent} (expected {f.indent}) inside an object",
                 ln,
             )
-        c = s[0]
         obj = f.obj
+        m = _KV_LINE(s)
+        if m is not None:
+            key, rest = m.groups()
+            if key in obj:
+                raise GCFError("duplicate_key", f"duplicate key {key!r} in one object", ln)
+            obj[key] = _value(rest.strip(" \t"), ln)
+            return True
+        c = s[0]
         if c == "#":
             if not s.startswith("## "):
                 raise GCFError("invalid_line", f"unrecognised line {s[:40]!r}", ln)
