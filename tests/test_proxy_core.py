@@ -1009,3 +1009,85 @@ def test_a_non_keyed_result_forgets_the_base() -> None:
     deliver(core, 2, [{"v": 1, "w": "x"}] * 12)
     text, decision = deliver(core, 3, stock(2))
     assert decision == "gcf" and same_value(gcfkit.loads(text), stock(2))
+
+
+# --------------------------------------------------------------------------------------
+# Malformed and adversarial messages
+# --------------------------------------------------------------------------------------
+
+DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        DEEP + b"\n",
+        b'{"jsonrpc":"2.0","id":{"x":1},"method":"tools/call","params":{"name":"t"}}\n',
+        b'{"jsonrpc":"2.0","id":true,"method":"tools/call","params":{"name":"t"}}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":7}\n',
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":"nope"}\n',
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5,"arguments":[]}}\n',
+        b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":"x"}}\n',
+        b'{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"capabilities":[]}}\n',
+        b'{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"capabilities":'
+        b'{"experimental":{"output_format":"yaml"}}}}\n',
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}}\n',
+        b"[1, 2, {}]\n",
+    ],
+)
+def test_adversarial_client_lines_pass_and_do_not_break_the_core(data: bytes) -> None:
+    core = ProxyCore(cfg(primer=True))
+    assert core.from_client(data) == [Output("server", data)]
+    # The session still works afterwards.
+    _, down = call(core, "t", text_result(pretty(ORDERS)), msg_id=99)
+    assert delivered_result(down)["content"][0]["text"].startswith("GCF")
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        text_result("[" * 100_000 + "]" * 100_000),
+        text_result('{"a": ' * 5_000 + "1" + "}" * 5_000),
+        {"content": [{"type": "text", "text": pretty(ORDERS)}], "isError": "yes"},
+        {"content": [None, 5, "x", {"type": "text", "text": "[1,2]"}]},
+    ],
+)
+def test_adversarial_results_never_break_the_relay(result: Any) -> None:
+    core = ProxyCore(cfg())
+    core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+    (out,) = core.from_server(response(1, result))
+    assert out.to == "client"
+    got = json.loads(out.data)["result"]
+    for before, after in zip(result["content"], got["content"], strict=True):
+        if isinstance(before, dict) and isinstance(before.get("text"), str):
+            text = after["text"]
+            if text == before["text"]:
+                continue
+            decoded = gcfkit.loads(text) if text.startswith("GCF") else json.loads(text)
+            assert same_value(decoded, json.loads(before["text"]))
+        else:
+            assert after == before
+    assert len(core.pop_records()) == 1
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"tools": "nope"},
+        {"tools": [None, {"name": 5}, {"name": "x", "inputSchema": "bad"}]},
+    ],
+)
+def test_malformed_tools_list_passes(result: Any) -> None:
+    core = ProxyCore(cfg(advertise_format=True, decode_args=True))
+    core.from_client(request(1, "tools/list"))
+    data = response(1, result)
+    assert core.from_server(data) == [Output("client", data)]
+
+
+def test_response_to_a_request_id_reused_after_its_answer() -> None:
+    core = ProxyCore(cfg())
+    _, first = call(core, "t", text_result(pretty(ORDERS)), msg_id=1)
+    assert delivered_result(first)["content"][0]["text"].startswith("GCF")
+    # A second, unsolicited answer to id 1 is not a tool result any more.
+    data = response(1, text_result(pretty(ORDERS)))
+    assert core.from_server(data) == [Output("client", data)]
