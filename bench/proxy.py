@@ -171,7 +171,19 @@ class CallResult:
     error: str = ""
 
 
-async def run_session(config: Config, server: str) -> list[CallResult]:
+def session_or_failure(config: Config, server: str, state: Path) -> list[CallResult]:
+    """One session; a proxy that cannot even start counts every call as failed."""
+    log = state / f"{config.name.replace(' ', '_')}.{server}.stderr"
+    try:
+        return asyncio.run(run_session(config, server, log))
+    except Exception as e:
+        print(
+            f"  {config.name} / {server}: session failed ({e!r}); stderr in {log}", file=sys.stderr
+        )
+        return [CallResult(None, 0.0, "session failed") for _ in corpus_calls(server)]
+
+
+async def run_session(config: Config, server: str, log: Path) -> list[CallResult]:
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -182,9 +194,9 @@ async def run_session(config: Config, server: str) -> list[CallResult]:
     env.update(config.env)
     params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(ROOT))
     results: list[CallResult] = []
-    with open(os.devnull, "w") as devnull:
+    with open(log, "w") as errlog:
         async with (
-            stdio_client(params, errlog=devnull) as (read, write),
+            stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write) as session,
         ):
             await asyncio.wait_for(session.initialize(), 60)
@@ -264,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         raw[cfg.name] = {}
         for server in args.servers:
-            runs = [asyncio.run(run_session(cfg, server)) for _ in range(args.reps)]
+            runs = [session_or_failure(cfg, server, state) for _ in range(args.reps)]
             merged = []
             for i, first in enumerate(runs[0]):
                 seconds = statistics.median(r[i].seconds for r in runs)
