@@ -593,13 +593,18 @@ class SizeGuard:
             raise GCFError("invalid_option", f"SizeGuard needs 0 < ratio <= 1, not {self.ratio}")
 
 
+_EVERY_15: Final = FixedN(15)
+
+
 class DeltaSession:
     """Producer side of generic deltas: one answer per update (§10a.4, §10a.8).
 
     :meth:`full` anchors; :meth:`next` returns ``(wire, is_full)``: a header-only
     ``unchanged=true`` payload when nothing changed, a delta, or a full payload when the
-    key or fields changed or the re-anchor policy says so. Unchanged turns do not count
-    toward re-anchoring. Sizes are UTF-8 bytes of the wire.
+    key or fields changed or the re-anchor policy says so. :class:`FixedN` counts delta
+    turns only (unchanged answers add no drift); :class:`SizeGuard` compares UTF-8 byte
+    sizes of the wires. The tool name goes on full payloads only, as in the conformance
+    sessions.
 
     >>> s = DeltaSession(KeyedSet("id", ["id", "v"], [{"id": 1, "v": 0}]), reanchor=FixedN(2))
     >>> _ = s.full()
@@ -612,11 +617,11 @@ class DeltaSession:
     __slots__ = ("base", "reanchor", "spent", "tool", "turns")
 
     def __init__(
-        self, base: KeyedSet, *, tool: str = "", reanchor: FixedN | SizeGuard | None = None
+        self, base: KeyedSet, *, tool: str = "", reanchor: FixedN | SizeGuard = _EVERY_15
     ) -> None:
         self.base = base
         self.tool = tool
-        self.reanchor = FixedN() if reanchor is None else reanchor
+        self.reanchor = reanchor
         self.turns = 0
         self.spent = 0
 
