@@ -449,3 +449,12 @@ _VALUES = st.recursive(
 def test_encoder_output_decodes_to_the_value(value: Any) -> None:
     encoder = pytest.importorskip("gcfkit.generic.encoder")
     assert strict_equal(loads(encoder.dumps(value)), value, ordered=False)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import gcfkit.generic.decoder
+
+    result = doctest.testmod(gcfkit.generic.decoder)
+    assert result.attempted >= 4 and result.failed == 0
