@@ -323,6 +323,9 @@ REJECT = [
     (H + "## r [2]{a,b}\n@0 1|^\n@1 2|3\n", "missing_attachment", 3),
     (H + "## r [1]{a,b}\n@0 1|^\n.b [0]\n.b [0]\n", "duplicate_attachment", 5),
     (H + "## r [1]{a,b}\n@0 1|^{x,y}\np|q|r\n", "inline_width_mismatch", 4),
+    (H + "## r [1]{a,b}\n@0 1|^\n.b =x\n", "invalid_line", 4),
+    (H + "## r [1]{a,b}\n@0 1|^\n.b\n", "invalid_line", 4),
+    (H + "## r [1]{a,b}\n@0 1|^\n.b {x}\n", "invalid_line", 4),
     (H + "a\n", "invalid_line", 2),
     (H + "a=1\n=2\n", "invalid_line", 3),
     (H + "=1\na=2\n", "invalid_line", 3),
@@ -458,3 +461,9 @@ def test_docstring_examples() -> None:
 
     result = doctest.testmod(gcfkit.generic.decoder)
     assert result.attempted >= 4 and result.failed == 0
+
+
+def test_gt_named_bare_attachments() -> None:
+    text = H + ('## [2]{id}\n@0 1\n."a>b" {}\n    k=1\n."c>d" [2]: x,y\n2\n')
+    assert loads(text) == [{"id": 1, "a>b": {"k": 1}, "c>d": ["x", "y"]}, {"id": 2}]
+    assert _err(H + '## [1]{id}\n@0 1\n."a>b" =1\n."a>b" =2\n').code == "duplicate_attachment"

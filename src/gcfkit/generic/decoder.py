@@ -1263,7 +1263,9 @@ class _Parser:
             self._push(_ObjFrame(body, ln, value))
         elif c == "[":
             value = self._array_head(s, p, ln, body, field=name, tab=f)
-        elif c == "=":
+        elif c == "=" and m is None:
+            # Only a '>'-named field (never a column, §7.4.6.1 rule 4) travels as a bare
+            # scalar attachment; a ^ cell stands for an object or array.
             value = _value(s[p + 1 :].strip(" \t"), ln)
         else:
             raise GCFError(
