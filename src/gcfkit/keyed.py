@@ -55,8 +55,6 @@ __all__ = [
 _HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
 _SECTIONS: Final = ("added", "changed", "removed")
 
-Scalar = str | int | float | bool | None
-
 
 # ---------------------------------------------------------------------------------------
 # Values
@@ -449,7 +447,9 @@ def apply_delta(base: KeyedSet, delta: GenericDelta, expected_root: str | None =
 
     def claim(ident: str, op: str) -> None:
         if ident in touched:
-            raise GCFError("invalid_delta", f"identity {ident} appears in two delta operations")
+            raise GCFError(
+                "invalid_delta", f"{op} identity {ident} appears in two delta operations"
+            )
         touched.add(ident)
 
     for row in delta.added:
