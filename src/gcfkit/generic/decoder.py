@@ -7,6 +7,21 @@ it (and is closed, handing the line to its parent). Counts are checked when a fr
 
 Limits (§12), each rejected with ``limit_exceeded``: :data:`MAX_DEPTH` open containers,
 :data:`MAX_LINE` characters per line, :data:`MAX_COUNT` items per declared count.
+
+Where the spec leaves the category open, the decoder answers:
+
+- a row with ``^`` cells but no ``@N`` prefix: ``invalid_item_id``;
+- a ``.field`` that names no ``^`` cell of its row (or a ``^{...}`` cell, which takes a
+  positional body): ``orphan_attachment``;
+- lines past a completed ``[N]`` table or expanded array that cannot be the enclosing
+  object's next member: ``count_mismatch`` (``orphan_inline_attachment`` when the last row
+  declared an inline schema);
+- duplicate identity values in a delta-participating ``@`` column: ``duplicate_key``;
+- a ``##! summary`` whose ``counts`` are malformed or labeled: ``invalid_summary``; its
+  arity or values disagreeing with the ``[?]`` sections: ``count_mismatch`` (a trailer in a
+  payload without ``[?]`` sections is informational, §8.5);
+- a graph payload, or a generic ``delta=true`` / ``unchanged=true`` answer, given to
+  :func:`loads`: ``unsupported_profile`` (see ``gcfkit.keyed.loads_delta``).
 """
 
 from __future__ import annotations
