@@ -182,9 +182,33 @@ def same(got: Any, want: Any) -> bool:
     return type(got) is type(want) and got == want
 
 
+def _tabular(arr: list[Any]) -> bool:
+    return (
+        encoder._array_form(arr) == "objects"
+        and encoder._has_column(arr)
+        and not _schema_conflict(arr)
+    )
+
+
+def _schema_conflict(rows: list[dict[str, Any]]) -> bool:
+    """A field holding a tabular array and, in a later row, an expanded one (§7.4.5.3).
+
+    An independent statement of the rule the encoder applies while it writes rows.
+    """
+    tabular: set[str] = set()
+    for row in rows:
+        for f, v in row.items():
+            if isinstance(v, list) and encoder._array_form(v) in ("objects", "expanded"):
+                if _tabular(v):
+                    tabular.add(f)
+                elif f in tabular:
+                    return True
+    return False
+
+
 def _plan(rows: list[Any], options: dict[str, Any]) -> Any:
     """The encoder's table plan for these records, None when they are not a table."""
-    if not rows or not all(isinstance(r, dict) for r in rows):
+    if not rows or not all(isinstance(r, dict) for r in rows) or _schema_conflict(rows):
         return None
     opts = encoder._Options(
         options.get("flatten", True),

@@ -46,6 +46,15 @@ class _Nested(Exception):
     """Raised by the flat-row fast path when a cell holds a container."""
 
 
+class _Conflict(Exception):
+    """A field of a table holds a tabular array and, in a later row, an expanded one.
+
+    The first ``.f [N]{fields}`` attachment establishes a schema for ``f`` (§7.4.5.3) and
+    a later ``.f [N]`` is then read as tabular, so that expanded array has no spelling
+    here: the records are not losslessly tabular (§7.3) and the table is withdrawn.
+    """
+
+
 # ---------------------------------------------------------------------------------------
 # Scalars
 # ---------------------------------------------------------------------------------------
@@ -343,8 +352,6 @@ class _Plan:
 def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Plan | None:
     """Plan the tabular form of ``objs`` (all dicts), or None when it is not tabular."""
     fields = _union(objs)
-    if _schema_conflict(objs, depth):
-        return None
     slots: list[tuple[int, str, Any]] = []
     columns: list[str] = []
     for f in fields:
@@ -411,29 +418,6 @@ def _array_form(arr: Sequence[Any]) -> str:
 def _has_column(objs: Iterable[Mapping[str, Any]]) -> bool:
     """True when some field of ``objs`` can be a tabular column (has no ``>``)."""
     return any(not isinstance(k, str) or ">" not in k for k in _union(objs))
-
-
-def _schema_conflict(objs: Sequence[Mapping[str, Any]], depth: int = 1) -> bool:
-    """True when a field holds a tabular array in one row and an expanded one later.
-
-    The first ``.f [N]{fields}`` attachment establishes a schema for ``f`` (§7.4.5.3), and
-    a later ``.f [N]`` is then read as tabular, so a non-empty expanded array after it
-    has no tabular spelling: such records are not losslessly tabular (§7.3).
-    """
-    if depth > MAX_DEPTH:
-        return False  # the encoder refuses this value with limit_exceeded anyway
-    tabular: set[str] = set()
-    for o in objs:
-        for f, v in o.items():
-            if isinstance(v, (list, tuple)) and v:
-                form = _array_form(v)
-                if form == "inline":
-                    continue
-                if form == "objects" and _has_column(v) and not _schema_conflict(v, depth + 2):
-                    tabular.add(f)
-                elif f in tabular:
-                    return True
-    return False
 
 
 def _keyed_ok(obj: Mapping[str, Any]) -> bool:
@@ -542,20 +526,31 @@ class _Encoder:
         """
         if depth >= MAX_DEPTH:
             raise _too_deep()  # the rows nest one level deeper
+        out = self.out
         fields = _union(objs)
         if fields and not any(">" in f for f in fields if isinstance(f, str)):
             lines = _flat_rows(objs, fields, ind)
             if lines is not None:
                 decl = "{" + ",".join(map(_key, fields)) + "}"
-                self.out.append(head + (decl if share is None else share[0].decl(share[1], decl)))
-                self.out.extend(lines)
+                if share is None:
+                    out.append(head + decl)
+                else:
+                    out.append(head + share[0].written(share[1], decl))
+                    share[0].establish(share[1], decl)
+                out.extend(lines)
                 return True
         plan = _plan(objs, self.opts, depth + 1)
         if plan is None:
             return False
-        decl = plan.decl if share is None else share[0].decl(share[1], plan.decl)
-        self.out.append(head + decl)
-        self.rows(plan, objs, None, ind, depth + 1)
+        mark = len(out)
+        out.append(head + (plan.decl if share is None else share[0].written(share[1], plan.decl)))
+        try:
+            self.rows(plan, objs, None, ind, depth + 1)
+        except _Conflict:
+            del out[mark:]
+            return False
+        if share is not None:
+            share[0].establish(share[1], plan.decl)
         return True
 
     def keyed(self, obj: Mapping[str, Any], bpre: str, ind: str, depth: int) -> bool:
@@ -572,13 +567,18 @@ class _Encoder:
         if plan is None:
             return False
         label = _key_label(plan.columns)
-        self.out.append(f"{bpre}[{len(obj)}:]{{{_key(label)},{plan.decl[1:]}")
         keys = []
         for k in obj:
             if not isinstance(k, str):
                 raise _bad_key(k)
             keys.append(_cell(k))
-        self.rows(plan, values, keys, ind, depth + 1)
+        mark = len(self.out)
+        self.out.append(f"{bpre}[{len(obj)}:]{{{_key(label)},{plan.decl[1:]}")
+        try:
+            self.rows(plan, values, keys, ind, depth + 1)
+        except _Conflict:
+            del self.out[mark:]
+            return False
         return True
 
     def rows(
@@ -665,10 +665,12 @@ class _Encoder:
             out.append(f"{pre}={_scalar(v, '')}")
         elif depth > MAX_DEPTH:
             raise _too_deep()
-        elif not (
-            _array_form(v) == "objects"
-            and self.tabular(v, f"{pre}[{len(v)}]", body, depth, (share, f))
-        ):
+        else:
+            form = _array_form(v)
+            if form == "objects" and self.tabular(v, f"{pre}[{len(v)}]", body, depth, (share, f)):
+                return
+            if form != "empty" and form != "inline" and f in share.schemas:
+                raise _Conflict
             self.array(v, pre, pre, body, depth)
 
 
@@ -679,20 +681,17 @@ class _Share:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
+        # The first tabular attachment of a field establishes its schema whether or not
+        # the encoder then shares it: a decoder cannot tell (see _Conflict).
         self.schemas: dict[str, str] = {}
 
-    def decl(self, field: str, decl: str) -> str:
-        """The declaration to write for ``field``'s tabular attachment: ``""`` if shared.
+    def written(self, field: str, decl: str) -> str:
+        """The declaration to write for ``field``'s tabular attachment: ``""`` if shared."""
+        return "" if self.enabled and self.schemas.get(field) == decl else decl
 
-        The first tabular attachment of a field establishes its schema whether or not
-        the encoder shares it (a decoder cannot tell), which :func:`_schema_conflict`
-        accounts for.
-        """
-        known = self.schemas.get(field)
-        if known is None:
-            self.schemas[field] = decl
-            return decl
-        return "" if self.enabled and known == decl else decl
+    def establish(self, field: str, decl: str) -> None:
+        """Record that ``field`` has a tabular attachment declaring ``decl``."""
+        self.schemas.setdefault(field, decl)
 
 
 def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
@@ -801,16 +800,17 @@ def render_tabular(
                 raise GCFError(
                     "unsupported_type", f"row key {k!r} is not one of the declared fields"
                 )
-    if _schema_conflict(rows):
-        raise GCFError(
-            "unsupported_type",
-            "a field holds a tabular array and later an expanded one, which tabular rows "
-            "cannot carry (§7.4.5.3)",
-        )
     enc = _Encoder(_Options(False, True, False))
     enc.out.append(header)
     if not cols:
         return enc.out
     plan = _Plan([(_SCALAR, f, None) for f in cols], cols)
-    enc.rows(plan, rows, None, indent, 1)
+    try:
+        enc.rows(plan, rows, None, indent, 1)
+    except _Conflict:
+        raise GCFError(
+            "unsupported_type",
+            "a field holds a tabular array and later an expanded one, which tabular rows "
+            "cannot carry (§7.4.5.3)",
+        ) from None
     return enc.out
