@@ -544,3 +544,27 @@ def test_render_tabular_never_drops_data() -> None:
         render_tabular("## a [1]{x}", [{"x": 1, "y": 2}], ["x"])
     with pytest.raises(GCFError):
         render_tabular("## a [1]{x}", [{"a>b": 1}], ["a>b"])
+
+
+def test_render_tabular_refuses_an_unreadable_field() -> None:
+    rows = [{"t": [{"a": 1}]}, {"t": [[1]]}]
+    with pytest.raises(GCFError) as e:
+        render_tabular("## changed [2]{t}", rows, ["t"])
+    assert e.value.code == "unsupported_type"
+    # The other order needs no schema, so it renders.
+    assert render_tabular("## changed [2]{t}", rows[::-1], ["t"])[1:3] == ["@0 ^", ".t [1]"]
+
+
+def test_inline_schema_names_with_pipes_stay_traditional() -> None:
+    rows = [{"c": {"a|b": 1, "c": 2, "d": 3}}, {"c": {"a|b": 4, "c": 5, "d": 6}}]
+    text = body(rows, flatten=False, inline_schemas=True)
+    assert "^{" not in text and '.c {}\n    "a|b"=1' in text
+
+
+def test_conflict_inside_an_attachment_only_withdraws_that_table() -> None:
+    inner = [{"u": [{"a": 1}]}, {"u": [[1]]}]
+    text = body({"r": [{"t": inner}, {"t": [{"u": 2}]}]})
+    # The outer table stands; its first attachment fell back to expanded form, so no
+    # schema is established for `t` and the second one declares its fields.
+    assert text.startswith("## r [2]{t}\n@0 ^\n.t [2]\n    @0 {}\n")
+    assert "@1 ^\n.t [1]{u}\n" in text
