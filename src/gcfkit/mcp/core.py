@@ -753,7 +753,7 @@ class ProxyCore:
             if gcf is not None:
                 gcf_tokens = self._count(gcf)
                 if gcf_tokens < compact_tokens and gcf_tokens < tok0:
-                    if self._lossless(gcf, value):
+                    if self._lossless(gcf, value, compact):
                         best, best_decision = (gcf, gcf_tokens), "gcf"
                     else:
                         decisions.append("fallback:selfcheck")
@@ -762,12 +762,15 @@ class ProxyCore:
             decisions.append(best_decision)
         return best
 
-    def _lossless(self, gcf: str, value: Any) -> bool:
+    def _lossless(self, gcf: str, value: Any, compact: str) -> bool:
         if not self.config.selfcheck:
             return True
         try:
-            return same_value(self._decode(gcf), value)
-        except (GCFError, RecursionError, ValueError):
+            decoded = self._decode(gcf)
+            # Same compact JSON means the same value (json.dumps keeps types, key order and
+            # float bits); only a mismatch (e.g. 3.0 decoded as 3) needs the slow walk.
+            return _compact(decoded) == compact or same_value(decoded, value)
+        except (GCFError, RecursionError, ValueError, TypeError):
             return False
 
     def _try_delta(
