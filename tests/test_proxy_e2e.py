@@ -527,3 +527,34 @@ def test_the_ledger_gets_one_payload_free_record_per_tool_result(tmp_path: Path)
     assert records[0].decision == "gcf" and records[0].tokens_after < records[0].tokens_before
     assert [r.decision for r in records[1:]] == ["unchanged", "unchanged"]
     assert b"Zed-7731" not in ledger.read_bytes() and b"Ada" not in ledger.read_bytes()
+
+
+def test_split_lines_reassembles_any_chunking() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gcfkit.mcp.stdio import split_lines
+
+    @settings(max_examples=80, deadline=None, derandomize=True)
+    @given(st.lists(st.binary(max_size=40), max_size=12), st.lists(st.integers(1, 17), min_size=1))
+    def check(pieces: list[bytes], sizes: list[int]) -> None:
+        data = b"".join(p.replace(b"\n", b"") + b"\n" for p in pieces) + b"tail"
+        chunks: list[bytes] = []
+        at = 0
+        while at < len(data):
+            n = sizes[len(chunks) % len(sizes)]
+            chunks.append(data[at : at + n])
+            at += n
+        chunks.append(b"")
+
+        async def read(n: int) -> bytes:
+            return chunks.pop(0)
+
+        async def collect() -> list[bytes]:
+            return [line async for line in split_lines(read)]
+
+        lines = asyncio.run(collect())
+        assert b"".join(lines) == data
+        assert all(x.endswith(b"\n") for x in lines[:-1]) and lines[-1] == b"tail"
+
+    check()
