@@ -298,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     lines: list[str] = []
     emit = lines.append
     emit(f"# MCP proxy benchmark: {len(calls)} recorded calls, {len(args.servers)} servers\n")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    emit(
+        f"Machine: {os.cpu_count()} CPUs, load average {load}; {args.reps} session(s) per proxy.\n"
+    )
     emit("Tokens of the tools/call text blocks the client received (exact bpe-openai counts).")
     emit("A failed or timed-out call is counted at the no-proxy size and listed below.\n")
     emit(
