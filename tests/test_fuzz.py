@@ -142,7 +142,7 @@ def _deep(rng: random.Random, depth: int) -> str:
         body = "## [1]{a}\n@0 ^\n" + "".join(
             f"{'    ' * i}.a [1]{{a}}\n{'    ' * (i + 1)}@0 ^\n" for i in range(depth)
         )
-        body += "    " * depth + ".a =leaf\n"
+        body += "    " * depth + ".a [1]: leaf\n"
     return H + body
 
 
