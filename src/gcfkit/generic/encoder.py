@@ -700,10 +700,17 @@ def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | 
     absent = _ABSENT
     lines: list[str] = []
     append = lines.append
+    join = "|".join
+    order = tuple(fields)
+    width = len(order)
     try:
         for o in objs:
-            get = o.get
-            row = "|".join(["~" if (v := get(f, absent)) is absent else cell(v) for f in fields])
+            if len(o) == width and tuple(o) == order:
+                # The common uniform row: its values are already in column order.
+                row = join(map(cell, o.values()))
+            else:
+                get = o.get
+                row = join(["~" if (v := get(f, absent)) is absent else cell(v) for f in fields])
             append(ind + row if ind else row)
     except _Nested:
         return None
