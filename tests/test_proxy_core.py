@@ -555,6 +555,23 @@ def test_client_session_opt_out() -> None:
     assert delivered_result(down)["content"][0]["text"].startswith("[{")
 
 
+def test_client_opt_out_in_the_2026_discover_envelope() -> None:
+    core = ProxyCore(cfg(primer=True))
+    caps = {
+        "io.modelcontextprotocol/clientCapabilities": {"experimental": {"output_format": "json"}}
+    }
+    core.from_client(request(0, "server/discover", {"_meta": caps}))
+    data = response(0, {"supportedVersions": ["2026-07-28"], "capabilities": {}})
+    assert core.from_server(data) == [Output("client", data)]
+    assert core.session_format == "json"
+    # ... and per request, for one call.
+    core = ProxyCore(cfg())
+    params = {"name": "list_orders", "arguments": {}, "_meta": caps}
+    core.from_client(request(1, "tools/call", params))
+    got = delivered_result(core.from_server(response(1, text_result(pretty(ORDERS)))))
+    assert got["content"][0]["text"] == json.dumps(ORDERS, separators=(",", ":"))
+
+
 def test_per_call_format_argument_is_stripped_and_honoured() -> None:
     core = ProxyCore(cfg())
     up, down = call(

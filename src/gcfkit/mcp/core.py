@@ -428,8 +428,13 @@ class ProxyCore:
             return None
         pending = _Pending(method=method, fmt=self._session.ceiling)
         self._pending[key] = pending
-        if method == "initialize" and isinstance(params, dict):
-            cap = _output_format_cap(params.get("capabilities"))
+        if method in ("initialize", "server/discover") and isinstance(params, dict):
+            # Handshake era: capabilities in params; 2026 era: in the request's _meta.
+            meta = params.get("_meta")
+            caps = params.get("capabilities")
+            if caps is None and isinstance(meta, dict):
+                caps = meta.get(_MODERN_CAPS_KEY)
+            cap = _output_format_cap(caps)
             if cap is not None:
                 self._session.ceiling = cap_format(self.config.format, cap)
                 pending.fmt = self._session.ceiling
