@@ -302,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     emit(
         f"Machine: {os.cpu_count()} CPUs, load average {load}; {args.reps} session(s) per proxy.\n"
     )
+    emit(
+        "Each proxy runs live (SDK client over stdio); the servers are replayed from the corpus "
+        "(their repository and clock state cannot be rebuilt here), so every proxy sees the "
+        "same bytes."
+    )
     emit("Tokens of the tools/call text blocks the client received (exact bpe-openai counts).")
     emit("A failed or timed-out call is counted at the no-proxy size and listed below.\n")
     emit(
