@@ -568,3 +568,13 @@ def test_conflict_inside_an_attachment_only_withdraws_that_table() -> None:
     # schema is established for `t` and the second one declares its fields.
     assert text.startswith("## r [2]{t}\n@0 ^\n.t [2]\n    @0 {}\n")
     assert "@1 ^\n.t [1]{u}\n" in text
+
+
+def test_inline_schema_with_a_non_string_key_is_refused() -> None:
+    rows = [{"c": {1: 1, "b": 2, "d": 3}}, {"c": {1: 4, "b": 5, "d": 6}}]
+    with pytest.raises(GCFError) as e:
+        dumps(rows, flatten=False, inline_schemas=True)
+    assert e.value.code == "unsupported_type"
+    with pytest.raises(GCFError):
+        render_tabular("## a [1]{}", [{}], [])
+    assert render_tabular("## a [0]", [], []) == ["## a [0]"]

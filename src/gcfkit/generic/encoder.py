@@ -194,18 +194,6 @@ def _bad_key(k: Any) -> GCFError:
     )
 
 
-def _is_obj(v: Any) -> bool:
-    return isinstance(v, dict)
-
-
-def _is_arr(v: Any) -> bool:
-    return isinstance(v, (list, tuple))
-
-
-def _is_container(v: Any) -> bool:
-    return isinstance(v, (dict, list, tuple))
-
-
 # ---------------------------------------------------------------------------------------
 # Tabular planning (§7.4.3, §7.4.6)
 # ---------------------------------------------------------------------------------------
@@ -320,7 +308,7 @@ def _inline_schema(values: list[Any]) -> tuple[str, ...] | None:
             keys = tuple(v)
             # A `|` in a name inside a ^{...} cell is left to the row splitter's reading
             # of quotes within the cell; keep such schemas traditional to be safe.
-            if len(keys) < 3 or any("|" in k for k in keys):
+            if len(keys) < 3 or any(not isinstance(k, str) or "|" in k for k in keys):
                 return None
         elif len(v) != len(keys) or tuple(v) != keys:
             return None
@@ -340,13 +328,12 @@ _INLINE: Final = 3  # one cell with an inline object schema (§7.4.5.1)
 class _Plan:
     """Columns of one tabular block: header declaration plus how to render each field."""
 
-    __slots__ = ("columns", "decl", "simple", "slots")
+    __slots__ = ("columns", "decl", "slots")
 
     def __init__(self, slots: list[tuple[int, str, Any]], columns: list[str]) -> None:
         self.slots = slots
         self.columns = columns
         self.decl = "{" + ",".join(map(_key, columns)) + "}"
-        self.simple = all(kind == _SCALAR for kind, _, _ in slots)
 
 
 def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Plan | None:
@@ -807,10 +794,10 @@ def render_tabular(
                 raise GCFError(
                     "unsupported_type", f"row key {k!r} is not one of the declared fields"
                 )
+    if not cols and rows:
+        raise GCFError("unsupported_type", "rows need at least one field to be written")
     enc = _Encoder(_Options(False, True, False))
     enc.out.append(header)
-    if not cols:
-        return enc.out
     plan = _Plan([(_SCALAR, f, None) for f in cols], cols)
     try:
         enc.rows(plan, rows, None, indent, 1)
