@@ -1315,7 +1315,10 @@ def decode_document(text: str | bytes, *, id_fields: bool = False) -> Document:
     >>> doc.header["key"], doc.value
     ('id', [{'id': 7, 'v': 'x'}])
     """
-    src = _to_text(text)
+    return _decode(_to_text(text), id_fields, accept_answers=True)
+
+
+def _decode(src: str, id_fields: bool, *, accept_answers: bool) -> Document:
     if "\r" in src:
         src = src.replace("\r\n", "\n")
     lines = src.split("\n")
@@ -1330,6 +1333,12 @@ def decode_document(text: str | bytes, *, id_fields: bool = False) -> Document:
             1,
         )
     _check_generic_header(header)
+    if not accept_answers and "true" in (header.get("delta"), header.get("unchanged")):
+        raise GCFError(
+            "unsupported_profile",
+            "this is a generic delta/unchanged payload; decode it with gcfkit.keyed.loads_delta",
+            1,
+        )
     parser = _Parser(header, id_fields or "key" in header)
     value = parser.run(lines)
     return Document(header, value, parser.tables)
@@ -1345,13 +1354,4 @@ def loads(text: str | bytes) -> Any:
     >>> loads("GCF profile=generic\\nname=Ada\\n## langs [2]{id,name}\\n1|Ada\\n2|C\\n")
     {'name': 'Ada', 'langs': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'C'}]}
     """
-    src = _to_text(text)
-    nl = src.find("\n")
-    head = parse_header(src if nl < 0 else src[:nl])
-    if head.get("delta") == "true" or head.get("unchanged") == "true":
-        raise GCFError(
-            "unsupported_profile",
-            "this is a generic delta/unchanged payload; decode it with gcfkit.keyed.loads_delta",
-            1,
-        )
-    return decode_document(src).value
+    return _decode(_to_text(text), False, accept_answers=False).value
