@@ -272,3 +272,13 @@ def test_million_rows_in_constant_memory() -> None:
     assert written[0] == len("GCF profile=generic\n## rows [?]{id,name,note}\n") + 1_000_000 * len(
         "r1|n|~\n"
     ) + len("##! summary counts=1000000\n")
+
+
+def test_bad_member_key_leaves_no_trace() -> None:
+    enc, sink = stream()
+    enc.open_keyed("k", ["v"])
+    _fails("invalid_surrogate", enc.member, "\ud800", {"v": 1})
+    assert sink.text == "GCF profile=generic\n"
+    enc.member("ok", {"v": 1})
+    enc.close()
+    assert loads(sink.text) == {"k": {"ok": {"v": 1}}}

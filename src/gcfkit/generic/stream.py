@@ -82,7 +82,8 @@ class GenericStreamEncoder:
     """Write a generic GCF payload incrementally through ``write`` (spec §8).
 
     ``write`` is any callable taking a ``str`` (``sys.stdout.write``, ``file.write``,
-    ``list.append``...); it is called once per line, LF included. The header is written
+    ``list.append``...); each call gets one or more complete lines, LF included (a row is
+    always one call). The header is written
     at construction, the ``##! summary`` trailer by :meth:`close` (or on leaving a
     ``with`` block without an exception).
 
@@ -196,12 +197,12 @@ class GenericStreamEncoder:
             raise GCFError("unsupported_type", f"member key {key!r} is not a string")
         if key in ctx.keys:
             raise GCFError("duplicate_key", f"member key {key!r} was already written")
-        cells = self._cells(ctx, obj)
+        cells = f"{_cell(key)}|{self._cells(ctx, obj)}"
         ctx.keys.add(key)
         if not ctx.count:
             self._write(f"{ctx.head}[?:]{ctx.decl}\n")
         ctx.count += 1
-        self._write(f"{ctx.ind}{_cell(key)}|{cells}\n")
+        self._write(f"{ctx.ind}{cells}\n")
 
     # -- expanded items ---------------------------------------------------------------------
 
