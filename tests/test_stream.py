@@ -282,3 +282,23 @@ def test_bad_member_key_leaves_no_trace() -> None:
     enc.member("ok", {"v": 1})
     enc.close()
     assert loads(sink.text) == {"k": {"ok": {"v": 1}}}
+
+
+def test_item_depth_counts_every_container() -> None:
+    from gcfkit.generic.encoder import MAX_DEPTH
+
+    def nest(n: int) -> Any:
+        v: Any = 0
+        for _ in range(n):
+            v = [v]
+        return v
+
+    enc, sink = stream()
+    enc.open_items(None)  # the root array is level 1
+    enc.item(nest(MAX_DEPTH - 1))
+    enc.close()
+    assert loads(sink.text) == [nest(MAX_DEPTH - 1)]
+    enc, sink = stream()
+    enc.open_items("x")  # the root object is level 1, the array level 2
+    _fails("limit_exceeded", enc.item, nest(MAX_DEPTH - 1))
+    enc.item(nest(MAX_DEPTH - 2))

@@ -214,7 +214,10 @@ class GenericStreamEncoder:
         """Append any JSON value to the open item list as ``@N ...`` (§7.6)."""
         ctx = self._top(_ITEMS, "item()")
         try:
-            self._enc.item(ctx.count, value, ctx.ind, len(self._stack))
+            # An item list at stack index i is container level i + 1 (level 1 when it
+            # is the anonymous root, which sits above the unused root object).
+            depth = len(self._stack) + (0 if self._root_only else 1)
+            self._enc.item(ctx.count, value, ctx.ind, depth)
         except BaseException:
             self._enc.out.clear()
             raise
