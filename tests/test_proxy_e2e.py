@@ -558,3 +558,28 @@ def test_split_lines_reassembles_any_chunking() -> None:
         assert all(x.endswith(b"\n") for x in lines[:-1]) and lines[-1] == b"tail"
 
     check()
+
+
+def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period() -> None:
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(1)"
+    )
+    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
+    proc = subprocess.Popen(
+        [*command, "--", sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 128 + 9
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

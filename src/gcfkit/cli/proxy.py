@@ -109,6 +109,14 @@ def register(sub: Any) -> None:
         help="per result; past it the original is sent (default 0.5)",
     )
     p.add_argument("--name", default="", help="server name for the ledger (default: serverInfo)")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="on shutdown, wait this long after closing the server's stdin, and again after "
+        "SIGTERM, before SIGKILL (default 2)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server command, after --")
     p.set_defaults(func=_run)
 
@@ -123,8 +131,10 @@ def _run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise GCFError("invalid_option", "no server command: gcfkit proxy [OPTIONS] -- COMMAND")
-    if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0:
-        raise GCFError("invalid_option", "--min-bytes, --reanchor and --time-budget must be > 0")
+    if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0 or args.grace < 0:
+        raise GCFError(
+            "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
+        )
     base = ToolPolicy(
         format="gcf", join=not args.no_join, delta=args.delta, min_bytes=args.min_bytes
     )
@@ -142,4 +152,4 @@ def _run(args: argparse.Namespace) -> int:
         server_name=args.name,
     )
     ledger = Ledger(args.ledger) if args.ledger and not args.no_stats else None
-    return asyncio.run(run_proxy(command, config, ledger=ledger))
+    return asyncio.run(run_proxy(command, config, ledger=ledger, grace=args.grace))
