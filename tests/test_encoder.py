@@ -411,9 +411,17 @@ def test_inline_schemas_option() -> None:
         assert "^{" not in body(other, flatten=False, inline_schemas=True)
 
 
-def test_inline_schema_where_flattening_is_refused() -> None:
+def test_inline_schema_by_default_where_flattening_is_refused() -> None:
     rows = [{"c": {"a": None, "b": None, "d": None}}, {"c": {"a": 1, "b": 2, "d": 3}}]
-    assert body(rows, inline_schemas=True) == "## [2]{c}\n@0 ^{a,b,d}\n-|-|-\n@1 ^\n1|2|3\n"
+    assert body(rows) == "## [2]{c}\n@0 ^{a,b,d}\n-|-|-\n@1 ^\n1|2|3\n"
+    keyed = {"k1": rows[0], "k2": rows[1]}
+    assert body(keyed) == "## [2:]{key,c}\n@0 k1|^{a,b,d}\n-|-|-\n@1 k2|^\n1|2|3\n"
+    assert "^{" not in body(rows, inline_schemas=False)
+    # Names a path column could not carry are fine in an inline schema.
+    odd = [{"c": {"": 1, "x>y": 2, "d": 3}}, {"c": {"": 4, "x>y": 5, "d": 6}}]
+    assert body(odd) == '## [2]{c}\n@0 ^{"","x>y",d}\n1|2|3\n@1 ^\n4|5|6\n'
+    # A present null makes the field ineligible (§7.4.5.1).
+    assert "^{" not in body([rows[0], {"c": None}])
 
 
 # ---------------------------------------------------------------------------------------

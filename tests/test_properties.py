@@ -213,7 +213,7 @@ def _plan(rows: list[Any], options: dict[str, Any]) -> Any:
     opts = encoder._Options(
         options.get("flatten", True),
         options.get("shared_schemas", True),
-        options.get("inline_schemas", False),
+        options.get("inline_schemas", True),
     )
     return encoder._plan(rows, opts, 1)
 

@@ -5,9 +5,11 @@ forms the official conformance fixtures expect:
 
 * a uniform nested object inside a tabular array is flattened into ``>`` path columns
   (§7.4.6) whenever that is lossless;
+* a uniform flat object of three or more fields that cannot be flattened losslessly takes
+  a positional inline schema (§7.4.5.1) when the first row declares it -- the smallest
+  valid form (§7.11), and what the reference implementation writes;
 * array attachments of one field reuse the first row's field declaration (shared array
-  schemas, §7.4.5.3);
-* inline object schemas (§7.4.5.1) are off unless ``inline_schemas=True``.
+  schemas, §7.4.5.3).
 
 Output is built as a list of lines and joined once. Nesting is bounded by
 :data:`MAX_DEPTH` levels of containers (far beyond the 32 of §12), beyond which the
@@ -356,7 +358,8 @@ def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Pla
                 slots.append((_FLAT, f, (tree, _tree_width(tree))))
                 _tree_paths(f, tree, columns)
                 continue
-        # Like the reference encoder, an inline schema is declared on the first row only.
+        # Second choice after flattening. Like the reference implementation, only when
+        # the first row declares the schema (fixture inline-schema/008 names this rule).
         if opts.inline and present is not None and isinstance(objs[0].get(f), dict):
             schema = _inline_schema(present)
             if schema is not None:
@@ -733,15 +736,16 @@ def dumps(
     tool: str | None = None,
     flatten: bool = True,
     shared_schemas: bool = True,
-    inline_schemas: bool = False,
+    inline_schemas: bool = True,
 ) -> str:
     """Encode a JSON-model value as canonical generic-profile GCF (ends with LF).
 
     ``tool`` adds the optional ``tool=`` header field. The optimisations are
-    deterministic: ``flatten`` uniform nested objects into ``>`` path columns (§7.4.6),
-    reuse an array attachment's field declaration across rows (``shared_schemas``,
-    §7.4.5.3), and encode uniform flat objects of three or more fields that cannot be
-    flattened with positional inline schemas (``inline_schemas``, §7.4.5.1).
+    deterministic, on by default, and each can be turned off: ``flatten`` uniform nested
+    objects into ``>`` path columns (§7.4.6); encode uniform flat objects of three or more
+    fields that are not flattened with positional inline schemas (``inline_schemas``,
+    §7.4.5.1); reuse an array attachment's field declaration across rows
+    (``shared_schemas``, §7.4.5.3). Turning one off never changes the decoded value.
 
     >>> print(dumps({"name": "Ada", "tags": ["x", "y"], "rows": [{"id": 1}, {"id": 2}]}), end="")
     GCF profile=generic

@@ -108,7 +108,7 @@ class GenericStreamEncoder:
         self._counts: list[int] = []
         self._root_only = False  # an anonymous root section is the whole payload
         self._closed = False
-        self._enc = _Encoder(_Options(True, True, False))
+        self._enc = _Encoder(_Options(True, True, True))  # dumps' defaults
         write(_header(tool) + "\n")
 
     def __enter__(self) -> GenericStreamEncoder:
