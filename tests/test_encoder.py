@@ -586,3 +586,8 @@ def test_inline_schema_with_a_non_string_key_is_refused() -> None:
     with pytest.raises(GCFError):
         render_tabular("## a [1]{}", [{}], [])
     assert render_tabular("## a [0]", [], []) == ["## a [0]"]
+
+
+def test_keyed_label_steps_aside_for_flattened_fields_too() -> None:
+    doc = {"a": {"key": {"p": 1}}, "b": {"key": {"p": 2}, "_key": {"q": 3}}}
+    assert body(doc).split("\n")[0] == '## [2:]{__key,"key>p","_key>q"}'

@@ -556,7 +556,9 @@ class _Encoder:
         plan = _plan(values, self.opts, depth + 1)
         if plan is None:
             return False
-        label = _key_label(plan.columns)
+        # The label steps aside for any value field, flattened ones included (§7.2a.2
+        # "present in the value field union"; the reference implementation agrees).
+        label = _key_label([f for _, f, _ in plan.slots])
         keys = []
         for k in obj:
             if not isinstance(k, str):
