@@ -5,6 +5,7 @@ every await is bounded so a broken proxy fails a test instead of hanging it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -583,3 +584,76 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period() -> Non
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_shutdown_reaches_the_servers_children() -> None:
+    # A launcher-style server: the real work happens in a child that never reads stdin.
+    child = "import time\nwhile True: time.sleep(1)"
+    launcher = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        "print(p.pid, flush=True)\n"
+        "while True: time.sleep(1)"
+    )
+    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
+    proc = subprocess.Popen(
+        [*command, "--", sys.executable, "-c", launcher],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        grandchild = int(proc.stdout.readline())
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        for _ in range(100):  # bounded: up to 5 s for the group to be reaped
+            try:
+                os.kill(grandchild, 0)
+            except ProcessLookupError:
+                break
+            if Path(f"/proc/{grandchild}/stat").exists():
+                state = Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state == "Z":
+                    break
+            import time
+
+            time.sleep(0.05)
+        else:
+            os.kill(grandchild, 9)
+            pytest.fail("the server's child outlived the proxy")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_a_stray_child_holding_stdout_does_not_hang_the_proxy() -> None:
+    # The child leaves the server's process group and keeps the stdout pipe open.
+    child = "import os, time\nos.setsid()\nwhile True: time.sleep(1)"
+    server = (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        "print(p.pid, flush=True)\n"
+        "sys.stdin.read()\n"  # exits on stdin EOF, leaving the child behind
+    )
+    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
+    proc = subprocess.Popen(
+        [*command, "--", sys.executable, "-c", server],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+    )
+    stray = 0
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        stray = int(proc.stdout.readline())
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        if stray:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stray, 9)

@@ -181,6 +181,35 @@ def _exit_status(returncode: int | None) -> int:
     return returncode
 
 
+def _signal_tree(process: asyncio.subprocess.Process, sig: int) -> None:
+    # The server runs in its own process group (a launcher like npx or uvx has children):
+    # signal the whole group, as the MCP SDK does, so no grandchild outlives the proxy.
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, sig)
+        else:  # pragma: no cover - Windows
+            process.send_signal(sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(sig)
+
+
+async def _exited(process: asyncio.subprocess.Process, timeout: float | None) -> bool:
+    """Whether the server exits within ``timeout`` seconds (None: wait as long as it takes).
+
+    Polls ``returncode`` instead of ``Process.wait()``, which before Python 3.12 also waits
+    for the process's pipes to close: a stray grandchild holding stdout would block it."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    delay = 0.005
+    while process.returncode is None:
+        if deadline is not None and loop.time() >= deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return True
+
+
 async def _stop(process: asyncio.subprocess.Process, grace: float) -> None:
     """Close stdin, wait, SIGTERM, wait, SIGKILL: the MCP stdio shutdown sequence."""
     if process.stdin is not None and not process.stdin.is_closing():
@@ -191,13 +220,9 @@ async def _stop(process: asyncio.subprocess.Process, grace: float) -> None:
         if process.returncode is not None:
             return
         if sig is not None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(sig)
-        try:
-            await asyncio.wait_for(process.wait(), grace)
+            _signal_tree(process, sig)
+        if await _exited(process, grace):
             return
-        except asyncio.TimeoutError:
-            continue
 
 
 async def run_proxy(
@@ -227,6 +252,7 @@ async def run_proxy(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=None,  # inherited: the server's stderr passes straight through
+            start_new_session=hasattr(os, "killpg"),
         )
     except OSError as e:
         print(f"gcfkit proxy: cannot start {command[0]!r}: {e.strerror or e}", file=sys.stderr)
@@ -265,11 +291,23 @@ async def run_proxy(
         # Client EOF: the MCP shutdown sequence; the server pump relays what is left.
         await _stop(process, grace)
 
-    async def server_to_client() -> None:
+    async def relay_server_output() -> None:
         async for line in split_lines(server_out.read):
             await write(core.from_server(line))
             flush_records()
-        await process.wait()
+
+    async def server_to_client() -> None:
+        relay = asyncio.create_task(relay_server_output())
+        exited = asyncio.create_task(_exited(process, None))
+        await asyncio.wait({relay, exited}, return_when=asyncio.FIRST_COMPLETED)
+        if not relay.done():
+            # The server is gone but its stdout is still open: a stray child of it holds the
+            # pipe. Relay what is already written, then stop waiting for an EOF.
+            await asyncio.wait({relay}, timeout=grace)
+            relay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay
+        await exited
         await write(core.server_exited(process.returncode))
 
     stop_requested = asyncio.Event()
