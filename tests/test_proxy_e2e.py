@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -657,3 +658,30 @@ def test_a_stray_child_holding_stdout_does_not_hang_the_proxy() -> None:
         if stray:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(stray, 9)
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 128 + 15)])
+def test_signalling_the_proxy_stops_the_server(sig: int, status: int) -> None:
+    code = "import os, time\nprint(os.getpid(), flush=True)\nwhile True: time.sleep(1)"
+    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
+    proc = subprocess.Popen(
+        [*command, "--", sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+    )
+    server = 0
+    try:
+        assert proc.stdout is not None
+        server = int(proc.stdout.readline())
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == status
+        stat = Path(f"/proc/{server}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        if server:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server, 9)

@@ -321,20 +321,24 @@ async def run_proxy(
     downstream = asyncio.create_task(server_to_client())
     stopper = asyncio.create_task(stop_requested.wait())
     try:
-        done, _ = await asyncio.wait({downstream, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if stopper in done:
-            await _stop(process, grace)
-            await asyncio.wait_for(downstream, grace * 3 + 1)
+        await asyncio.wait({downstream, stopper}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        # Reached on server exit, on SIGTERM/SIGHUP, and on cancellation (Ctrl-C): in every
+        # case the server is stopped first, then its last output relayed, all bounded.
         for task in (upstream, stopper):
             task.cancel()
-        for task in (upstream, stopper, downstream):
+        for task in (upstream, stopper):
             with contextlib.suppress(BaseException):
                 await task
         for sig in installed:
             loop.remove_signal_handler(sig)
         if process.returncode is None:
             await _stop(process, grace)
+        with contextlib.suppress(BaseException):
+            await asyncio.wait({downstream}, timeout=grace * 2 + 1)
+        downstream.cancel()
+        with contextlib.suppress(BaseException):
+            await downstream
         flush_records()
         to_client.close()
         with contextlib.suppress(Exception):
