@@ -685,3 +685,25 @@ def test_signalling_the_proxy_stops_the_server(sig: int, status: int) -> None:
         if server:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(server, 9)
+
+
+def test_a_server_that_closes_stdout_but_lives_on_is_stopped() -> None:
+    code = "import os, sys, time\nsys.stdin.readline()\nos.close(1)\nwhile True: time.sleep(1)"
+    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
+    proc = subprocess.Popen(
+        [*command, "--", sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":"q","method":"tools/list"}\n')
+        proc.stdin.flush()
+        error = json.loads(proc.stdout.readline())  # answered by the proxy, not left hanging
+        assert error["id"] == "q" and error["error"]["code"] == -32000
+        assert proc.wait(timeout=30) == 128 + 15
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

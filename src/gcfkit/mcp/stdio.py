@@ -307,6 +307,10 @@ async def run_proxy(
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
+        elif not exited.done() and not await _exited(process, grace):
+            # stdout closed but the server lives on: it can answer nothing more, so stop it
+            # rather than leave the client's requests hanging.
+            await _stop(process, grace)
         await exited
         await write(core.server_exited(process.returncode))
 
