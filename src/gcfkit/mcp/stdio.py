@@ -5,8 +5,14 @@ the server's stderr through untouched, writes ledger records, and shuts down cle
 
 * client EOF: the server's stdin is closed, then the server gets ``grace`` seconds to exit,
   then SIGTERM, then SIGKILL after another ``grace``; its remaining output is still relayed;
-* server exit: every pending request gets a JSON-RPC error, and the proxy exits with the
-  server's status (``128 + signal`` when it was killed by a signal).
+* server exit (or a server that closes its stdout): every pending request gets a JSON-RPC
+  error, and the proxy exits with the server's status (``128 + signal`` when it was killed
+  by a signal);
+* SIGTERM, SIGHUP or Ctrl-C to the proxy: the same sequence as client EOF.
+
+The server runs in its own process group and signals go to the group, so the children of a
+launcher (``npx``, ``uvx``) go with it; a stray grandchild that keeps the server's stdout
+open cannot hold the proxy up for more than ``grace`` seconds.
 
 Lines are split by hand on LF from fixed-size reads, so a message of any size (64 MB and
 beyond) flows without hitting a StreamReader limit and without quadratic buffering.
