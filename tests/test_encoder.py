@@ -331,12 +331,32 @@ def test_gt_fields_are_attachments_of_every_kind() -> None:
 
 
 def test_shared_array_schema_default_and_off() -> None:
-    rows = [{"t": [{"a": 1}]}, {"t": [{"a": 2}, {"a": 3}]}, {"t": [{"b": 1}]}, {"t": [{"a": 4}]}]
+    rows = [{"t": [{"a": 1}]}, {"t": [{"a": 2}, {"a": 3}]}, {"n": 0}, {"t": [{"a": 4}]}]
     assert body(rows) == (
-        "## [4]{t}\n@0 ^\n.t [1]{a}\n    1\n@1 ^\n.t [2]\n    2\n    3\n"
-        "@2 ^\n.t [1]{b}\n    1\n@3 ^\n.t [1]\n    4\n"
+        "## [4]{t,n}\n@0 ^|~\n.t [1]{a}\n    1\n@1 ^|~\n.t [2]\n    2\n    3\n"
+        "~|0\n@3 ^|~\n.t [1]\n    4\n"
     )
     assert body(rows, shared_schemas=False).count("{a}") == 3
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        [{"b": 1}],  # another declaration
+        [],  # an empty array
+        [1, 2],  # a primitive array
+        [{"a": [1]}],  # a table with nested cells
+        [{"a": {"x": 1}}],  # a table with path columns
+        {"a": 1},  # an object
+        "s",  # a scalar cell
+        None,
+    ],
+)
+def test_schema_shared_only_when_every_row_agrees(other: Any) -> None:
+    # As the reference implementation does: one odd row turns sharing off for the field.
+    rows = [{"t": [{"a": 1}]}, {"t": other}, {"t": [{"a": 2}]}]
+    text = body(rows)
+    assert text.count(".t [1]{a}\n") >= 2 and ".t [1]\n" not in text
 
 
 def test_expanded_array_after_a_tabular_one_is_not_tabular() -> None:

@@ -522,25 +522,23 @@ class _Encoder:
             lines = _flat_rows(objs, fields, ind)
             if lines is not None:
                 decl = "{" + ",".join(map(_key, fields)) + "}"
-                if share is None:
-                    out.append(head + decl)
-                else:
-                    out.append(head + share[0].written(share[1], decl))
-                    share[0].establish(share[1], decl)
+                if share is not None:
+                    share[0].flat_table(share[1], decl, len(out))
+                out.append(head + decl)
                 out.extend(lines)
                 return True
         plan = _plan(objs, self.opts, depth + 1)
         if plan is None:
             return False
         mark = len(out)
-        out.append(head + (plan.decl if share is None else share[0].written(share[1], plan.decl)))
+        out.append(head + plan.decl)
         try:
             self.rows(plan, objs, None, ind, depth + 1)
         except _Conflict:
             del out[mark:]
             return False
         if share is not None:
-            share[0].establish(share[1], plan.decl)
+            share[0].table(share[1], plan.decl)
         return True
 
     def keyed(self, obj: Mapping[str, Any], bpre: str, ind: str, depth: int) -> bool:
@@ -643,17 +641,21 @@ class _Encoder:
                     out.append(ind + "|".join([cell(x) for x in v.values()]))
                 else:
                     self.attachment(f, v, ind, body, share, depth + 1)
+        if share.enabled and share.flat:
+            share.omit_repeats(out, objs)
 
     def attachment(self, f: str, v: Any, ind: str, body: str, share: _Share, depth: int) -> None:
         """The traditional attachment ``.f ...`` of value ``v`` (§7.4.4)."""
         out = self.out
         pre = f"{ind}.{_key(f)} "
         if isinstance(v, dict):
+            share.spoiled.add(f)
             if not self.keyed(v, pre, body, depth):
                 out.append(pre + "{}")
                 if v:
                     self.members(v, body, depth)
         elif not isinstance(v, (list, tuple)):
+            share.spoiled.add(f)
             out.append(f"{pre}={_scalar(v, '')}")
         elif depth > MAX_DEPTH:
             raise _too_deep()
@@ -661,29 +663,53 @@ class _Encoder:
             form = _array_form(v)
             if form == "objects" and self.tabular(v, f"{pre}[{len(v)}]", body, depth, (share, f)):
                 return
+            share.spoiled.add(f)
             if form != "empty" and form != "inline" and f in share.schemas:
                 raise _Conflict
             self.array(v, pre, pre, body, depth)
 
 
 class _Share:
-    """Shared array schemas of one containing table (§7.4.5.3), per field name."""
+    """Array attachment schemas of one containing table, per field name (§7.4.5.3).
 
-    __slots__ = ("enabled", "schemas")
+    Like the reference implementation, a field shares its schema only when every row
+    that has the field holds a non-empty, all-scalar table with one same declaration;
+    the repeats then lose their ``{fields}`` once the table is complete.
+    """
+
+    __slots__ = ("decls", "enabled", "flat", "schemas", "spoiled")
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        # The first tabular attachment of a field establishes its schema whether or not
-        # the encoder then shares it: a decoder cannot tell (see _Conflict).
+        # The first tabular attachment of a field establishes its schema in a decoder,
+        # whether or not it is then shared (see _Conflict).
         self.schemas: dict[str, str] = {}
+        self.decls: dict[str, str] = {}
+        self.flat: dict[str, list[int]] = {}  # output index of each all-scalar table header
+        self.spoiled: set[str] = set()  # fields with any other kind of attachment
 
-    def written(self, field: str, decl: str) -> str:
-        """The declaration to write for ``field``'s tabular attachment: ``""`` if shared."""
-        return "" if self.enabled and self.schemas.get(field) == decl else decl
-
-    def establish(self, field: str, decl: str) -> None:
-        """Record that ``field`` has a tabular attachment declaring ``decl``."""
+    def table(self, field: str, decl: str) -> None:
+        """Record a tabular attachment of ``field`` that has nested cells."""
         self.schemas.setdefault(field, decl)
+        self.spoiled.add(field)
+
+    def flat_table(self, field: str, decl: str, index: int) -> None:
+        """Record an all-scalar tabular attachment of ``field`` whose header is ``index``."""
+        self.schemas.setdefault(field, decl)
+        if self.decls.setdefault(field, decl) != decl:
+            self.spoiled.add(field)
+        self.flat.setdefault(field, []).append(index)
+
+    def omit_repeats(self, out: list[str], objs: Sequence[Mapping[str, Any]]) -> None:
+        """Drop the declaration from every header after the first of a shared field."""
+        for field, indexes in self.flat.items():
+            if len(indexes) < 2 or field in self.spoiled:
+                continue
+            if sum(1 for o in objs if field in o) != len(indexes):
+                continue  # a row holds a scalar there
+            cut = len(self.decls[field])
+            for i in indexes[1:]:
+                out[i] = out[i][:-cut]
 
 
 def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
