@@ -1108,3 +1108,26 @@ def test_response_to_a_request_id_reused_after_its_answer() -> None:
     # A second, unsolicited answer to id 1 is not a tool result any more.
     data = response(1, text_result(pretty(ORDERS)))
     assert core.from_server(data) == [Output("client", data)]
+
+
+def test_task_augmented_calls_are_rewritten_at_tasks_result() -> None:
+    core = ProxyCore(cfg())
+    params = {"name": "list_orders", "arguments": {}, "task": {"ttl": 60000}}
+    core.from_client(request(1, "tools/call", params))
+    task = {"taskId": "t-1", "status": "working", "createdAt": "x", "lastUpdatedAt": "x"}
+    created = response(1, {"task": task})
+    assert core.from_server(created) == [Output("client", created)]
+    assert core.pop_records() == []
+    # tasks/get is relayed as is; tasks/result carries the tool result.
+    core.from_client(request(2, "tasks/get", {"taskId": "t-1"}))
+    status = response(2, {**task, "status": "completed"})
+    assert core.from_server(status) == [Output("client", status)]
+    core.from_client(request(3, "tasks/result", {"taskId": "t-1"}))
+    got = delivered_result(core.from_server(response(3, text_result(pretty(ORDERS)))))
+    assert same_value(gcfkit.loads(got["content"][0]["text"]), ORDERS)
+    (record,) = core.pop_records()
+    assert record.tool == "list_orders" and record.decision == "gcf"
+    # An unknown task id is not a tool result.
+    core.from_client(request(4, "tasks/result", {"taskId": "nope"}))
+    data = response(4, text_result(pretty(ORDERS)))
+    assert core.from_server(data) == [Output("client", data)]

@@ -69,6 +69,7 @@ FORMAT_ARGUMENT: Final = "_format"
 
 _FILE_DECISION: Final = "passthrough-file"
 _LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
+_MAX_TASKS: Final = 1024
 _MODERN_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 
 
@@ -269,6 +270,8 @@ class _Session:
     schemas: dict[str, Any] = field(default_factory=dict)
     native_format_arg: set[str] = field(default_factory=set)
     deltas: dict[str, _DeltaBase] = field(default_factory=dict)
+    # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
+    tasks: dict[str, _Pending] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -439,6 +442,17 @@ class ProxyCore:
                 self._session.ceiling = cap_format(self.config.format, cap)
                 pending.fmt = self._session.ceiling
             return None
+        if method == "tasks/result" and isinstance(params, dict):
+            task = self._session.tasks.get(str(params.get("taskId")))
+            if task is not None:
+                # The payload of a task-augmented call is that call's result: same rules.
+                pending.method, pending.tool, pending.args_key = (
+                    "tools/call",
+                    task.tool,
+                    task.args_key,
+                )
+                pending.fmt = cap_format(pending.fmt, task.fmt)
+            return None
         if method != "tools/call" or not isinstance(params, dict):
             return None
         meta = params.get("_meta")
@@ -573,6 +587,18 @@ class ProxyCore:
     def _tool_result(
         self, msg: dict[str, Any], result: dict[str, Any], pending: _Pending, safe: bool
     ) -> dict[str, Any] | None:
+        task = result.get("task")
+        if (
+            "content" not in result
+            and isinstance(task, dict)
+            and isinstance(task.get("taskId"), str)
+        ):
+            # Not the result yet: it comes from tasks/result, which is then treated the same.
+            tasks = self._session.tasks
+            tasks[task["taskId"]] = pending
+            while len(tasks) > _MAX_TASKS:
+                del tasks[next(iter(tasks))]
+            return None
         self.warm_up()
         started = self._clock()
         tool = pending.tool
