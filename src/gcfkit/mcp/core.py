@@ -6,7 +6,8 @@ testable without pipes or processes; :mod:`gcfkit.mcp.stdio` is the thin asyncio
 
 What it rewrites, and nothing else (every other line passes byte for byte, in order):
 
-* ``tools/call`` results (responses to ids of ``tools/call`` requests the client sent):
+* ``tools/call`` results (responses to ids of ``tools/call`` requests the client sent, and
+  ``tasks/result`` payloads of task-augmented calls):
   each text block whose text is JSON becomes GCF generic when that has fewer tokens than
   compact JSON, else compact JSON when that is smaller than the original, else it stays.
   Error results, structured content, non-text blocks, non-JSON text and the results of
@@ -19,9 +20,11 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 * ``tools/call`` requests: a ``_format`` argument is stripped, and with ``decode_args`` GCF
   arguments are decoded where the tool's schema wants an object or array.
 
-Before sending GCF the core decodes it and compares with the original value (type-strict);
-any failure, or running past the time budget, delivers the original and says why in the
-:class:`~gcfkit.mcp.ledger.LedgerRecord` it produces for each tools/call result.
+Before sending GCF the core decodes it and compares it with the original value (same types,
+key order and contents; :func:`same_value`), and applies a delta to its base before sending
+it; any failure, or running past the time budget, falls back (compact JSON or the original)
+and says why in the :class:`~gcfkit.mcp.ledger.LedgerRecord` it builds for each tool result
+(payload-free; token counts of untouched text are taken after the result is relayed).
 
 >>> core = ProxyCore(ProxyConfig(primer=False))
 >>> out = core.from_client(b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
