@@ -350,11 +350,14 @@ def test_shared_array_schema_default_and_off() -> None:
         {"a": 1},  # an object
         "s",  # a scalar cell
         None,
+        "first",  # the first row lacks the field
     ],
 )
 def test_schema_shared_only_when_every_row_agrees(other: Any) -> None:
     # As the reference implementation does: one odd row turns sharing off for the field.
     rows = [{"t": [{"a": 1}]}, {"t": other}, {"t": [{"a": 2}]}]
+    if other == "first":
+        rows = [{}, rows[0], rows[2]]
     text = body(rows)
     assert text.count(".t [1]{a}\n") >= 2 and ".t [1]\n" not in text
 

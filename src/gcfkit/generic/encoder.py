@@ -672,9 +672,10 @@ class _Encoder:
 class _Share:
     """Array attachment schemas of one containing table, per field name (§7.4.5.3).
 
-    Like the reference implementation, a field shares its schema only when every row
-    that has the field holds a non-empty, all-scalar table with one same declaration;
-    the repeats then lose their ``{fields}`` once the table is complete.
+    Like the reference implementation, a field shares its schema only when the first row
+    declares it (as §7.4.5.3 puts it) and every row that has the field holds a non-empty,
+    all-scalar table with one same declaration; the repeats then lose their
+    ``{fields}`` once the table is complete.
     """
 
     __slots__ = ("decls", "enabled", "flat", "schemas", "spoiled")
@@ -703,7 +704,7 @@ class _Share:
     def omit_repeats(self, out: list[str], objs: Sequence[Mapping[str, Any]]) -> None:
         """Drop the declaration from every header after the first of a shared field."""
         for field, indexes in self.flat.items():
-            if len(indexes) < 2 or field in self.spoiled:
+            if len(indexes) < 2 or field in self.spoiled or field not in objs[0]:
                 continue
             if sum(1 for o in objs if field in o) != len(indexes):
                 continue  # a row holds a scalar there
