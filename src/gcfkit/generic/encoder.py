@@ -9,7 +9,13 @@ forms the official conformance fixtures expect:
   a positional inline schema (§7.4.5.1) when the first row declares it -- the smallest
   valid form (§7.11), and what the reference implementation writes;
 * array attachments of one field reuse the first row's field declaration (shared array
-  schemas, §7.4.5.3).
+  schemas, §7.4.5.3) when every row holding the field has a table of simple cells with
+  that same declaration.
+
+Where the reference implementation (gcf-python) writes something the spec rules out --
+flattening objects whose keys come in different orders or whose leaves are all null,
+an inline schema over a present null, a header-less array attachment that a decoder
+would read with the wrong schema -- this encoder keeps to the spec instead.
 
 Output is built as a list of lines and joined once. Nesting is bounded by
 :data:`MAX_DEPTH` levels of containers (far beyond the 32 of §12), beyond which the
