@@ -542,10 +542,11 @@ def test_cap_format() -> None:
     assert cap_format("gcf", "gcf") == "gcf"
 
 
-def test_client_session_opt_out() -> None:
+@pytest.mark.parametrize("declared", ["json", {"format": "json"}])
+def test_client_session_opt_out(declared: Any) -> None:
     core = ProxyCore(cfg(primer=True))
     init_req = request(
-        0, "initialize", {"capabilities": {"experimental": {"output_format": "json"}}}
+        0, "initialize", {"capabilities": {"experimental": {"output_format": declared}}}
     )
     assert core.from_client(init_req) == [Output("server", init_req)]
     init = response(0, {"protocolVersion": "2025-11-25", "instructions": "hi"})

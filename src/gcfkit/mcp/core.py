@@ -51,7 +51,15 @@ from typing import Any, Final, Literal
 from ..errors import GCFError
 from ..jsonio import loads_json
 from .ledger import LedgerRecord
-from .policy import FORMATS, IDENTITY_KEYS, Format, Policy, ToolPolicy, cap_format
+from .policy import (
+    FORMATS,
+    IDENTITY_KEYS,
+    Format,
+    Policy,
+    ToolPolicy,
+    cap_format,
+    output_format_capability,
+)
 from .primer import append_primer
 
 __all__ = [
@@ -236,11 +244,7 @@ def _args_key(tool: str, args: Any) -> str:
 def _output_format_cap(capabilities: Any) -> Format | None:
     if not isinstance(capabilities, dict):
         return None
-    experimental = capabilities.get("experimental")
-    if not isinstance(experimental, dict):
-        return None
-    fmt = experimental.get("output_format")
-    return fmt if fmt in FORMATS else None
+    return output_format_capability(capabilities.get("experimental"))
 
 
 # ---------------------------------------------------------------------------------------

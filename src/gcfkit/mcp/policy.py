@@ -49,6 +49,7 @@ __all__ = [
     "ToolPolicy",
     "cap_format",
     "load_policy",
+    "output_format_capability",
 ]
 
 Format = Literal["gcf", "json", "off"]
@@ -85,6 +86,32 @@ def cap_format(a: Format, b: Format) -> Format:
     'json'
     """
     return a if FORMATS.index(a) <= FORMATS.index(b) else b
+
+
+#: The key under a client's ``capabilities.experimental`` that names its output format.
+CAPABILITY: Final = "output_format"
+
+
+def output_format_capability(experimental: Any) -> Literal["gcf", "json"] | None:
+    """The output format a client declared under ``capabilities.experimental``, if any.
+
+    The MCP schema wants objects under ``experimental``, so the canonical form is
+    ``{"output_format": {"format": "json"}}``; the bare ``{"output_format": "json"}`` that
+    some clients send is understood too. Anything else declares nothing.
+
+    >>> output_format_capability({"output_format": {"format": "json"}})
+    'json'
+    >>> output_format_capability({"output_format": "GCF"}), output_format_capability(None)
+    ('gcf', None)
+    """
+    if not isinstance(experimental, Mapping):
+        return None
+    raw = experimental.get(CAPABILITY)
+    if isinstance(raw, Mapping):
+        raw = raw.get("format")
+    if isinstance(raw, str) and raw.lower() in ("gcf", "json"):
+        return "gcf" if raw.lower() == "gcf" else "json"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

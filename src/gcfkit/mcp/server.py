@@ -97,6 +97,8 @@ from ..graph import Session as GraphSession
 from ..graph import dumps as graph_dumps
 from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
 from ..keyed import pack_root as keyed_pack_root
+from .policy import CAPABILITY as _CAPABILITY
+from .policy import output_format_capability
 
 __all__ = [
     "CAPABILITY",
@@ -118,7 +120,7 @@ logger = logging.getLogger("gcfkit.mcp.server")
 OutputFormat = Literal["gcf", "json"]
 
 #: The key under the client's ``capabilities.experimental`` that names its output format.
-CAPABILITY: Final = "output_format"
+CAPABILITY: Final = _CAPABILITY
 FORMATS: Final[tuple[OutputFormat, ...]] = ("gcf", "json")
 
 ToolContext = Context[Any, Any] | ServerRequestContext[Any, Any] | None
@@ -143,11 +145,7 @@ def _request_context(ctx: ToolContext) -> ServerRequestContext[Any, Any] | None:
 
 
 def _format_value(raw: object) -> OutputFormat | None:
-    if isinstance(raw, Mapping):
-        raw = raw.get("format")
-    if isinstance(raw, str) and raw.lower() in FORMATS:
-        return cast(OutputFormat, raw.lower())
-    return None
+    return output_format_capability({CAPABILITY: raw})
 
 
 def client_output_format(ctx: ToolContext) -> OutputFormat | None:
@@ -165,9 +163,7 @@ def client_output_format(ctx: ToolContext) -> OutputFormat | None:
         return None
     caps = rc.session.client_capabilities
     experimental = caps.experimental if caps is not None else None
-    if not experimental:
-        return None
-    return _format_value(experimental.get(CAPABILITY))
+    return output_format_capability(experimental)
 
 
 def negotiated_format(
