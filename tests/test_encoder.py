@@ -614,3 +614,14 @@ def test_inline_schema_with_a_non_string_key_is_refused() -> None:
 def test_keyed_label_steps_aside_for_flattened_fields_too() -> None:
     doc = {"a": {"key": {"p": 1}}, "b": {"key": {"p": 2}, "_key": {"q": 3}}}
     assert body(doc).split("\n")[0] == '## [2:]{__key,"key>p","_key>q"}'
+
+
+def test_bare_fast_path_never_skips_a_needed_quote() -> None:
+    from gcfkit.generic.encoder import _FAST_BARE
+    from gcfkit.scalar import needs_quote
+
+    ascii_chars = [chr(i) for i in range(128)]
+    short = ascii_chars + [a + b for a in ascii_chars for b in ascii_chars]
+    accepted = [s for s in short if _FAST_BARE(s)]
+    assert len(accepted) > 5000  # the fast path does take the common strings
+    assert not [s for s in accepted if needs_quote(s, "|") or needs_quote(s, ",")]

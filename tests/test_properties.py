@@ -298,3 +298,18 @@ def test_order_exceptions_are_real() -> None:
     assert same(loads(dumps(gt)), wire_order(gt))
     plain = {"z": 1, "a": {"y": 1, "b": 2}}
     assert wire_order(plain) == plain and list(loads(dumps(plain))) == ["z", "a"]
+
+
+@settings(max_examples=400, **_SETTINGS)  # type: ignore[arg-type]
+@given(
+    st.one_of(
+        st.sampled_from(AWKWARD),
+        st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=8),
+    )
+)
+def test_bare_fast_path_agrees_with_the_quoting_rule(s: str) -> None:
+    from gcfkit.scalar import needs_quote
+
+    if encoder._FAST_BARE(s):
+        assert not needs_quote(s, "|") and not needs_quote(s, ",")
+    assert loads(dumps({"k": s, "a": [s], "t": [{"v": s}]})) == {"k": s, "a": [s], "t": [{"v": s}]}

@@ -36,14 +36,15 @@ __all__ = ["MAX_DEPTH", "dumps", "render_tabular"]
 #: Deepest container nesting :func:`dumps` accepts (the root container is level 1).
 MAX_DEPTH: Final = 256
 
-# A string that is certainly safe bare in every context: starts with a letter, `_` or a
-# digit 1-9 (so never numeric-like, a marker, a `#@.` prefix or a leading space) without
-# being a whole number, is printable ASCII without `"`, `\`, `|`, `,` or `[` (so no
-# delimiter or inline-array lookalike), has no trailing space, and is not a boolean word.
-# Everything else takes the full §2.4 check of scalar.needs_quote.
+# A string that is certainly safe bare in every context: printable ASCII without `"`, `\`,
+# `|`, `,` or `[` (so no delimiter or inline-array lookalike) and no trailing space, whose
+# first character is none of ` "#+-.0@^~` (so it is no marker, `#@.` prefix, leading
+# space, numeric-like or `^{...}` token), that is not a whole number or a boolean word.
+# It must only ever accept what scalar.needs_quote leaves bare (a property test checks);
+# everything else takes that full §2.4 check.
 _FAST_BARE: Final = re.compile(
     r"(?!(?:true|false)\Z|[1-9][0-9]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z)"
-    r"[A-Za-z_1-9](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
+    r"[!$-*/1-9:-?A-Z\]_`a-{}](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
 ).match
 _TWO_53: Final = float(2**53)
 _HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z").match
