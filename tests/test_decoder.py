@@ -467,3 +467,9 @@ def test_gt_named_bare_attachments() -> None:
     text = H + ('## [2]{id}\n@0 1\n."a>b" {}\n    k=1\n."c>d" [2]: x,y\n2\n')
     assert loads(text) == [{"id": 1, "a>b": {"k": 1}, "c>d": ["x", "y"]}, {"id": 2}]
     assert _err(H + '## [1]{id}\n@0 1\n."a>b" =1\n."a>b" =2\n').code == "duplicate_attachment"
+
+
+def test_pipe_inside_a_quoted_inline_schema_name() -> None:
+    # The splitter must not cut at a '|' inside ^{"a|b",...} (§7.4.5.1, §4.2).
+    wire = 'GCF profile=generic\n## [2]{c}\n@0 ^{"a|b",c,"d}|"}\n1|2|3\n@1 ^\n4|5|6\n'
+    assert loads(wire) == [{"c": {"a|b": 1, "c": 2, "d}|": 3}}, {"c": {"a|b": 4, "c": 5, "d}|": 6}}]

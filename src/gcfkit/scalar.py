@@ -7,6 +7,7 @@ use :func:`split_cells`, :func:`parse_scalar`, :func:`parse_key_at` and
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from decimal import Decimal
@@ -364,9 +365,15 @@ def split_cells(text: str, delim: str, line: int | None = None) -> list[str]:
                 )
             out.append(text[pos:end])
         else:
+            start = pos
+            if text.startswith("^{", pos):
+                # An inline-schema cell's quoted field names may hold the delimiter.
+                # A malformed one is reported by parse_scalar on the whole token.
+                with contextlib.suppress(GCFError):
+                    _, pos = parse_field_decl_at(text, pos + 1, line)
             nxt = text.find(delim, pos)
             stop = n if nxt < 0 else nxt
-            out.append(text[pos:stop].rstrip(" \t"))
+            out.append(text[start:stop].rstrip(" \t"))
         if nxt < 0:
             return out
         pos = nxt + 1

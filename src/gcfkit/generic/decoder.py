@@ -229,6 +229,9 @@ def _split_row(s: str, line: int) -> list[str]:
             if m is None or m.end() != len(tok):
                 # A '|' inside a quoted cell, or an error: the general (linear) splitter.
                 return split_cells(s, "|", line)
+        elif tok[:2] == "^{" and '"' in tok:
+            # A '|' inside a quoted inline-schema field name (§7.4.5.1).
+            return split_cells(s, "|", line)
         out.append(tok)
     return out
 
