@@ -34,7 +34,7 @@ from typing import Any, Final
 from .errors import GCFError
 from .generic.decoder import decode_document
 from .generic.encoder import render_tabular
-from .scalar import format_key, format_number, quote_string
+from .scalar import format_key, format_scalar, quote_string
 
 __all__ = [
     "DeltaSession",
@@ -65,18 +65,12 @@ def _canon(value: Any) -> str:
     """The §10a.3 hash form of a cell: strings always quoted, so "1" never meets 1."""
     if isinstance(value, str):
         return quote_string(value)
-    if value is None:
-        return "-"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, (int, float)):
-        return format_number(value)
-    raise GCFError(
-        "unsupported_type",
-        f"a keyed-set cell must be a JSON scalar, not {type(value).__name__}",
-    )
+    if isinstance(value, (dict, list)):
+        raise GCFError(
+            "unsupported_type",
+            f"a keyed-set cell must be a JSON scalar, not {type(value).__name__}",
+        )
+    return format_scalar(value)
 
 
 def _record(row: Mapping[str, Any]) -> bytes:

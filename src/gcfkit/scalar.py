@@ -182,6 +182,11 @@ def format_number(value: int | float) -> str:
             "out_of_range",
             f"{value!r} is not a JSON number; convert NaN/Infinity to null or a string first",
         )
+    mag = abs(value)
+    if 1e-4 <= mag < _TWO_53:
+        # The common case: repr() is the shortest round-trip spelling, already plain here.
+        r = repr(value)
+        return r[:-2] if r.endswith(".0") else r
     if value == 0:
         return "0"
     sign, digits_t, exp = Decimal(repr(value)).as_tuple()
@@ -190,7 +195,6 @@ def format_number(value: int | float) -> str:
     # value = 0.<digits> * 10**point, with `point` the position of the decimal point.
     point = len(digits_t) + exp
     prefix = "-" if sign else ""
-    mag = abs(value)
     if 1e-6 <= mag < _TWO_53:
         if point <= 0:
             return f"{prefix}0.{'0' * -point}{digits}"

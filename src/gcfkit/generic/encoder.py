@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ..errors import GCFError
-from ..scalar import INT64_MAX, INT64_MIN, format_key, format_number, needs_quote, quote_string
+from ..scalar import INT64_MAX, INT64_MIN, format_key, format_number, format_scalar
 
 __all__ = ["MAX_DEPTH", "dumps", "render_tabular"]
 
@@ -46,7 +46,6 @@ _FAST_BARE: Final = re.compile(
     r"(?!(?:true|false)\Z|[1-9][0-9]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z)"
     r"[!$-*/1-9:-?A-Z\]_`a-{}](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
 ).match
-_TWO_53: Final = float(2**53)
 _HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z").match
 _ABSENT: Final = object()
 
@@ -69,42 +68,19 @@ class _Conflict(Exception):
 # ---------------------------------------------------------------------------------------
 
 
-def _slow_str(s: str, delim: str) -> str:
-    # Canonical output quotes `|` and `,` in every context, as the fixtures do.
-    if needs_quote(s, "|") or "," in s:
-        return quote_string(s)
-    return _check_surrogates(s)
-
-
-def _check_surrogates(s: str) -> str:
-    if not s.isascii():
-        # quote_string is the single place that knows how to reject a lone surrogate.
-        quote_string(s)
-    return s
-
-
-def _float(v: float) -> str:
-    mag = v if v > 0 else -v
-    # repr() is already the shortest round-trip spelling, and in plain notation, here.
-    if 1e-4 <= mag < _TWO_53:
-        r = repr(v)
-        return r[:-2] if r.endswith(".0") else r
-    return format_number(v)
-
-
 def _scalar(v: Any, delim: str) -> str:
     """Wire text of scalar ``v`` where ``delim`` is the active delimiter."""
     t = type(v)
     if t is str:
         if _FAST_BARE(v):
             return v  # type: ignore[no-any-return]
-        return _slow_str(v, delim)
+        return format_scalar(v)
     if t is int:
         if INT64_MIN <= v <= INT64_MAX:
             return int.__repr__(v)
         return format_number(v)  # raises out_of_range with the remediation
     if t is float:
-        return _float(v)
+        return format_number(v)
     if v is None:
         return "-"
     if v is True:
@@ -124,7 +100,7 @@ def _odd_scalar(v: Any, delim: str) -> str:
     if isinstance(v, int):
         return _scalar(int(v), delim)
     if isinstance(v, float):
-        return _float(float(v))
+        return format_number(float(v))
     if isinstance(v, (dict, list, tuple)):
         raise GCFError("unsupported_type", "a container where a scalar was expected")
     raise _unsupported(v)
@@ -155,7 +131,7 @@ def _cell(
     if t is _str:
         if _bare(v):
             return v  # type: ignore[no-any-return]
-        return _slow_str(v, "|")
+        return format_scalar(v)
     if t is _int:
         if -9223372036854775808 <= v <= 9223372036854775807:
             return _repr(v)  # type: ignore[no-any-return]
