@@ -24,7 +24,10 @@ __all__ = [
 #: The profiles of §3.1.
 PROFILES: Final = ("generic", "graph")
 
-_FIELD_SEP: Final = re.compile(r"[ \t]+")
+# Fields are separated by SP (§4 `header`); a tab is not a separator, so it makes the
+# field it stands in malformed.
+_FIELD_SEP: Final = re.compile(r" +")
+_VERSIONED: Final = re.compile(r"GCF[0-9]")
 _HEADER_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
 
@@ -89,8 +92,13 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     Traceback (most recent call last):
     gcfkit.errors.GCFError: error[missing_profile] line 1: ...
     """
-    tokens = _FIELD_SEP.split(text.rstrip("\r").rstrip(" \t"))
+    tokens = _FIELD_SEP.split(text.rstrip("\r").rstrip(" "))
     if tokens[0] != "GCF":
+        if _VERSIONED.match(tokens[0]):
+            # §19.1: a future incompatible version; no best-effort parsing.
+            raise GCFError(
+                "missing_header", f"unsupported GCF version prefix {tokens[0][:8]!r}", line
+            )
         raise GCFError(
             "missing_header",
             f"a payload starts with 'GCF profile=...', not {text[:40]!r}",

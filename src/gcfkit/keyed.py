@@ -26,7 +26,6 @@ True
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -34,6 +33,7 @@ from typing import Any, Final
 from .errors import GCFError
 from .generic.decoder import decode_document
 from .generic.encoder import render_tabular
+from .header import check_header_value
 from .scalar import format_key, format_scalar, quote_string
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
     "pack_root",
 ]
 
-_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
 _SECTIONS: Final = ("added", "changed", "removed")
 
 
@@ -291,12 +290,7 @@ def diff(base: KeyedSet, new: KeyedSet, *, tool: str = "") -> GenericDelta:
 
 
 def _header_value(name: str, value: str) -> str:
-    if not _HEADER_VALUE.match(value):
-        raise GCFError(
-            "malformed_header_field",
-            f"header {name}={value[:40]!r} must be printable ASCII without spaces",
-        )
-    return f" {name}={value}"
+    return f" {name}={check_header_value(name, value, 'malformed_header_field')}"
 
 
 def _decl(key: str, fields: Sequence[str]) -> str:

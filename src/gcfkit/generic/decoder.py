@@ -30,6 +30,8 @@ import re
 from typing import Any, Final
 
 from ..errors import GCFError
+from ..header import parse_header as _parse_header_line
+from ..header import to_text
 from ..scalar import (
     MISSING,
     Attach,
@@ -58,8 +60,6 @@ MAX_LINE: Final = 8 * 1024 * 1024
 #: Largest declared ``[N]`` count accepted.
 MAX_COUNT: Final = 1_000_000_000
 
-_HEADER_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
 _COUNT_DIGITS: Final = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _ITEM_ID: Final = re.compile(r"@(0|[1-9][0-9]{0,17}) ")
 _INT_FIELDS: Final = ("tokens", "count")
@@ -96,62 +96,16 @@ _ABSENT: Final = object()
 # ---------------------------------------------------------------------------------------
 
 
-def _to_text(data: str | bytes) -> str:
-    if isinstance(data, str):
-        return data
-    try:
-        return bytes(data).decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise GCFError(
-            "invalid_utf8",
-            f"malformed UTF-8 at byte offset {e.start} ({e.reason}); the payload must be UTF-8",
-            line,
-        ) from None
-
-
 def parse_header(line: str) -> dict[str, str]:
-    """Validate a header line (§3) and return its fields in wire order.
+    """Validate a header line (§3) and return its fields in wire order, profile first.
 
     Works for both profiles; the caller decides which profiles it accepts.
 
     >>> parse_header("GCF profile=generic tool=search")
     {'profile': 'generic', 'tool': 'search'}
     """
-    if line.endswith("\r"):
-        line = line[:-1]
-    if line != "GCF" and not line.startswith("GCF "):
-        if re.match(r"GCF[0-9]", line):
-            # §19.1: a future incompatible version; no best-effort parsing.
-            raise GCFError("missing_header", f"unsupported GCF version prefix {line[:8]!r}", 1)
-        raise GCFError(
-            "missing_header", "the first line must be the header 'GCF profile=generic'", 1
-        )
-    fields: dict[str, str] = {}
-    for pair in line[4:].split():
-        key, eq, value = pair.partition("=")
-        if not eq or not _HEADER_KEY.match(key) or not _HEADER_VALUE.match(value):
-            raise GCFError(
-                "malformed_header_field",
-                f"header field {pair[:60]!r} is not key=value (printable ASCII, no spaces)",
-                1,
-            )
-        if key in fields:
-            raise GCFError("duplicate_header_field", f"header field {key!r} appears twice", 1)
-        fields[key] = value
-    if "profile" not in fields:
-        raise GCFError("missing_profile", "the header has no profile= field", 1)
-    if next(iter(fields)) != "profile":
-        raise GCFError(
-            "missing_profile", "profile= must be the first field after GCF in the header", 1
-        )
-    if fields["profile"] not in ("generic", "graph"):
-        raise GCFError(
-            "unknown_profile",
-            f"profile={fields['profile'][:40]} is unknown; expected generic or graph",
-            1,
-        )
-    return fields
+    header = _parse_header_line(line, 1)
+    return {"profile": header.profile, **header.fields}
 
 
 def _check_generic_header(fields: dict[str, str]) -> None:
@@ -1318,7 +1272,7 @@ def decode_document(text: str | bytes, *, id_fields: bool = False) -> Document:
     >>> doc.header["key"], doc.value
     ('id', [{'id': 7, 'v': 'x'}])
     """
-    return _decode(_to_text(text), id_fields, accept_answers=True)
+    return _decode(to_text(text), id_fields, accept_answers=True)
 
 
 def _decode(src: str, id_fields: bool, *, accept_answers: bool) -> Document:
@@ -1357,4 +1311,4 @@ def loads(text: str | bytes) -> Any:
     >>> loads("GCF profile=generic\\nname=Ada\\n## langs [2]{id,name}\\n1|Ada\\n2|C\\n")
     {'name': 'Ada', 'langs': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'C'}]}
     """
-    return _decode(_to_text(text), False, accept_answers=False).value
+    return _decode(to_text(text), False, accept_answers=False).value
