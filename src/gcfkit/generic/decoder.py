@@ -26,13 +26,18 @@ Where the spec leaves the category open, the decoder answers:
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
+from itertools import repeat
 from typing import Any, Final
 
 from ..errors import GCFError
 from ..header import parse_header as _parse_header_line
 from ..header import to_text
 from ..scalar import (
+    INT64_MAX,
+    INT64_MIN,
     MISSING,
     Attach,
     check_scalar_text,
@@ -72,6 +77,15 @@ _BARE_FIRST: Final = frozenset(
 )
 _NUM_FIRST: Final = frozenset("-0123456789")
 _MEMO_MAX: Final = 65536
+# Plain rows are decoded column by column in batches of at most _BATCH_ROWS (bounding the
+# memo's growth between size checks) once there are _BATCH_MIN of them.
+_BATCH_ROWS: Final = 1024
+_BATCH_MIN: Final = 8
+_NUM_TOKEN: Final = re.compile(
+    r"[ \t]*-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?[ \t]*\Z"
+).match
+_NUM_TEXT: Final = re.compile(r"[-+0-9.,eE \t]*").fullmatch
+_JSON_SCAN: Final = json.JSONDecoder().raw_decode
 _NOT_ROW_FIRST: Final = frozenset(" \t#.@")
 _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
@@ -143,31 +157,68 @@ class _Memo(dict[str, Any]):
         self.line = 0
 
     def __missing__(self, key: str) -> Any:
-        # Keys may be untrimmed row pieces; the trimmed token is what gets parsed.
+        # Keys may be untrimmed row pieces; the trimmed token is what gets parsed. The
+        # size bound is enforced per row by the callers, not here on every miss.
         tok = key.strip(" \t")
-        c = tok[:1]
         v: Any
-        if c in _BARE_FIRST:
-            if not tok.isascii():
-                check_scalar_text(tok, self.line)
-            v = tok
-        elif tok.isdigit() and tok.isascii() and (c != "0" or len(tok) == 1) and len(tok) < 19:
-            v = int(tok)
-        elif c in _NUM_FIRST:
-            m = _NUMBER(tok)
-            if m is None:
-                v = parse_scalar(tok, self.line, in_row=True) if c == "-" else _bare(tok, self.line)
-            elif m.lastindex is None:
-                v = int(tok) if len(tok) < 19 else parse_scalar(tok, self.line)
+        if tok.isdigit():
+            # isdigit() admits non-ASCII digits and leading zeros, which are no numbers;
+            # 18 digits always fit int64.
+            if tok.isascii() and len(tok) < 19 and (tok[0] != "0" or len(tok) == 1):
+                v = int(tok)
             else:
-                v = float(tok)
-                if v - v != 0.0:
-                    parse_scalar(tok, self.line)  # raises out_of_range
+                v = parse_scalar(tok, self.line, in_row=True)
         else:
-            v = parse_scalar(tok, self.line, in_row=True)
-        if len(self) < _MEMO_MAX:
-            self[key] = v
+            c = tok[:1]
+            if c in _BARE_FIRST:
+                if not tok.isascii():
+                    check_scalar_text(tok, self.line)
+                v = tok
+            elif c in _NUM_FIRST:
+                m = _NUMBER(tok)
+                if m is None:
+                    if c == "-":
+                        v = parse_scalar(tok, self.line, in_row=True)
+                    else:
+                        if not tok.isascii():
+                            check_scalar_text(tok, self.line)
+                        v = tok
+                elif m.lastindex is None:
+                    v = int(tok) if len(tok) < 19 else parse_scalar(tok, self.line)
+                else:
+                    v = float(tok)
+                    if v - v != 0.0:
+                        parse_scalar(tok, self.line)  # raises out_of_range
+            else:
+                v = parse_scalar(tok, self.line, in_row=True)
+        self[key] = v
         return v
+
+
+def _column(col: tuple[str, ...], getitem: Callable[[str], Any]) -> list[Any]:
+    """Decode one column of a batch of rows.
+
+    A column of plain numbers is handed to the C JSON scanner in one call: JSON's number
+    grammar is the spec's (§2.3), and with only number characters, ``,`` and blanks in the
+    text, the scan succeeds exactly when every cell is one such number. Anything else, and
+    out-of-range values, take the per-cell path, which also raises the errors.
+    """
+    if _NUM_TOKEN(col[0]) is not None:
+        text = ",".join(col)
+        if _NUM_TEXT(text) is not None:
+            try:
+                vals, end = _JSON_SCAN("[" + text + "]")
+            except ValueError:
+                pass
+            else:
+                if (
+                    end == len(text) + 2
+                    and len(vals) == len(col)
+                    and min(vals) >= INT64_MIN
+                    and max(vals) <= INT64_MAX
+                ):
+                    return vals  # type: ignore[no-any-return]
+    return list(map(getitem, col))
 
 
 def _split_row(s: str, line: int) -> list[str]:
@@ -552,75 +603,120 @@ class _Parser:
         return self.root
 
     def _fast_rows(self, f: _TabFrame, lines: list[str], i: int) -> int:
-        """Consume plain rows (no attachments, quotes-free cells, simple columns) in a tight
-        loop; return the index of the first line left for the general path, which also
-        reports every error (a line this loop doubts is simply left to it)."""
+        """Consume plain rows (no attachments, no id column) in a tight loop; return the
+        index of the first line left for the general path, which also reports every error
+        (a line this loop doubts is simply left to it)."""
         if f.id_index >= 0:
             return i
-        simple = f.simple
-        plan = f.plan
         k = f.indent
         pad = " " * k
         width = f.width
-        out = f.out
-        getitem = self.memo.__getitem__
         limit = len(lines)
         if f.count is not None:
             limit = min(limit, i + f.count - f.n)
-        fields = f.value_fields
-        out_list = out if isinstance(out, list) else None
-        out_map = out if isinstance(out, dict) else {}
-        start = i
-        row: dict[str, Any] | None = None
-        try:
-            while i < limit:
-                s = lines[i]
-                if k:
-                    if s[:k] != pad:
+        while i < limit:
+            batch: list[list[str]] = []
+            tilde = False
+            stop = min(limit, i + _BATCH_ROWS)
+            j = i
+            try:
+                while j < stop:
+                    s = lines[j]
+                    if k:
+                        if s[:k] != pad:
+                            break
+                        s = s[k:]
+                    if (
+                        not s
+                        or s[0] in _NOT_ROW_FIRST
+                        or s[-1] in _NOT_ROW_LAST
+                        or "^" in s
+                        or len(s) > MAX_LINE
+                    ):
                         break
-                    s = s[k:]
-                if (
-                    not s
-                    or s[0] in _NOT_ROW_FIRST
-                    or s[-1] in _NOT_ROW_LAST
-                    or "^" in s
-                    or len(s) > MAX_LINE
-                ):
-                    break
-                toks = _split_row(s, i + 1) if '"' in s else s.split("|")
-                if len(toks) != width:
-                    break
-                vals = list(map(getitem, toks))
-                if out_list is not None:
-                    if not simple:
-                        row = _build_row(plan, vals, i + 1)
-                    elif "~" in s:
-                        row = {n: v for n, v in zip(fields, vals, strict=True) if v is not MISSING}
-                    else:
-                        row = dict(zip(fields, vals, strict=True))
-                    out_list.append(row)
-                else:
-                    key = vals[0]
-                    if type(key) is not str or key in out_map:
+                    toks = _split_row(s, j + 1) if '"' in s else s.split("|")
+                    if len(toks) != width:
                         break
-                    if not simple:
-                        row = _build_row(plan, vals, i + 1)
-                    elif "~" in s:
-                        row = {
-                            n: v for n, v in zip(fields, vals[1:], strict=True) if v is not MISSING
-                        }
-                    else:
-                        row = dict(zip(fields, vals[1:], strict=True))
-                    out_map[key] = row
-                i += 1
-        except GCFError:
-            pass  # the general path re-reads this line and reports it with its line number
-        if row is not None:
-            f.n += i - start
-            f.cur_row = row
-            f.cur_line = i
-            f.had_inline = False
+                    if "~" in s:
+                        tilde = True
+                    batch.append(toks)
+                    j += 1
+            except GCFError:
+                pass  # the general path re-reads this line and reports it with its line number
+            if not batch:
+                break
+            done = self._emit_rows(f, batch, tilde, i + 1)
+            i += done
+            if done < len(batch) or j < stop:
+                break
         return i
+
+    def _emit_rows(self, f: _TabFrame, batch: list[list[str]], tilde: bool, ln: int) -> int:
+        """Decode ``batch`` (split rows of the right width, the first on line ``ln``) into
+        ``f``; return how many rows were taken (fewer when a row is malformed: the general
+        path reports it)."""
+        memo = self.memo
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        getitem = memo.__getitem__
+        table: list[Any] | None = None
+        if len(batch) >= _BATCH_MIN:
+            try:
+                # Every row of a batch has the table's width, so no zip here needs strict.
+                cols = [_column(col, getitem) for col in zip(*batch, strict=False)]
+                table = list(zip(*cols, strict=False))
+            except GCFError:
+                table = None  # decode row by row below to find the first bad one
+        if table is None:
+            table = []
+            try:
+                for toks in batch:
+                    table.append(tuple(map(getitem, toks)))
+            except GCFError:
+                pass
+        if not table:
+            return 0
+        plan = f.plan
+        out = f.out
+        row: dict[str, Any]
+        if isinstance(out, list):
+            fields = f.fields
+            if not f.simple:
+                for line, vals in enumerate(table, ln):
+                    out.append(_build_row(plan, vals, line))
+            elif tilde:
+                out.extend(
+                    [
+                        {n: v for n, v in zip(fields, vals, strict=False) if v is not MISSING}
+                        for vals in table
+                    ]
+                )
+            else:
+                out.extend(map(dict, map(zip, repeat(fields), table)))
+            taken = len(table)
+            row = out[-1]
+        else:
+            fields = f.value_fields
+            taken = 0
+            for vals in table:
+                key = vals[0]
+                if type(key) is not str or key in out:
+                    break
+                if not f.simple:
+                    row = _build_row(plan, vals, ln + taken)
+                elif tilde:
+                    row = {n: v for n, v in zip(fields, vals[1:], strict=False) if v is not MISSING}
+                else:
+                    row = dict(zip(fields, vals[1:], strict=False))
+                out[key] = row
+                taken += 1
+            if not taken:
+                return 0
+        f.n += taken
+        f.cur_row = row
+        f.cur_line = ln + taken - 1
+        f.had_inline = False
+        return taken
 
     def _push(self, frame: _Frame) -> None:
         if len(self.stack) >= MAX_DEPTH:
@@ -1099,6 +1195,8 @@ class _Parser:
                 ln,
             )
         memo = self.memo
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
         memo.line = ln
         vals = list(map(memo.__getitem__, toks))
         f.n += 1
