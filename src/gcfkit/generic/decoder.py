@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Callable
 from itertools import repeat
+from json.scanner import make_scanner
 from typing import Any, Final
 
 from ..errors import GCFError
@@ -86,6 +87,7 @@ _NUM_TOKEN: Final = re.compile(
 ).match
 _NUM_TEXT: Final = re.compile(r"[-+0-9.,eE \t]*").fullmatch
 _JSON_SCAN: Final = json.JSONDecoder().raw_decode
+_SCAN_NUMBER: Final = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 _NOT_ROW_FIRST: Final = frozenset(" \t#.@")
 _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
@@ -160,38 +162,51 @@ class _Memo(dict[str, Any]):
         # Keys may be untrimmed row pieces; the trimmed token is what gets parsed. The
         # size bound is enforced per row by the callers, not here on every miss.
         tok = key.strip(" \t")
+        c = tok[:1]
         v: Any
-        if tok.isdigit():
-            # isdigit() admits non-ASCII digits and leading zeros, which are no numbers;
-            # 18 digits always fit int64.
-            if tok.isascii() and len(tok) < 19 and (tok[0] != "0" or len(tok) == 1):
-                v = int(tok)
-            else:
-                v = parse_scalar(tok, self.line, in_row=True)
-        else:
-            c = tok[:1]
-            if c in _BARE_FIRST:
-                if not tok.isascii():
-                    check_scalar_text(tok, self.line)
-                v = tok
-            elif c in _NUM_FIRST:
-                m = _NUMBER(tok)
-                if m is None:
-                    if c == "-":
-                        v = parse_scalar(tok, self.line, in_row=True)
-                    else:
-                        if not tok.isascii():
-                            check_scalar_text(tok, self.line)
-                        v = tok
-                elif m.lastindex is None:
-                    v = int(tok) if len(tok) < 19 else parse_scalar(tok, self.line)
+        if c in _NUM_FIRST:
+            # The C JSON scanner reads a number exactly as §2.3 spells it (JSON's grammar)
+            # and converts it in one call; it stopping short of the end means the token is
+            # no number. Its extras (-Infinity, unbounded integers) and overflows fall
+            # through to the regex path, which has the last word.
+            try:
+                v, end = _SCAN_NUMBER(tok, 0)
+            except (StopIteration, ValueError):
+                end = -1
+            n = len(tok)
+            if end == n and v - v == 0 and (n < 19 or type(v) is float):
+                pass
+            elif 0 <= end < n:
+                if c == "-":
+                    v = parse_scalar(tok, self.line, in_row=True)
                 else:
-                    v = float(tok)
-                    if v - v != 0.0:
-                        parse_scalar(tok, self.line)  # raises out_of_range
+                    if not tok.isascii():
+                        check_scalar_text(tok, self.line)
+                    v = tok
             else:
-                v = parse_scalar(tok, self.line, in_row=True)
+                v = self._number_slow(tok, c)
+        elif c in _BARE_FIRST:
+            if not tok.isascii():
+                check_scalar_text(tok, self.line)
+            v = tok
+        else:
+            v = parse_scalar(tok, self.line, in_row=True)
         self[key] = v
+        return v
+
+    def _number_slow(self, tok: str, c: str) -> Any:
+        m = _NUMBER(tok)
+        if m is None:
+            if c == "-":
+                return parse_scalar(tok, self.line, in_row=True)
+            if not tok.isascii():
+                check_scalar_text(tok, self.line)
+            return tok
+        if m.lastindex is None:
+            return int(tok) if len(tok) < 19 else parse_scalar(tok, self.line)
+        v = float(tok)
+        if v - v != 0.0:
+            parse_scalar(tok, self.line)  # raises out_of_range
         return v
 
 
@@ -313,7 +328,7 @@ class _Marker:
 class _Schema:
     """A parsed tabular/keyed field declaration, shared by every table that repeats it."""
 
-    __slots__ = ("field_set", "fields", "id_index", "keyed", "plan", "simple", "value_fields")
+    __slots__ = ("fields", "id_index", "keyed", "plan", "simple", "value_fields")
 
     def __init__(self, fields: list[str], id_index: int, keyed: bool, line: int) -> None:
         self.keyed = keyed
@@ -321,7 +336,6 @@ class _Schema:
         self.fields = fields
         value_fields = fields[1:] if keyed else fields
         self.value_fields = value_fields
-        self.field_set = frozenset(value_fields)
         self.plan = _plan(value_fields, 1 if keyed else 0, line)
         self.simple = all(slot[0] == 0 for slot in self.plan)
 
@@ -331,7 +345,6 @@ class _TabFrame(_Frame):
         "array_schemas",
         "cur_line",
         "cur_row",
-        "field_set",
         "fields",
         "had_inline",
         "id_index",
@@ -356,20 +369,27 @@ class _TabFrame(_Frame):
         out: list[Any] | dict[str, Any],
         member_ctx: bool,
     ) -> None:
-        super().__init__(_TAB, indent, line, count)
+        # Written out rather than through super().__init__: nested payloads open one of
+        # these per attachment.
+        self.kind = _TAB
+        self.indent = indent
+        self.line = line
+        self.count = count
+        self.n = 0
+        self.deferred = -1
         self.keyed = schema.keyed
         self.out = out
         self.member_ctx = member_ctx
         self.id_index = schema.id_index
-        self.id_seen: set[tuple[type, Any]] = set()
+        self.id_seen: set[tuple[type, Any]] | None = set() if schema.id_index >= 0 else None
         self.fields = schema.fields
         self.width = len(schema.fields)
         self.value_fields = schema.value_fields
-        self.field_set = schema.field_set
         self.plan = schema.plan
         self.simple = schema.simple
-        self.inline_schemas: dict[str, tuple[str, ...]] = {}
-        self.array_schemas: dict[str, _Schema] = {}
+        # Created by the first row with ^ cells that needs them.
+        self.inline_schemas: dict[str, tuple[str, ...]] | None = None
+        self.array_schemas: dict[str, _Schema] | None = None
         self.cur_row: dict[str, Any] | None = None
         self.cur_line = 0
         self.markers: dict[str, _Marker] | None = None
@@ -612,12 +632,13 @@ class _Parser:
         pad = " " * k
         width = f.width
         limit = len(lines)
-        if f.count is not None:
-            limit = min(limit, i + f.count - f.n)
+        count = f.count
+        if count is not None and i + count - f.n < limit:
+            limit = i + count - f.n
         while i < limit:
             batch: list[list[str]] = []
             tilde = False
-            stop = min(limit, i + _BATCH_ROWS)
+            stop = i + _BATCH_ROWS if i + _BATCH_ROWS < limit else limit
             j = i
             try:
                 while j < stop:
@@ -660,31 +681,32 @@ class _Parser:
             memo.clear()
         getitem = memo.__getitem__
         table: list[Any] | None = None
-        if len(batch) >= _BATCH_MIN:
-            try:
+        try:
+            if len(batch) < _BATCH_MIN:
+                table = [tuple(map(getitem, toks)) for toks in batch]
+            else:
                 # Every row of a batch has the table's width, so no zip here needs strict.
                 cols = [_column(col, getitem) for col in zip(*batch, strict=False)]
                 table = list(zip(*cols, strict=False))
-            except GCFError:
-                table = None  # decode row by row below to find the first bad one
-        if table is None:
+        except GCFError:
+            # Row by row, to keep the rows before the first bad one.
             table = []
             try:
                 for toks in batch:
                     table.append(tuple(map(getitem, toks)))
             except GCFError:
                 pass
-        if not table:
-            return 0
-        plan = f.plan
+            if not table:
+                return 0
         out = f.out
         row: dict[str, Any]
-        if isinstance(out, list):
-            fields = f.fields
+        if type(out) is list:
             if not f.simple:
+                plan = f.plan
                 for line, vals in enumerate(table, ln):
                     out.append(_build_row(plan, vals, line))
             elif tilde:
+                fields = f.fields
                 out.extend(
                     [
                         {n: v for n, v in zip(fields, vals, strict=False) if v is not MISSING}
@@ -692,11 +714,13 @@ class _Parser:
                     ]
                 )
             else:
-                out.extend(map(dict, map(zip, repeat(fields), table)))
+                out.extend(map(dict, map(zip, repeat(f.fields), table)))
             taken = len(table)
             row = out[-1]
         else:
+            assert isinstance(out, dict)
             fields = f.value_fields
+            plan = f.plan
             taken = 0
             for vals in table:
                 key = vals[0]
@@ -866,8 +890,12 @@ class _Parser:
                 _SCHEMAS[cache_key] = schema
             if keyed:
                 return self._keyed(schema, count, ln, body_indent, member_ctx)
-            if tab is not None and field not in tab.array_schemas:
-                tab.array_schemas[field] = schema
+            if tab is not None:
+                shared = tab.array_schemas
+                if shared is None:
+                    tab.array_schemas = {field: schema}
+                elif field not in shared:
+                    shared[field] = schema
             return self._table(schema, count, ln, body_indent, member_ctx)
         if keyed:
             raise GCFError(
@@ -881,8 +909,10 @@ class _Parser:
             values = _scalar_list(s[p + 1 :], ln)
             self._check_count(count, len(values), ln)
             return values
-        if tab is not None and field in tab.array_schemas:
-            return self._table(tab.array_schemas[field], count, ln, body_indent, False)
+        if tab is not None and tab.array_schemas is not None:
+            shared_schema = tab.array_schemas.get(field)
+            if shared_schema is not None:
+                return self._table(shared_schema, count, ln, body_indent, False)
         items: list[Any] = []
         if count == 0:
             return items
@@ -1204,6 +1234,7 @@ class _Parser:
         if f.id_index >= 0:
             ident = vals[f.id_index]
             marker = (type(ident), ident)
+            assert f.id_seen is not None
             if marker in f.id_seen:
                 raise GCFError(
                     "duplicate_key", f"duplicate identity value {ident!r} in the key column", ln
@@ -1254,10 +1285,12 @@ class _Parser:
                         markers = {}
                     if v.schema is not None:
                         markers[name] = _Marker(name, v.schema, True)
+                        if f.inline_schemas is None:
+                            f.inline_schemas = {}
                         f.inline_schemas[name] = v.schema
                         f.had_inline = True
                     else:
-                        schema = f.inline_schemas.get(name)
+                        schema = f.inline_schemas.get(name) if f.inline_schemas else None
                         markers[name] = _Marker(name, schema, False)
                         if schema is not None:
                             f.had_inline = True
