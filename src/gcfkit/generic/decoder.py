@@ -93,6 +93,8 @@ _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
 # A bare-key key=value line, the common object member (quoted keys take the general path).
+# '.field [N]' with a bare field name and a count below MAX_COUNT.
+_SHARED_ATTACH: Final = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*) \[(0|[1-9][0-9]{0,8})\]\Z").match
 _KV_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL).match
 _QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
 
@@ -750,17 +752,19 @@ class _Parser:
         self.stack.append(frame)
 
     def _close(self, f: _Frame) -> None:
-        if f.kind == _TAB:
+        kind = f.kind
+        if kind == _OBJ:
+            return
+        if kind == _TAB and f.markers is not None:  # type: ignore[attr-defined]
             self._end_row(f)  # type: ignore[arg-type]
-        if f.kind != _OBJ:
-            if f.count is None:
-                self.deferred[f.deferred][1] = f.n
-            elif f.n != f.count:
-                raise GCFError(
-                    "count_mismatch",
-                    f"declared [{f.count}] but found {f.n} item(s)",
-                    f.line,
-                )
+        if f.count is None:
+            self.deferred[f.deferred][1] = f.n
+        elif f.n != f.count:
+            raise GCFError(
+                "count_mismatch",
+                f"declared [{f.count}] but found {f.n} item(s)",
+                f.line,
+            )
 
     # -- root and trailer ------------------------------------------------------------
 
@@ -1204,19 +1208,24 @@ class _Parser:
             f.markers = None
 
     def _row(self, f: _TabFrame, ln: int, s: str) -> None:
-        if f.cur_row is not None:
+        if f.markers is not None:
             self._end_row(f)
-        has_id = False
-        if s[0] == "@":
-            m = _ITEM_ID.match(s)
-            if m is None:
-                raise GCFError("invalid_item_id", f"expected '@N ' row prefix in {s[:40]!r}", ln)
-            if int(m.group(1)) != f.n:
+        has_id = s[0] == "@"
+        if has_id:
+            # A valid prefix spells the row's index canonically, so one startswith() checks
+            # it; the regex only runs to tell the two errors apart.
+            prefix = f"@{f.n} "
+            if s.startswith(prefix):
+                s = s[len(prefix) :]
+            else:
+                m = _ITEM_ID.match(s)
+                if m is None:
+                    raise GCFError(
+                        "invalid_item_id", f"expected '@N ' row prefix in {s[:40]!r}", ln
+                    )
                 raise GCFError(
                     "invalid_item_id", f"row id @{m.group(1)} should be @{f.n} (its index)", ln
                 )
-            has_id = True
-            s = s[m.end() :]
         toks = _split_row(s, ln) if '"' in s else s.split("|")
         if len(toks) != f.width:
             raise GCFError(
@@ -1327,6 +1336,20 @@ class _Parser:
         row = f.cur_row
         if row is None:
             raise GCFError("orphan_attachment", "a .field attachment before any row", ln)
+        markers = f.markers
+        shared = f.array_schemas
+        if markers is not None and shared is not None:
+            # The common repeat of a shared array schema, '.field [N]' (§7.4.5.3), taken
+            # without the general parse when its ^ cell is waiting for it.
+            hit = _SHARED_ATTACH(s)
+            if hit is not None:
+                name = hit.group(1)
+                m = markers.get(name)
+                schema = shared.get(name)
+                if m is not None and schema is not None and not m.filled and not m.explicit:
+                    row[name] = self._table(schema, int(hit.group(2)), ln, f.indent + 4, False)
+                    m.filled = True
+                    return
         name, p = parse_key_at(s, 1, ln)
         m = f.markers.get(name) if f.markers is not None else None
         if m is None:
