@@ -93,8 +93,15 @@ _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
 # A bare-key key=value line, the common object member (quoted keys take the general path).
-# '.field [N]' with a bare field name and a count below MAX_COUNT.
-_SHARED_ATTACH: Final = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*) \[(0|[1-9][0-9]{0,8})\]\Z").match
+# '.field [N]' or '.field {}' with a bare field name and a count below MAX_COUNT.
+_QUICK_ATTACH: Final = re.compile(
+    r"\.([A-Za-z_][A-Za-z0-9_]*) (?:\[(0|[1-9][0-9]{0,8})\]|\{\})\Z"
+).match
+# 'key[N]: values' and '## key' with a bare key (and a count below MAX_COUNT).
+_INLINE_LINE: Final = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_]*)\[(0|[1-9][0-9]{0,8})\]:(.*)\Z", re.DOTALL
+).match
+_SECTION_LINE: Final = re.compile(r"## ([A-Za-z_][A-Za-z0-9_]*)\Z").match
 _KV_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL).match
 _QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
 
@@ -265,16 +272,31 @@ def _value(tok: str, line: int) -> Any:
         if not tok.isascii():
             check_scalar_text(tok, line)
         return tok
+    if c in _NUM_FIRST:
+        # As in _Memo.__missing__: only a whole, finite, surely-int64 number is taken here.
+        try:
+            v, end = _SCAN_NUMBER(tok, 0)
+        except (StopIteration, ValueError):
+            end = -1
+        if end == len(tok) and v - v == 0 and (end < 19 or type(v) is float):
+            return v
     return parse_scalar(tok, line)
 
 
-def _scalar_list(text: str, line: int) -> list[Any]:
+def _scalar_list(text: str, line: int, memo: _Memo) -> list[Any]:
     if not text.strip(" \t"):
         return []
     if '"' in text:
         toks = split_cells(text, ",", line)
-    else:
+    elif "~" in text or "^" in text:
         toks = [t.strip(" \t") for t in text.split(",")]
+    else:
+        # Without ~ and ^ a row cell and an inline-array value read alike, so the
+        # document's memo serves here too (it trims the pieces itself).
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        memo.line = line
+        return list(map(memo.__getitem__, text.split(",")))
     return [_value(t, line) for t in toks]
 
 
@@ -303,7 +325,12 @@ class _ObjFrame(_Frame):
     __slots__ = ("obj",)
 
     def __init__(self, indent: int, line: int, obj: dict[str, Any]) -> None:
-        super().__init__(_OBJ, indent, line, None)
+        self.kind = _OBJ
+        self.indent = indent
+        self.line = line
+        self.count = None
+        self.n = 0
+        self.deferred = -1
         self.obj = obj
 
 
@@ -556,6 +583,10 @@ class _Parser:
     def run(self, lines: list[str]) -> Any:
         """Decode ``lines`` (``lines[0]`` is the header, already checked)."""
         stack = self.stack
+        kv_line = _KV_LINE
+        inline_line = _INLINE_LINE
+        section_line = _SECTION_LINE
+        bare_first = _BARE_FIRST
         i, n = 1, len(lines)
         while i < n:
             raw = lines[i]
@@ -565,12 +596,12 @@ class _Parser:
                 continue
             if raw[0] == " ":
                 s = raw.lstrip(" ")
+                if not s:
+                    continue
                 indent = len(raw) - len(s)
             else:
                 s = raw
                 indent = 0
-            if not s:
-                continue
             if len(raw) > MAX_LINE:
                 raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", ln)
             if s[-1] in _NOT_ROW_LAST:
@@ -597,7 +628,49 @@ class _Parser:
                     "invalid_summary", "the ##! summary trailer must be the last line", ln
                 )
             while stack and indent < stack[-1].indent:
-                self._close(stack.pop())
+                done_frame = stack.pop()
+                if done_frame.kind != _OBJ:
+                    self._close(done_frame)
+            if stack:
+                top = stack[-1]
+                if top.kind == _OBJ and indent == top.indent:
+                    # The commonest object members (bare keys) inline; anything unusual,
+                    # errors included, goes to _obj_line.
+                    obj = top.obj  # type: ignore[attr-defined]
+                    m = kv_line(s)
+                    if m is not None:
+                        key, rest = m.groups()
+                        if key in obj:
+                            raise GCFError(
+                                "duplicate_key", f"duplicate key {key!r} in one object", ln
+                            )
+                        if rest[:1] in bare_first and rest.isascii():
+                            obj[key] = rest
+                        else:
+                            obj[key] = _value(rest.strip(" \t"), ln)
+                        continue
+                    m = inline_line(s)
+                    if m is not None:
+                        key, count, rest = m.groups()
+                        if key in obj:
+                            raise GCFError(
+                                "duplicate_key", f"duplicate key {key!r} in one object", ln
+                            )
+                        values = _scalar_list(rest, ln, self.memo)
+                        self._check_count(int(count), len(values), ln)
+                        obj[key] = values
+                        continue
+                    m = section_line(s)
+                    if m is not None:
+                        key = m.group(1)
+                        if key in obj:
+                            raise GCFError(
+                                "duplicate_key", f"duplicate key {key!r} in one object", ln
+                            )
+                        child: dict[str, Any] = {}
+                        obj[key] = child
+                        self._push(_ObjFrame(indent + 2, ln, child))
+                        continue
             while True:
                 if not stack:
                     self._top_level(ln, indent, s)
@@ -910,7 +983,7 @@ class _Parser:
                 raise GCFError("invalid_line", f"unexpected {s[p : p + 20]!r} after [count]", ln)
             if not inline_ok:
                 raise GCFError("invalid_line", "a named inline array is written key[N]: values", ln)
-            values = _scalar_list(s[p + 1 :], ln)
+            values = _scalar_list(s[p + 1 :], ln, self.memo)
             self._check_count(count, len(values), ln)
             return values
         if tab is not None and tab.array_schemas is not None:
@@ -1095,7 +1168,7 @@ class _Parser:
             count, keyed, q = self._bracket(s, p, ln)
             if keyed or q >= n or s[q] != ":":
                 raise GCFError("invalid_line", "an inline array is written key[N]: v1,v2,...", ln)
-            values = _scalar_list(s[q + 1 :], ln)
+            values = _scalar_list(s[q + 1 :], ln, self.memo)
             self._check_count(count, len(values), ln)
             obj[key] = values
             return True
@@ -1337,19 +1410,27 @@ class _Parser:
         if row is None:
             raise GCFError("orphan_attachment", "a .field attachment before any row", ln)
         markers = f.markers
-        shared = f.array_schemas
-        if markers is not None and shared is not None:
-            # The common repeat of a shared array schema, '.field [N]' (§7.4.5.3), taken
-            # without the general parse when its ^ cell is waiting for it.
-            hit = _SHARED_ATTACH(s)
+        if markers is not None:
+            # The common attachments, '.field {}' and the repeat '.field [N]' of a shared
+            # array schema (§7.4.5.3), taken without the general parse when their ^ cell
+            # is waiting for them.
+            hit = _QUICK_ATTACH(s)
             if hit is not None:
-                name = hit.group(1)
+                name, count = hit.groups()
                 m = markers.get(name)
-                schema = shared.get(name)
-                if m is not None and schema is not None and not m.filled and not m.explicit:
-                    row[name] = self._table(schema, int(hit.group(2)), ln, f.indent + 4, False)
-                    m.filled = True
-                    return
+                if m is not None and not m.filled and not m.explicit:
+                    if count is None:
+                        child: dict[str, Any] = {}
+                        self._push(_ObjFrame(f.indent + 4, ln, child))
+                        row[name] = child
+                        m.filled = True
+                        return
+                    shared = f.array_schemas
+                    schema = shared.get(name) if shared is not None else None
+                    if schema is not None:
+                        row[name] = self._table(schema, int(count), ln, f.indent + 4, False)
+                        m.filled = True
+                        return
         name, p = parse_key_at(s, 1, ln)
         m = f.markers.get(name) if f.markers is not None else None
         if m is None:
@@ -1436,14 +1517,16 @@ def _decode(src: str, id_fields: bool, *, accept_answers: bool) -> Document:
     first = lines[0]
     if len(first) > MAX_LINE:
         raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", 1)
-    header = parse_header(first)
+    # The bare header is by far the commonest; it needs no field checks.
+    header = {"profile": "generic"} if first == "GCF profile=generic" else parse_header(first)
     if header["profile"] != "generic":
         raise GCFError(
             "unsupported_profile",
             "this is a graph-profile payload; decode it with gcfkit.graph.loads",
             1,
         )
-    _check_generic_header(header)
+    if len(header) > 1:
+        _check_generic_header(header)
     if not accept_answers and "true" in (header.get("delta"), header.get("unchanged")):
         raise GCFError(
             "unsupported_profile",
