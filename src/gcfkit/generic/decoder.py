@@ -97,11 +97,15 @@ _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z
 _QUICK_ATTACH: Final = re.compile(
     r"\.([A-Za-z_][A-Za-z0-9_]*) (?:\[(0|[1-9][0-9]{0,8})\]|\{\})\Z"
 ).match
-# 'key[N]: values' and '## key' with a bare key (and a count below MAX_COUNT).
-_INLINE_LINE: Final = re.compile(
-    r"([A-Za-z_][A-Za-z0-9_]*)\[(0|[1-9][0-9]{0,8})\]:(.*)\Z", re.DOTALL
+# The other common object members with a bare key, told apart by the last group matched:
+# 'key[N]: values' (3, with a count below MAX_COUNT), '## key' (4), '## key [' (5).
+_MEMBER_LINE: Final = re.compile(
+    r"(?:([A-Za-z_][A-Za-z0-9_]*)\[(0|[1-9][0-9]{0,8})\]:(.*)"
+    r"|## ([A-Za-z_][A-Za-z0-9_]*)|## ([A-Za-z_][A-Za-z0-9_]*) (?=\[).*)\Z",
+    re.DOTALL,
 ).match
-_SECTION_LINE: Final = re.compile(r"## ([A-Za-z_][A-Za-z0-9_]*)\Z").match
+_INLINE_MEMBER: Final = 3
+_SECTION_MEMBER: Final = 4
 _KV_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL).match
 _QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
 
@@ -162,10 +166,7 @@ class _Memo(dict[str, Any]):
     ``-``, ``~``) cost one C-level dict lookup instead of a parse."""
 
     __slots__ = ("line",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.line = 0
+    line: int
 
     def __missing__(self, key: str) -> Any:
         # Keys may be untrimmed row pieces; the trimmed token is what gets parsed. The
@@ -325,12 +326,10 @@ class _ObjFrame(_Frame):
     __slots__ = ("obj",)
 
     def __init__(self, indent: int, line: int, obj: dict[str, Any]) -> None:
+        # count, n and deferred stay unset: only arrays are counted.
         self.kind = _OBJ
         self.indent = indent
         self.line = line
-        self.count = None
-        self.n = 0
-        self.deferred = -1
         self.obj = obj
 
 
@@ -576,16 +575,19 @@ class _Parser:
         self.root: Any = _ABSENT
         self.root_kind = ""  # "", "scalar", "array", "object"
         self.tables: dict[int, TableInfo] = {}
+        # _Memo has no __init__ of its own (dict's is cheaper); its line is set here.
         self.memo = _Memo()
+        self.memo.line = 0
 
     # -- driver ----------------------------------------------------------------------
 
     def run(self, lines: list[str]) -> Any:
         """Decode ``lines`` (``lines[0]`` is the header, already checked)."""
         stack = self.stack
-        kv_line = _KV_LINE
-        inline_line = _INLINE_LINE
-        section_line = _SECTION_LINE
+        member_line = _MEMBER_LINE
+        num_first = _NUM_FIRST
+        scan_number = _SCAN_NUMBER
+        summary: list[int] | None = None
         bare_first = _BARE_FIRST
         i, n = 1, len(lines)
         while i < n:
@@ -613,9 +615,10 @@ class _Parser:
                 if len(s) == 1 or s[1] == " ":
                     continue
                 if s.startswith("##!"):
-                    if indent & 1 or self.summary is not None:
+                    if indent & 1 or summary is not None:
                         raise GCFError("invalid_summary", "misplaced ##! summary trailer", ln)
                     self._summary(ln, indent, s)
+                    summary = self.summary
                     continue
             elif c == "\t":
                 raise GCFError("tab_indentation", "indentation must be spaces; found a tab", ln)
@@ -623,7 +626,7 @@ class _Parser:
                 raise GCFError(
                     "invalid_indent", f"indentation of {indent} spaces is not a multiple of 2", ln
                 )
-            if self.summary is not None:
+            if summary is not None:
                 raise GCFError(
                     "invalid_summary", "the ##! summary trailer must be the last line", ln
                 )
@@ -637,39 +640,53 @@ class _Parser:
                     # The commonest object members (bare keys) inline; anything unusual,
                     # errors included, goes to _obj_line.
                     obj = top.obj  # type: ignore[attr-defined]
-                    m = kv_line(s)
-                    if m is not None:
-                        key, rest = m.groups()
+                    # An ASCII identifier is exactly a bare key, [A-Za-z_][A-Za-z0-9_]*.
+                    key, eq, rest = s.partition("=")
+                    if eq and key.isidentifier() and key.isascii():
                         if key in obj:
                             raise GCFError(
                                 "duplicate_key", f"duplicate key {key!r} in one object", ln
                             )
-                        if rest[:1] in bare_first and rest.isascii():
-                            obj[key] = rest
+                        c = rest[:1]
+                        if c in bare_first:
+                            if rest.isascii():
+                                obj[key] = rest
+                                continue
+                        elif c in num_first:
+                            # As in _value, inline.
+                            try:
+                                v, end = scan_number(rest, 0)
+                            except (StopIteration, ValueError):
+                                end = -1
+                            if end == len(rest) and v - v == 0 and (end < 19 or type(v) is float):
+                                obj[key] = v
+                                continue
+                        obj[key] = _value(rest.strip(" \t"), ln)
+                        continue
+                    m = member_line(s)
+                    if m is not None:
+                        which = m.lastindex or 0
+                        key = m.group(which if which != _INLINE_MEMBER else 1)
+                        if key in obj:
+                            raise GCFError(
+                                "duplicate_key", f"duplicate key {key!r} in one object", ln
+                            )
+                        if which == _INLINE_MEMBER:
+                            values = _scalar_list(m.group(3), ln, self.memo)
+                            self._check_count(int(m.group(2)), len(values), ln)
+                            obj[key] = values
+                        elif which == _SECTION_MEMBER:
+                            child: dict[str, Any] = {}
+                            obj[key] = child
+                            if len(stack) >= MAX_DEPTH:
+                                self._push(_ObjFrame(indent + 2, ln, child))  # raises
+                            stack.append(_ObjFrame(indent + 2, ln, child))
                         else:
-                            obj[key] = _value(rest.strip(" \t"), ln)
-                        continue
-                    m = inline_line(s)
-                    if m is not None:
-                        key, count, rest = m.groups()
-                        if key in obj:
-                            raise GCFError(
-                                "duplicate_key", f"duplicate key {key!r} in one object", ln
+                            obj[key] = self._array_head(
+                                s, len(key) + 4, ln, indent, member_ctx=True, inline_ok=False
                             )
-                        values = _scalar_list(rest, ln, self.memo)
-                        self._check_count(int(count), len(values), ln)
-                        obj[key] = values
-                        continue
-                    m = section_line(s)
-                    if m is not None:
-                        key = m.group(1)
-                        if key in obj:
-                            raise GCFError(
-                                "duplicate_key", f"duplicate key {key!r} in one object", ln
-                            )
-                        child: dict[str, Any] = {}
-                        obj[key] = child
-                        self._push(_ObjFrame(indent + 2, ln, child))
+                            if stack[-1].kind == _TAB:
+                                i = self._fast_rows(stack[-1], lines, i)  # type: ignore[arg-type]
                         continue
             while True:
                 if not stack:
