@@ -92,3 +92,51 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage: gcfkit" in capsys.readouterr().out
+
+
+def test_graph_encode_and_decode_use_the_camelcase_model() -> None:
+    model = {
+        "tool": "t",
+        "symbols": [
+            {
+                "qualifiedName": "pkg.A",
+                "kind": "function",
+                "score": 0.9,
+                "provenance": "lsp",
+                "distance": 0,
+            },
+            {
+                "qualifiedName": "pkg.B",
+                "kind": "widget",
+                "score": 0.5,
+                "provenance": "ast",
+                "distance": 1,
+            },
+        ],
+        "edges": [{"source": "pkg.B", "target": "pkg.A", "edgeType": "calls"}],
+    }
+    res = run("encode", "--graph", stdin=json.dumps(model).encode())
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(b"GCF profile=graph tool=t symbols=2 edges=1\n")
+    back = json.loads(run("decode", stdin=res.stdout).stdout)
+    assert back["symbols"] == model["symbols"]
+    assert [(e["source"], e["target"], e["edgeType"]) for e in back["edges"]] == [
+        ("pkg.B", "pkg.A", "calls")
+    ]
+
+
+def test_decode_prints_a_generic_delta_as_its_model() -> None:
+    from gcfkit import keyed
+
+    base = keyed.KeyedSet("id", ["id", "v"], [{"id": 1, "v": 2}, {"id": 2, "v": 2}])
+    session = keyed.DeltaSession(base, reanchor=keyed.FixedN(15))
+    session.full()
+    new = keyed.KeyedSet("id", ["id", "v"], [{"id": 1, "v": 3}, {"id": 2, "v": 2}])
+    wire, is_full = session.next(new)
+    assert not is_full
+    res = run("decode", stdin=wire.encode())
+    assert res.returncode == 0, res.stderr
+    model = json.loads(res.stdout)
+    assert model["changed"] == [{"id": 1, "v": 3}]
+    assert model["baseRoot"] == keyed.pack_root(base)
+    assert model["newRoot"] == keyed.pack_root(new)
