@@ -93,9 +93,10 @@ _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
 # A bare-key key=value line, the common object member (quoted keys take the general path).
-# '.field [N]' or '.field {}' with a bare field name and a count below MAX_COUNT.
+# '.field [N]', '.field [N]: values' or '.field {}' with a bare field name and a count
+# below MAX_COUNT.
 _QUICK_ATTACH: Final = re.compile(
-    r"\.([A-Za-z_][A-Za-z0-9_]*) (?:\[(0|[1-9][0-9]{0,8})\]|\{\})\Z"
+    r"\.([A-Za-z_][A-Za-z0-9_]*) (?:\[(0|[1-9][0-9]{0,8})\](?::(.*))?|\{\})\Z", re.DOTALL
 ).match
 # The other common object members with a bare key, told apart by the last group matched:
 # 'key[N]: values' (3, with a count below MAX_COUNT), '## key' (4), '## key [' (5).
@@ -581,9 +582,12 @@ class _Parser:
 
     # -- driver ----------------------------------------------------------------------
 
-    def run(self, lines: list[str]) -> Any:
-        """Decode ``lines`` (``lines[0]`` is the header, already checked)."""
+    def run(self, lines: list[str], long_lines: bool = True) -> Any:
+        """Decode ``lines`` (``lines[0]`` is the header, already checked); ``long_lines``
+        False promises that no line exceeds MAX_LINE."""
         stack = self.stack
+        obj_kind = _OBJ
+        not_last = _NOT_ROW_LAST
         member_line = _MEMBER_LINE
         num_first = _NUM_FIRST
         scan_number = _SCAN_NUMBER
@@ -604,9 +608,9 @@ class _Parser:
             else:
                 s = raw
                 indent = 0
-            if len(raw) > MAX_LINE:
+            if long_lines and len(raw) > MAX_LINE:
                 raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", ln)
-            if s[-1] in _NOT_ROW_LAST:
+            if s[-1] in not_last:
                 s = s.rstrip(" \t\r")
                 if not s:
                     continue
@@ -632,11 +636,16 @@ class _Parser:
                 )
             while stack and indent < stack[-1].indent:
                 done_frame = stack.pop()
-                if done_frame.kind != _OBJ:
+                if done_frame.kind != obj_kind:
                     self._close(done_frame)
+            if c == "#":
+                # A '##' line ends a table or expanded array at its own indentation (both
+                # decline it), so the member that follows can take the quick path below.
+                while stack and stack[-1].kind != obj_kind and stack[-1].indent == indent:
+                    self._close(stack.pop())
             if stack:
                 top = stack[-1]
-                if top.kind == _OBJ and indent == top.indent:
+                if top.kind == obj_kind and indent == top.indent:
                     # The commonest object members (bare keys) inline; anything unusual,
                     # errors included, goes to _obj_line.
                     obj = top.obj  # type: ignore[attr-defined]
@@ -1298,8 +1307,12 @@ class _Parser:
             f.markers = None
 
     def _row(self, f: _TabFrame, ln: int, s: str) -> None:
-        if f.markers is not None:
-            self._end_row(f)
+        markers = f.markers
+        if markers is not None:
+            for pending in markers.values():
+                if not pending.filled:
+                    self._end_row(f)  # raises missing_attachment
+            f.markers = None
         has_id = s[0] == "@"
         if has_id:
             # A valid prefix spells the row's index canonically, so one startswith() checks
@@ -1433,9 +1446,15 @@ class _Parser:
             # is waiting for them.
             hit = _QUICK_ATTACH(s)
             if hit is not None:
-                name, count = hit.groups()
+                name, count, text = hit.groups()
                 m = markers.get(name)
                 if m is not None and not m.filled and not m.explicit:
+                    if text is not None:
+                        values = _scalar_list(text, ln, self.memo)
+                        self._check_count(int(count), len(values), ln)
+                        row[name] = values
+                        m.filled = True
+                        return
                     if count is None:
                         child: dict[str, Any] = {}
                         self._push(_ObjFrame(f.indent + 4, ln, child))
@@ -1551,7 +1570,7 @@ def _decode(src: str, id_fields: bool, *, accept_answers: bool) -> Document:
             1,
         )
     parser = _Parser(header, id_fields or "key" in header)
-    value = parser.run(lines)
+    value = parser.run(lines, len(src) > MAX_LINE)
     return Document(header, value, parser.tables)
 
 
