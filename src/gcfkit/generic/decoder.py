@@ -781,9 +781,28 @@ class _Parser:
         if len(memo) > _MEMO_MAX:
             memo.clear()
         getitem = memo.__getitem__
+        out = f.out
+        small = len(batch) < _BATCH_MIN
+        if small and not tilde and f.simple and type(out) is list:
+            # The commonest short run (an attachment's few rows) built in one C-level
+            # pass; extend() keeps the rows before a bad one, which the general path
+            # then reports.
+            before = len(out)
+            # Not contextlib.suppress: a context manager per call costs more than this run.
+            try:  # noqa: SIM105
+                out.extend(map(dict, map(zip, repeat(f.fields), map(map, repeat(getitem), batch))))
+            except GCFError:
+                pass
+            taken = len(out) - before
+            if taken:
+                f.n += taken
+                f.cur_row = out[-1]
+                f.cur_line = ln + taken - 1
+                f.had_inline = False
+            return taken
         table: list[Any] | None = None
         try:
-            if len(batch) < _BATCH_MIN:
+            if small:
                 table = [tuple(map(getitem, toks)) for toks in batch]
             else:
                 # Every row of a batch has the table's width, so no zip here needs strict.
@@ -799,7 +818,6 @@ class _Parser:
                 pass
             if not table:
                 return 0
-        out = f.out
         row: dict[str, Any]
         if type(out) is list:
             if not f.simple:
