@@ -576,6 +576,7 @@ class _Parser:
         self.root: Any = _ABSENT
         self.root_kind = ""  # "", "scalar", "array", "object"
         self.tables: dict[int, TableInfo] = {}
+        self.long_lines = True
         # _Memo has no __init__ of its own (dict's is cheaper); its line is set here.
         self.memo = _Memo()
         self.memo.line = 0
@@ -585,6 +586,7 @@ class _Parser:
     def run(self, lines: list[str], long_lines: bool = True) -> Any:
         """Decode ``lines`` (``lines[0]`` is the header, already checked); ``long_lines``
         False promises that no line exceeds MAX_LINE."""
+        self.long_lines = long_lines
         stack = self.stack
         obj_kind = _OBJ
         not_last = _NOT_ROW_LAST
@@ -736,6 +738,9 @@ class _Parser:
         count = f.count
         if count is not None and i + count - f.n < limit:
             limit = i + count - f.n
+        not_first = _NOT_ROW_FIRST
+        not_last = _NOT_ROW_LAST
+        long_lines = self.long_lines
         while i < limit:
             batch: list[list[str]] = []
             tilde = False
@@ -750,10 +755,10 @@ class _Parser:
                         s = s[k:]
                     if (
                         not s
-                        or s[0] in _NOT_ROW_FIRST
-                        or s[-1] in _NOT_ROW_LAST
+                        or s[0] in not_first
+                        or s[-1] in not_last
                         or "^" in s
-                        or len(s) > MAX_LINE
+                        or (long_lines and len(s) > MAX_LINE)
                     ):
                         break
                     toks = _split_row(s, j + 1) if '"' in s else s.split("|")
