@@ -699,6 +699,21 @@ class _Parser:
                             if stack[-1].kind == _TAB:
                                 i = self._fast_rows(stack[-1], lines, i)  # type: ignore[arg-type]
                         continue
+                elif (
+                    top.kind == _TAB
+                    and indent == top.indent
+                    and (c == "." or (c == "@" and (top.count is None or top.n < top.count)))
+                ):
+                    # What _tab_line would do with an attachment or an @N row, without
+                    # its other checks (none applies to these two).
+                    if c == ".":
+                        self._attachment(top, ln, indent, s)  # type: ignore[arg-type]
+                    else:
+                        self._row(top, ln, s)  # type: ignore[arg-type]
+                    top = stack[-1]
+                    if top.kind == _TAB and top.markers is None:  # type: ignore[attr-defined]
+                        i = self._fast_rows(top, lines, i)  # type: ignore[arg-type]
+                    continue
             while True:
                 if not stack:
                     self._top_level(ln, indent, s)
