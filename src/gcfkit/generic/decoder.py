@@ -280,8 +280,15 @@ def _value(tok: str, line: int) -> Any:
             v, end = _SCAN_NUMBER(tok, 0)
         except (StopIteration, ValueError):
             end = -1
-        if end == len(tok) and v - v == 0 and (end < 19 or type(v) is float):
-            return v
+        n = len(tok)
+        if end == n:
+            if v - v == 0 and (n < 19 or type(v) is float):
+                return v
+        elif end >= 0:
+            # A number followed by more text is a bare string (§2.1), as parse_scalar says.
+            if not tok.isascii():
+                check_scalar_text(tok, line)
+            return tok
     return parse_scalar(tok, line)
 
 
@@ -595,8 +602,8 @@ class _Parser:
         scan_number = _SCAN_NUMBER
         summary: list[int] | None = None
         bare_first = _BARE_FIRST
-        i, n = 1, len(lines)
-        while i < n:
+        i, n_lines = 1, len(lines)
+        while i < n_lines:
             raw = lines[i]
             i += 1
             ln = i
@@ -652,7 +659,7 @@ class _Parser:
                     # errors included, goes to _obj_line.
                     obj = top.obj  # type: ignore[attr-defined]
                     # An ASCII identifier is exactly a bare key, [A-Za-z_][A-Za-z0-9_]*.
-                    key, eq, rest = s.partition("=")
+                    key, eq, rest = s.partition("=") if c != "#" else (s, "", "")
                     if eq and key.isidentifier() and key.isascii():
                         if key in obj:
                             raise GCFError(
@@ -664,13 +671,26 @@ class _Parser:
                                 obj[key] = rest
                                 continue
                         elif c in num_first:
-                            # As in _value, inline.
+                            # As in _value, inline, with plain integers first.
+                            size = len(rest)
+                            if (
+                                rest.isdigit()
+                                and size < 19
+                                and (c != "0" or size == 1)
+                                and rest.isascii()
+                            ):
+                                obj[key] = int(rest)
+                                continue
                             try:
                                 v, end = scan_number(rest, 0)
                             except (StopIteration, ValueError):
                                 end = -1
-                            if end == len(rest) and v - v == 0 and (end < 19 or type(v) is float):
-                                obj[key] = v
+                            if end == size:
+                                if v - v == 0 and (size < 19 or type(v) is float):
+                                    obj[key] = v
+                                    continue
+                            elif end >= 0 and rest.isascii():
+                                obj[key] = rest  # a number and more: a bare string
                                 continue
                         obj[key] = _value(rest.strip(" \t"), ln)
                         continue
