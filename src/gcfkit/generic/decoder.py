@@ -767,6 +767,8 @@ class _Parser:
         if f.id_index >= 0:
             return i
         k = f.indent
+        if i < len(lines) and lines[i][k : k + 1] in _NOT_ROW_FIRST:
+            return i  # the next line is no plain row (often an @N row of an attachment table)
         pad = " " * k
         width = f.width
         limit = len(lines)
