@@ -727,6 +727,10 @@ class _Parser:
                     # What _tab_line would do with an attachment or an @N row, without
                     # its other checks (none applies to these two).
                     if c == ".":
+                        j = self._attached_rows(top, s, lines, i)  # type: ignore[arg-type]
+                        if j >= 0:
+                            i = j
+                            continue
                         self._attachment(top, ln, indent, s)  # type: ignore[arg-type]
                     else:
                         self._row(top, ln, s)  # type: ignore[arg-type]
@@ -814,6 +818,72 @@ class _Parser:
             if done < len(batch) or j < stop:
                 break
         return i
+
+    def _attached_rows(self, f: _TabFrame, s: str, lines: list[str], i: int) -> int:
+        """Read a waiting '.field [N]' attachment of a shared array schema whose N rows are
+        plain and whose table ends with them, without opening a frame for it; return the
+        index past the rows, or -1 to leave everything (errors included) to the general
+        path, which would read these lines to the same value."""
+        markers = f.markers
+        shared = f.array_schemas
+        if markers is None or shared is None or self.id_fields or len(self.stack) >= MAX_DEPTH:
+            return -1
+        hit = _QUICK_ATTACH(s)
+        if hit is None or hit.group(2) is None or hit.group(3) is not None:
+            return -1
+        name = hit.group(1)
+        m = markers.get(name)
+        schema = shared.get(name)
+        if m is None or schema is None or m.filled or m.explicit or not schema.simple:
+            return -1
+        count = int(hit.group(2))
+        end = i + count
+        if end > len(lines):
+            return -1
+        if end < len(lines):
+            # The table must end here by indentation: a blank or comment line could hide
+            # an extra row, so it is left to the general path.
+            nxt = lines[end]
+            rest = nxt.lstrip(" ")
+            if len(nxt) - len(rest) >= f.indent + 4 or not rest.strip(" \t\r") or rest[0] == "#":
+                return -1
+        body = f.indent + 4
+        pad = " " * body
+        width = len(schema.fields)
+        batch: list[list[str]] = []
+        for j in range(i, end):
+            line = lines[j]
+            if line[:body] != pad:
+                return -1
+            row = line[body:]
+            if (
+                not row
+                or row[0] in _NOT_ROW_FIRST
+                or row[-1] in _NOT_ROW_LAST
+                or "^" in row
+                or "~" in row
+                or '"' in row
+                or (self.long_lines and len(line) > MAX_LINE)
+            ):
+                return -1
+            toks = row.split("|")
+            if len(toks) != width:
+                return -1
+            batch.append(toks)
+        memo = self.memo
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        try:
+            rows = list(
+                map(
+                    dict, map(zip, repeat(schema.fields), map(map, repeat(memo.__getitem__), batch))
+                )
+            )
+        except GCFError:
+            return -1
+        f.cur_row[name] = rows  # type: ignore[index]
+        m.filled = True
+        return end
 
     def _emit_rows(self, f: _TabFrame, batch: list[list[str]], tilde: bool, ln: int) -> int:
         """Decode ``batch`` (split rows of the right width, the first on line ``ln``) into
