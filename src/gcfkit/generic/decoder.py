@@ -771,11 +771,11 @@ class _Parser:
         if f.id_index >= 0:
             return i
         k = f.indent
-        if i < len(lines) and lines[i][k : k + 1] in _NOT_ROW_FIRST:
+        limit = len(lines)
+        if i >= limit or lines[i][k : k + 1] in _NOT_ROW_FIRST:
             return i  # the next line is no plain row (often an @N row of an attachment table)
         pad = " " * k
         width = f.width
-        limit = len(lines)
         count = f.count
         if count is not None and i + count - f.n < limit:
             limit = i + count - f.n
@@ -786,10 +786,8 @@ class _Parser:
             batch: list[list[str]] = []
             tilde = False
             stop = i + _BATCH_ROWS if i + _BATCH_ROWS < limit else limit
-            j = i
             try:
-                while j < stop:
-                    s = lines[j]
+                for s in lines[i:stop]:
                     if k:
                         if s[:k] != pad:
                             break
@@ -802,21 +800,20 @@ class _Parser:
                         or (long_lines and len(s) > MAX_LINE)
                     ):
                         break
-                    toks = _split_row(s, j + 1) if '"' in s else s.split("|")
+                    toks = _split_row(s, i + len(batch) + 1) if '"' in s else s.split("|")
                     if len(toks) != width:
                         break
                     if "~" in s:
                         tilde = True
                     batch.append(toks)
-                    j += 1
             except GCFError:
                 pass  # the general path re-reads this line and reports it with its line number
             if not batch:
                 break
             done = self._emit_rows(f, batch, tilde, i + 1)
             i += done
-            if done < len(batch) or j < stop:
-                break
+            if i < stop:
+                break  # a row was left over, or a line was no row
         return i
 
     def _attached_rows(self, f: _TabFrame, s: str, lines: list[str], i: int) -> int:
