@@ -92,11 +92,11 @@ _NOT_ROW_FIRST: Final = frozenset(" \t#.@")
 _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
-# A bare-key key=value line, the common object member (quoted keys take the general path).
-# '.field [N]', '.field [N]: values' or '.field {}' with a bare field name and a count
-# below MAX_COUNT.
+# '.field [N]', '.field [N]: values', '.field [N]{...}' or '.field {}' with a bare field
+# name and a count below MAX_COUNT.
 _QUICK_ATTACH: Final = re.compile(
-    r"\.([A-Za-z_][A-Za-z0-9_]*) (?:\[(0|[1-9][0-9]{0,8})\](?::(.*))?|\{\})\Z", re.DOTALL
+    r"\.([A-Za-z_][A-Za-z0-9_]*) (?:\[(0|[1-9][0-9]{0,8})\](?::(.*)|(\{.*))?|\{\})\Z",
+    re.DOTALL,
 ).match
 # The other common object members with a bare key, told apart by the last group matched:
 # 'key[N]: values' (3, with a count below MAX_COUNT), '## key' (4), '## key [' (5).
@@ -107,6 +107,7 @@ _MEMBER_LINE: Final = re.compile(
 ).match
 _INLINE_MEMBER: Final = 3
 _SECTION_MEMBER: Final = 4
+# A bare-key key=value line, the common object member (quoted keys take the general path).
 _KV_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL).match
 _QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
 
@@ -704,7 +705,8 @@ class _Parser:
                             )
                         if which == _INLINE_MEMBER:
                             values = _scalar_list(m.group(3), ln, self.memo)
-                            self._check_count(int(m.group(2)), len(values), ln)
+                            if len(values) != int(m.group(2)):
+                                self._check_count(int(m.group(2)), len(values), ln)  # raises
                             obj[key] = values
                         elif which == _SECTION_MEMBER:
                             child: dict[str, Any] = {}
@@ -826,7 +828,7 @@ class _Parser:
         if markers is None or shared is None or self.id_fields or len(self.stack) >= MAX_DEPTH:
             return -1
         hit = _QUICK_ATTACH(s)
-        if hit is None or hit.group(2) is None or hit.group(3) is not None:
+        if hit is None or hit.group(2) is None or hit.lastindex != 2:
             return -1
         name = hit.group(1)
         m = markers.get(name)
@@ -1573,14 +1575,23 @@ class _Parser:
             # is waiting for them.
             hit = _QUICK_ATTACH(s)
             if hit is not None:
-                name, count, text = hit.groups()
+                name, count, text, decl = hit.groups()
                 m = markers.get(name)
                 if m is not None and not m.filled and not m.explicit:
                     if text is not None:
                         values = _scalar_list(text, ln, self.memo)
-                        self._check_count(int(count), len(values), ln)
+                        if len(values) != int(count):
+                            self._check_count(int(count), len(values), ln)  # raises
                         row[name] = values
                         m.filled = True
+                        return
+                    if decl is not None:
+                        # As the general path below, from the '[' on.
+                        arr = self._array_head(
+                            s, len(name) + 2, ln, f.indent + 4, field=name, tab=f
+                        )
+                        m.filled = True
+                        row[name] = arr
                         return
                     if count is None:
                         child: dict[str, Any] = {}
