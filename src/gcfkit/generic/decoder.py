@@ -107,6 +107,7 @@ _MEMBER_LINE: Final = re.compile(
 ).match
 _INLINE_MEMBER: Final = 3
 _SECTION_MEMBER: Final = 4
+_PLAIN_BRACKET: Final = re.compile(r"\[(0|[1-9][0-9]{0,8})(:?)\]").match
 # A bare-key key=value line, the common object member (quoted keys take the general path).
 _KV_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL).match
 _QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
@@ -1066,6 +1067,10 @@ class _Parser:
     # -- array heads -----------------------------------------------------------------
 
     def _bracket(self, s: str, pos: int, ln: int) -> tuple[int | None, bool, int]:
+        m = _PLAIN_BRACKET(s, pos)
+        if m is not None:
+            # '[N]' or '[N:]' with N below MAX_COUNT: nothing left to check.
+            return int(m.group(1)), m.group(2) == ":", m.end()
         end = s.find("]", pos)
         if end < 0:
             raise GCFError("invalid_line", "unterminated count bracket", ln)
@@ -1701,12 +1706,13 @@ def _decode(src: str, id_fields: bool, *, accept_answers: bool) -> Document:
         )
     if len(header) > 1:
         _check_generic_header(header)
-    if not accept_answers and "true" in (header.get("delta"), header.get("unchanged")):
-        raise GCFError(
-            "unsupported_profile",
-            "this is a generic delta/unchanged payload; decode it with gcfkit.keyed.loads_delta",
-            1,
-        )
+        if not accept_answers and "true" in (header.get("delta"), header.get("unchanged")):
+            raise GCFError(
+                "unsupported_profile",
+                "this is a generic delta/unchanged payload; decode it with "
+                "gcfkit.keyed.loads_delta",
+                1,
+            )
     parser = _Parser(header, id_fields or "key" in header)
     value = parser.run(lines, len(src) > MAX_LINE)
     return Document(header, value, parser.tables)
