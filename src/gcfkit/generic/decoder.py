@@ -813,7 +813,33 @@ class _Parser:
                 pass  # the general path re-reads this line and reports it with its line number
             if not batch:
                 break
-            done = self._emit_rows(f, batch, tilde, i + 1)
+            out = f.out
+            if len(batch) < _BATCH_MIN and not tilde and f.simple and type(out) is list:
+                # The commonest short run (a nested table's few rows) built in one C-level
+                # pass; extend() keeps the rows before a bad one, which the general path
+                # then reports.
+                memo = self.memo
+                if len(memo) > _MEMO_MAX:
+                    memo.clear()
+                before = len(out)
+                # Not contextlib.suppress: a context manager per call costs more than this.
+                try:  # noqa: SIM105
+                    out.extend(
+                        map(
+                            dict,
+                            map(zip, repeat(f.fields), map(map, repeat(memo.__getitem__), batch)),
+                        )
+                    )
+                except GCFError:
+                    pass
+                done = len(out) - before
+                if done:
+                    f.n += done
+                    f.cur_row = out[-1]
+                    f.cur_line = i + done
+                    f.had_inline = False
+            else:
+                done = self._emit_rows(f, batch, tilde, i + 1)
             i += done
             if i < stop:
                 break  # a row was left over, or a line was no row
@@ -895,23 +921,6 @@ class _Parser:
         getitem = memo.__getitem__
         out = f.out
         small = len(batch) < _BATCH_MIN
-        if small and not tilde and f.simple and type(out) is list:
-            # The commonest short run (an attachment's few rows) built in one C-level
-            # pass; extend() keeps the rows before a bad one, which the general path
-            # then reports.
-            before = len(out)
-            # Not contextlib.suppress: a context manager per call costs more than this run.
-            try:  # noqa: SIM105
-                out.extend(map(dict, map(zip, repeat(f.fields), map(map, repeat(getitem), batch))))
-            except GCFError:
-                pass
-            taken = len(out) - before
-            if taken:
-                f.n += taken
-                f.cur_row = out[-1]
-                f.cur_line = ln + taken - 1
-                f.had_inline = False
-            return taken
         table: list[Any] | None = None
         try:
             if small:
