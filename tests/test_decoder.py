@@ -473,3 +473,69 @@ def test_pipe_inside_a_quoted_inline_schema_name() -> None:
     # The splitter must not cut at a '|' inside ^{"a|b",...} (§7.4.5.1, §4.2).
     wire = 'GCF profile=generic\n## [2]{c}\n@0 ^{"a|b",c,"d}|"}\n1|2|3\n@1 ^\n4|5|6\n'
     assert loads(wire) == [{"c": {"a|b": 1, "c": 2, "d}|": 3}}, {"c": {"a|b": 4, "c": 5, "d}|": 6}}]
+
+
+_EDGE_TOKENS = [
+    "0",
+    "-0",
+    "01",
+    "-01",
+    "1.",
+    ".5",
+    "1.0",
+    "1e5",
+    "1E+5",
+    "1e-400",
+    "1e999",
+    "-1e999",
+    "NaN",
+    "-NaN",
+    "Infinity",
+    "-Infinity",
+    "inf",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "-9223372036854775809",
+    "123456789012345678901234567890",
+    "1_000",
+    "0x10",
+    "+1",
+    "1.5.5",
+    "١٢",
+    "1٥",
+    "true",
+    "false",
+    "-",
+    "null",
+    "tru",
+    '"12"',
+    '"a|b"',
+    "  7  ",
+    "4 ",
+    "-.5",
+    "--1",
+]
+
+
+@pytest.mark.parametrize("tok", _EDGE_TOKENS)
+def test_table_cells_decode_exactly_like_key_value_scalars(tok: str) -> None:
+    """Runs of plain rows take a batched column path; every cell must still mean exactly
+    what the same token means in a key=value line (or fail with the same code)."""
+
+    def outcome(wire: str) -> Any:
+        try:
+            return ("ok", loads(wire))
+        except GCFError as e:
+            return ("error", e.code)
+
+    single = outcome(f"GCF profile=generic\nv={tok}\n")
+    rows = "".join(f"{i}|{tok}\n" for i in range(12))
+    table = outcome(f"GCF profile=generic\n## t [12]{{i,v}}\n{rows}")
+    if single[0] == "error":
+        assert table == single
+    else:
+        assert table[0] == "ok"
+        cells = [row["v"] for row in table[1]["t"]]
+        want = single[1]["v"]
+        assert all(type(c) is type(want) and c == want for c in cells), (cells[:2], want)
