@@ -454,15 +454,6 @@ def test_encoder_output_decodes_to_the_value(value: Any) -> None:
     assert strict_equal(loads(encoder.dumps(value)), value, ordered=False)
 
 
-def test_docstring_examples() -> None:
-    import doctest
-
-    import gcfkit.generic.decoder
-
-    result = doctest.testmod(gcfkit.generic.decoder)
-    assert result.attempted >= 4 and result.failed == 0
-
-
 def test_gt_named_bare_attachments() -> None:
     text = H + ('## [2]{id}\n@0 1\n."a>b" {}\n    k=1\n."c>d" [2]: x,y\n2\n')
     assert loads(text) == [{"id": 1, "a>b": {"k": 1}, "c>d": ["x", "y"]}, {"id": 2}]

@@ -431,12 +431,3 @@ def test_unchanged_answer_reads_as_an_empty_delta() -> None:
     with pytest.raises(GCFError) as info:
         loads_delta("GCF profile=generic unchanged=true pack_root=sha256:a\nx=1\n")
     assert info.value.code == "malformed_delta"
-
-
-def test_docstring_examples() -> None:
-    import doctest
-
-    import gcfkit.keyed
-
-    result = doctest.testmod(gcfkit.keyed, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 20 and result.failed == 0
