@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from .. import decode, dumps
-from ..errors import GCFError
 from ..jsonio import read_json_bytes, to_json_model
+from .io import read_input, write_text
 
 
 def register(sub: Any) -> None:
@@ -38,34 +37,18 @@ def register(sub: Any) -> None:
     dec.set_defaults(func=_decode)
 
 
-def read_input(path: str | None) -> bytes:
-    """The bytes of FILE, or of stdin when FILE is absent or ``-``."""
-    if path is None or path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise GCFError("io_error", f"cannot read {path}: {e.strerror}") from None
-
-
-def _write(text: str) -> None:
-    sys.stdout.buffer.write(text.encode("utf-8"))
-    sys.stdout.buffer.flush()
-
-
 def _encode(args: argparse.Namespace) -> int:
     value = read_json_bytes(read_input(args.file))
     if args.graph:
         from .. import graph
 
-        _write(graph.dumps(graph.graph_from_model(value)))
+        write_text(graph.dumps(graph.graph_from_model(value)))
     else:
-        _write(dumps(value, tool=args.tool))
+        write_text(dumps(value, tool=args.tool))
     return 0
 
 
 def _decode(args: argparse.Namespace) -> int:
     value = to_json_model(decode(read_input(args.file)))
-    _write(json.dumps(value, ensure_ascii=False, indent=args.indent) + "\n")
+    write_text(json.dumps(value, ensure_ascii=False, indent=args.indent) + "\n")
     return 0

@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 from .. import tokens
-from ..errors import GCFError
 from ..jsonio import read_json_bytes
 from ..report import Comparison, FormatResult, compare_formats, default_formats
+from .io import read_input, write_text
 
 _BASELINES = {"compact": "json-compact", "pretty": "json-pretty"}
 _BAR_WIDTH = 10
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             return _ledger_view(args)
         source = "stdin"
     else:
-        data = _read_file(args.file)
+        data = read_input(args.file)
         source = args.file
     value = read_json_bytes(data)
     cmp = compare_formats(
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         out.update(cmp.to_dict())
         best = cmp.best_lossless(args.encoding)
         out["best_lossless"] = best.name if best is not None else None
-        _write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
+        write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
     else:
         _render(cmp, source, len(data), args.encoding)
     return 0
@@ -94,19 +94,6 @@ def _stdin_is_tty() -> bool:
         return sys.stdin is None or sys.stdin.isatty()
     except (AttributeError, ValueError):
         return True
-
-
-def _read_file(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise GCFError("io_error", f"cannot read {path}: {e.strerror}") from None
-
-
-def _write(text: str) -> None:
-    sys.stdout.buffer.write(text.encode("utf-8"))
-    sys.stdout.buffer.flush()
 
 
 # ---------------------------------------------------------------------------------------
@@ -195,7 +182,7 @@ def _render(cmp: Comparison, source: str, size: int, encoding: str) -> None:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
-        _write(_plain(title, headers, rows, notes))
+        write_text(_plain(title, headers, rows, notes))
         return
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for i, h in enumerate(headers):
@@ -235,7 +222,7 @@ def _ledger_view(args: argparse.Namespace) -> int:
     records = ledger.read_records(args.ledger_file, since=since)
     summary = ledger.summarize(records, corrupt=records.corrupt)
     if args.json:
-        _write(json.dumps(ledger.summary_to_json(summary), ensure_ascii=False, indent=2) + "\n")
+        write_text(json.dumps(ledger.summary_to_json(summary), ensure_ascii=False, indent=2) + "\n")
     else:
         ledger.render_summary(summary)
     return 0
