@@ -20,8 +20,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -31,9 +30,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 import gcfkit  # noqa: E402
-from gcfkit import gcx1, tokens  # noqa: E402
+from gcfkit import tokens  # noqa: E402
 from gcfkit.jsonio import loads_json  # noqa: E402
-from gcfkit.report import strict_equal  # noqa: E402
+from gcfkit.report import Format, FormatResult, default_formats, strict_equal  # noqa: E402
+from gcfkit.report import measure as measure_format  # noqa: E402
 
 CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
 ENCODINGS = ("o200k_base", "cl100k_base")
@@ -90,16 +90,6 @@ def offline_tiktoken() -> bool:
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass
-class Fmt:
-    key: str
-    label: str
-    encode: Callable[[Any], str] | None
-    decode: Callable[[str], Any] | None
-    key_order: bool = True
-    note: str = ""
-
-
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)
@@ -107,49 +97,30 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def build_formats() -> list[Fmt]:
-    fmts = [
-        Fmt(
-            "json-pretty",
-            "JSON pretty",
-            lambda v: json.dumps(v, indent=2, ensure_ascii=False),
-            loads_json,
-        ),
-        Fmt(
-            "json-compact",
-            "JSON compact",
-            lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False),
-            loads_json,
-        ),
-    ]
-    try:
-        import toon_format
+# Column labels of the report's tables (gcfkit stats uses longer ones).
+LABELS = {
+    "json-pretty": "JSON pretty",
+    "json-compact": "JSON compact",
+    "toon": "TOON",
+    "gcx1": "GCX1",
+    "gcf": "GCF gcfkit",
+}
 
-        fmts.append(Fmt("toon", "TOON", toon_format.encode, toon_format.decode))
-    except ImportError:
-        fmts.append(Fmt("toon", "TOON", None, None, note="toon-format not installed"))
-    fmts.append(
-        Fmt(
-            "gcx1",
-            "GCX1",
-            lambda v: gcx1.dumps(v, tool="bench"),
-            gcx1.loads,
-            key_order=False,
-            note="flat tables only; key order follows fields=",
-        )
-    )
-    fmts.append(Fmt("gcf", "GCF gcfkit", gcfkit.dumps, gcfkit.loads))
+
+def build_formats() -> list[Format]:
+    """gcfkit stats' formats, then the two peers that are bench-only dependencies."""
+    fmts = [replace(f, label=LABELS[f.name]) for f in default_formats(tool="bench")]
     try:
         import gcf
 
-        fmts.append(Fmt("gcf-python", "GCF gcf-python", gcf.encode_generic, gcf.decode_generic))
+        fmts.append(Format("gcf-python", "GCF gcf-python", gcf.encode_generic, gcf.decode_generic))
     except ImportError:
-        fmts.append(Fmt("gcf-python", "GCF gcf-python", None, None, note="not installed"))
+        fmts.append(_missing("gcf-python", "GCF gcf-python"))
     try:
         from terse import transforms
 
         fmts.append(
-            Fmt(
+            Format(
                 "terse",
                 "terse lossless",
                 transforms.compress,
@@ -159,45 +130,19 @@ def build_formats() -> list[Fmt]:
             )
         )
     except ImportError:
-        fmts.append(Fmt("terse", "terse lossless", None, None, note="terse-mcp not installed"))
+        fmts.append(_missing("terse", "terse lossless"))
     return fmts
 
 
-@dataclass
-class Cell:
-    text: str | None = None
-    tokens: dict[str, int] = field(default_factory=dict)
-    ok: bool = False
-    error: str = ""
-    key_order_kept: bool | None = None
+def _missing(name: str, label: str) -> Format:
+    def unavailable(*_: Any) -> Any:
+        raise RuntimeError(f"{label} is not installed")
+
+    return Format(name, label, unavailable, unavailable, available=False, note="not installed")
 
 
-def measure(fmt: Fmt, value: Any) -> Cell:
-    if fmt.encode is None or fmt.decode is None:
-        return Cell(error=fmt.note or "not available")
-    try:
-        text = fmt.encode(value)
-    except Exception as e:
-        return Cell(error=f"encode: {type(e).__name__}: {str(e)[:120]}")
-    cell = Cell(text=text, tokens={enc: tokens.count(text, enc) for enc in ENCODINGS})
-    try:
-        back = fmt.decode(text)
-    except Exception as e:
-        cell.error = f"decode: {type(e).__name__}: {str(e)[:120]}"
-        return cell
-    # Lossless as GCF §1.1 defines equality (types, membership, order of arrays, values);
-    # key order is reported on its own for the formats that promise it.
-    cell.ok = strict_equal(back, value)
-    if not cell.ok:
-        cell.error = "round trip changed the value"
-    elif fmt.key_order:
-        cell.key_order_kept = strict_equal(back, value, key_order=True)
-    return cell
-
-
-# ---------------------------------------------------------------------------------------
-# Datasets
-# ---------------------------------------------------------------------------------------
+def measure(fmt: Format, value: Any) -> FormatResult:
+    return measure_format(fmt, value, ENCODINGS)
 
 
 def toon_datasets() -> list[tuple[str, Any]]:
@@ -231,48 +176,48 @@ def mcp_datasets() -> list[tuple[str, Any]]:
 # ---------------------------------------------------------------------------------------
 
 
-Results = dict[str, dict[str, Cell]]  # dataset -> format -> cell
+Results = dict[str, dict[str, FormatResult]]  # dataset -> format -> cell
 
 
-def run_all(datasets: list[tuple[str, Any]], fmts: list[Fmt]) -> Results:
-    return {name: {f.key: measure(f, value) for f in fmts} for name, value in datasets}
+def run_all(datasets: list[tuple[str, Any]], fmts: list[Format]) -> Results:
+    return {name: {f.name: measure(f, value) for f in fmts} for name, value in datasets}
 
 
-def best_lossless(row: dict[str, Cell], enc: str) -> int | None:
-    choices = [row[k].tokens[enc] for k in ("gcf", "json-compact") if row[k].ok]
+def best_lossless(row: dict[str, FormatResult], enc: str) -> int | None:
+    choices = [row[k].tokens[enc] for k in ("gcf", "json-compact") if row[k].lossless]
     return min(choices) if choices else None
 
 
-def cell_text(c: Cell, enc: str) -> str:
+def cell_text(c: FormatResult, enc: str) -> str:
     if c.text is None:
-        return "✗ n/a" if "not installed" in c.error else "✗ refused"
-    if not c.ok:
+        return "✗ n/a" if "not installed" in (c.error or "") else "✗ refused"
+    if not c.lossless:
         return f"✗ {c.tokens[enc]:,}"
     return f"{c.tokens[enc]:,}"
 
 
-def totals(results: Results, fmts: list[Fmt], enc: str) -> dict[str, tuple[int, int]]:
+def totals(results: Results, fmts: list[Format], enc: str) -> dict[str, tuple[int, int]]:
     """Per format: (total with failed cells counted as compact JSON, failed cells)."""
     out = {}
     for f in fmts:
         total = failed = 0
         for row in results.values():
-            c = row[f.key]
-            if c.ok:
+            c = row[f.name]
+            if c.lossless:
                 total += c.tokens[enc]
             else:
                 failed += 1
                 total += row["json-compact"].tokens[enc]
-        out[f.key] = (total, failed)
+        out[f.name] = (total, failed)
     return out
 
 
-def table(results: Results, fmts: list[Fmt], enc: str) -> list[str]:
+def table(results: Results, fmts: list[Format], enc: str) -> list[str]:
     head = ["dataset", *(f.label for f in fmts), "best lossless"]
     lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     for name, row in results.items():
         best = best_lossless(row, enc)
-        cells = [cell_text(row[f.key], enc) for f in fmts]
+        cells = [cell_text(row[f.name], enc) for f in fmts]
         best_cell = f"{best:,}" if best is not None else "✗"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {best_cell} |")
     tot = totals(results, fmts, enc)
@@ -287,17 +232,17 @@ def table(results: Results, fmts: list[Fmt], enc: str) -> list[str]:
     return lines
 
 
-def failures(results: Results, fmts: list[Fmt]) -> list[str]:
+def failures(results: Results, fmts: list[Format]) -> list[str]:
     """Failed round trips and crashes one by one; refusals grouped by reason."""
     out = []
     refused: dict[tuple[str, str], list[str]] = {}
     for name, row in results.items():
         for f in fmts:
-            c = row[f.key]
-            if c.ok or "not installed" in c.error:
+            c = row[f.name]
+            if c.lossless or "not installed" in (c.error or ""):
                 continue
-            if "unsupported_shape" in c.error:
-                reason = c.error.split("]: ", 1)[-1].split(":")[0].split(";")[0]
+            if "unsupported_shape" in (c.error or ""):
+                reason = (c.error or "").split("] ", 1)[-1].split(":")[0].split(";")[0]
                 refused.setdefault((f.label, reason), []).append(name)
             else:
                 out.append(f"- **{name} / {f.label}**: {c.error}")
@@ -306,12 +251,12 @@ def failures(results: Results, fmts: list[Fmt]) -> list[str]:
     return out
 
 
-def key_order_changes(results: Results, fmts: list[Fmt]) -> list[str]:
+def key_order_changes(results: Results, fmts: list[Format]) -> list[str]:
     return [
         f"- {name} / {f.label}"
         for name, row in results.items()
         for f in fmts
-        if row[f.key].key_order_kept is False
+        if row[f.name].key_order_kept is False
     ]
 
 
@@ -500,7 +445,7 @@ def throughput(texts: list[str]) -> dict[str, float]:
 
 def charts(
     toon: Results,
-    fmts: list[Fmt],
+    fmts: list[Format],
     graph_rows: list[tuple[int, int, int, int]],
     delta_rows: list[tuple[int, ...]],
 ) -> list[str]:
@@ -512,13 +457,14 @@ def charts(
     except ImportError:
         return []
     written = []
-    shown = [f for f in fmts if f.key != "json-pretty"]
+    shown = [f for f in fmts if f.name != "json-pretty"]
     names = list(toon)
     fig, ax = plt.subplots(figsize=(12, 5.5))
     width = 0.8 / len(shown)
     for j, f in enumerate(shown):
         vals = [
-            toon[n][f.key].tokens.get("o200k_base", 0) if toon[n][f.key].ok else 0 for n in names
+            toon[n][f.name].tokens.get("o200k_base", 0) if toon[n][f.name].lossless else 0
+            for n in names
         ]
         ax.bar([i + j * width for i in range(len(names))], vals, width, label=f.label)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names, rotation=20)
@@ -533,7 +479,7 @@ def charts(
     tot = totals(toon, fmts, "o200k_base")
     fig, ax = plt.subplots(figsize=(9, 4.5))
     labels = [f.label for f in fmts] + ["best lossless"]
-    vals = [tot[f.key][0] for f in fmts]
+    vals = [tot[f.name][0] for f in fmts]
     vals.append(
         sum(
             best_lossless(row, "o200k_base") or row["json-compact"].tokens["o200k_base"]
@@ -640,7 +586,7 @@ def main() -> int:
         r.append("")
     tot = totals(toon, fmts, "o200k_base")
     best_total = sum(best_lossless(row, "o200k_base") or 0 for row in toon.values())
-    others = {f.label: tot[f.key][0] for f in fmts}
+    others = {f.label: tot[f.name][0] for f in fmts}
     smallest = min(others.items(), key=lambda kv: kv[1])
     holds = best_total <= smallest[1]
     r.append(

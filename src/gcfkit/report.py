@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import gcx1, tokens
+from . import dumps, gcx1, loads, tokens
 from .errors import GCFError
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "FormatResult",
     "compare_formats",
     "default_formats",
-    "gcf_codec",
     "measure",
     "saving",
     "strict_equal",
@@ -130,20 +129,6 @@ def _json_compact(v: Any) -> str:
     return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
 
 
-def gcf_codec() -> tuple[Callable[[Any], str], Callable[[str], Any]] | None:
-    """gcfkit's own generic-profile ``(dumps, loads)``, or None while it is not built.
-
-    >>> codec = gcf_codec()
-    >>> codec is None or callable(codec[0])
-    True
-    """
-    try:
-        from . import dumps, loads
-    except ImportError:
-        return None
-    return dumps, loads
-
-
 def _toon_format() -> Format:
     try:
         import toon_format  # type: ignore[import-not-found, import-untyped, unused-ignore]
@@ -180,16 +165,8 @@ def default_formats(tool: str = "stats") -> list[Format]:
             note="flat tables only",
             key_order=False,
         ),
+        Format("gcf", "GCF (gcfkit)", dumps, loads),
     ]
-    codec = gcf_codec()
-    if codec is None:
-        formats.append(
-            Format(
-                "gcf", "GCF (gcfkit)", _unavailable, _unavailable, False, "encoder not built yet"
-            )
-        )
-    else:
-        formats.append(Format("gcf", "GCF (gcfkit)", codec[0], codec[1]))
     return formats
 
 
