@@ -31,7 +31,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import gcfkit  # noqa: E402
 from gcfkit import tokens  # noqa: E402
+from gcfkit.graph import Edge, Graph, Session, SessionReader, Symbol, graph_to_model  # noqa: E402
+from gcfkit.graph import dumps as graph_dumps  # noqa: E402
+from gcfkit.graph import loads as graph_loads  # noqa: E402
 from gcfkit.jsonio import loads_json  # noqa: E402
+from gcfkit.keyed import DeltaSession, KeyedSet, apply_delta, loads_delta  # noqa: E402
 from gcfkit.report import Format, FormatResult, default_formats, strict_equal  # noqa: E402
 from gcfkit.report import measure as measure_format  # noqa: E402
 
@@ -304,12 +308,6 @@ def classify(ours: str, peer: str) -> str:
 
 def graph_session_curve() -> tuple[list[str], list[tuple[int, int, int, int]]]:
     """5 overlapping graph calls: (call, JSON compact, stateless GCF, session GCF) tokens."""
-    try:
-        from gcfkit.graph import Edge, Graph, Session, SessionReader, Symbol, graph_to_model
-        from gcfkit.graph import dumps as graph_dumps
-        from gcfkit.graph import loads as graph_loads
-    except ImportError as e:
-        return [f"gcfkit.graph not available ({e})."], []
     rng = random.Random(20261130)
     kinds = ["function", "method", "class", "interface", "constant"]
     pool = [
@@ -349,10 +347,6 @@ def graph_session_curve() -> tuple[list[str], list[tuple[int, int, int, int]]]:
 
 def delta_curve(base_rows: list[dict[str, Any]]) -> tuple[list[str], list[tuple[int, ...]]]:
     """10 repeated calls with 1-5% churn: (call, churn %, JSON, full GCF, delta wire) tokens."""
-    try:
-        from gcfkit.keyed import DeltaSession, KeyedSet, apply_delta, loads_delta
-    except ImportError as e:
-        return [f"gcfkit.keyed not available ({e})."], []
     rng = random.Random(5)
     fields = list(base_rows[0])
     key = fields[0]
@@ -526,9 +520,6 @@ def charts(
             axes[1].set_title("Generic deltas: 10 calls, 1-5% churn")
             axes[1].set_xlabel("call")
             axes[1].legend()
-        else:
-            axes[1].axis("off")
-            axes[1].text(0.5, 0.5, "generic deltas: gcfkit.keyed not built yet", ha="center")
         fig.tight_layout()
         fig.savefig(HERE / "multi_call.png", dpi=110)
         plt.close(fig)
