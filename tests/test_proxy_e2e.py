@@ -12,7 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -562,6 +563,33 @@ def test_split_lines_reassembles_any_chunking() -> None:
     check()
 
 
+@contextlib.contextmanager
+def proxy_over(server_code: str) -> Iterator[tuple[subprocess.Popen[bytes], list[int]]]:
+    """`gcfkit proxy --grace 0.5` in front of `python -c server_code`, as a subprocess.
+
+    Yields the proxy and a list the test may append stray pids to; on the way out the
+    proxy and every listed pid are killed, so no test leaves a process behind.
+    """
+    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
+    proc = subprocess.Popen(
+        [*command, "--", sys.executable, "-c", server_code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+    )
+    strays: list[int] = []
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        yield proc, strays
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+
+
 def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period() -> None:
     code = (
         "import signal, sys, time\n"
@@ -569,22 +597,11 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period() -> Non
         "print('ready', flush=True)\n"
         "while True: time.sleep(1)"
     )
-    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
-    proc = subprocess.Popen(
-        [*command, "--", sys.executable, "-c", code],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env(),
-    )
-    try:
+    with proxy_over(code) as (proc, _):
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
         proc.stdin.close()
         assert proc.wait(timeout=30) == 128 + 9
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_shutdown_reaches_the_servers_children() -> None:
@@ -596,16 +613,10 @@ def test_shutdown_reaches_the_servers_children() -> None:
         "print(p.pid, flush=True)\n"
         "while True: time.sleep(1)"
     )
-    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
-    proc = subprocess.Popen(
-        [*command, "--", sys.executable, "-c", launcher],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env(),
-    )
-    try:
+    with proxy_over(launcher) as (proc, strays):
         assert proc.stdout is not None and proc.stdin is not None
         grandchild = int(proc.stdout.readline())
+        strays.append(grandchild)
         proc.stdin.close()
         proc.wait(timeout=30)
         for _ in range(100):  # bounded: up to 5 s for the group to be reaped
@@ -617,16 +628,9 @@ def test_shutdown_reaches_the_servers_children() -> None:
                 state = Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()[0]
                 if state == "Z":
                     break
-            import time
-
             time.sleep(0.05)
         else:
-            os.kill(grandchild, 9)
             pytest.fail("the server's child outlived the proxy")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_a_stray_child_holding_stdout_does_not_hang_the_proxy() -> None:
@@ -638,72 +642,32 @@ def test_a_stray_child_holding_stdout_does_not_hang_the_proxy() -> None:
         "print(p.pid, flush=True)\n"
         "sys.stdin.read()\n"  # exits on stdin EOF, leaving the child behind
     )
-    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
-    proc = subprocess.Popen(
-        [*command, "--", sys.executable, "-c", server],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env(),
-    )
-    stray = 0
-    try:
+    with proxy_over(server) as (proc, strays):
         assert proc.stdout is not None and proc.stdin is not None
-        stray = int(proc.stdout.readline())
+        strays.append(int(proc.stdout.readline()))
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        if stray:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(stray, 9)
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 128 + 15)])
 def test_signalling_the_proxy_stops_the_server(sig: int, status: int) -> None:
     code = "import os, time\nprint(os.getpid(), flush=True)\nwhile True: time.sleep(1)"
-    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
-    proc = subprocess.Popen(
-        [*command, "--", sys.executable, "-c", code],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env(),
-    )
-    server = 0
-    try:
+    with proxy_over(code) as (proc, strays):
         assert proc.stdout is not None
         server = int(proc.stdout.readline())
+        strays.append(server)
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == status
         stat = Path(f"/proc/{server}/stat")
         assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        if server:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(server, 9)
 
 
 def test_a_server_that_closes_stdout_but_lives_on_is_stopped() -> None:
     code = "import os, sys, time\nsys.stdin.readline()\nos.close(1)\nwhile True: time.sleep(1)"
-    command = [sys.executable, "-m", "gcfkit.cli", "proxy", "--no-stats", "--grace", "0.5"]
-    proc = subprocess.Popen(
-        [*command, "--", sys.executable, "-c", code],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env(),
-    )
-    try:
+    with proxy_over(code) as (proc, _):
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(b'{"jsonrpc":"2.0","id":"q","method":"tools/list"}\n')
         proc.stdin.flush()
         error = json.loads(proc.stdout.readline())  # answered by the proxy, not left hanging
         assert error["id"] == "q" and error["error"]["code"] == -32000
         assert proc.wait(timeout=30) == 128 + 15
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
