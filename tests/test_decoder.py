@@ -530,3 +530,22 @@ def test_table_cells_decode_exactly_like_key_value_scalars(tok: str) -> None:
         cells = [row["v"] for row in table[1]["t"]]
         want = single[1]["v"]
         assert all(type(c) is type(want) and c == want for c in cells), (cells[:2], want)
+
+
+@pytest.mark.parametrize("tok", _EDGE_TOKENS)
+def test_the_pure_python_number_scanner_agrees(tok: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without json's C accelerator the decoder scans numbers with an ASCII-only pattern
+    (§2.3); it must decode every token exactly as the C scanner path does."""
+    import gcfkit.generic.decoder as decoder
+
+    wire = f"GCF profile=generic\nv={tok}\n## t [9]{{v}}\n" + f"{tok}\n" * 9
+
+    def outcome() -> Any:
+        try:
+            return ("ok", loads(wire))
+        except GCFError as e:
+            return ("error", e.code)
+
+    with_c = outcome()
+    monkeypatch.setattr(decoder, "_SCAN_NUMBER", decoder._scan_number_ascii)
+    assert repr(outcome()) == repr(with_c)

@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Callable
 from itertools import repeat
-from json.scanner import make_scanner
+from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from ..errors import GCFError
@@ -87,7 +87,24 @@ _NUM_TOKEN: Final = re.compile(
 ).match
 _NUM_TEXT: Final = re.compile(r"[-+0-9.,eE \t]*").fullmatch
 _JSON_SCAN: Final = json.JSONDecoder().raw_decode
-_SCAN_NUMBER: Final = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_NUMBER_PREFIX: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?").match
+
+
+def _scan_number_ascii(tok: str, pos: int) -> tuple[Any, int]:
+    """The C scanner's contract (value, end; StopIteration when no number starts here)."""
+    m = _NUMBER_PREFIX(tok, pos)
+    if m is None:
+        raise StopIteration(pos)
+    text = m.group()
+    return (float(text) if m.lastindex else int(text)), m.end()
+
+
+# The C scanner reads ASCII digits only, as §2.3 requires. json's pure-Python fallback
+# matches a Unicode \d (it would read "1٥" as 15), so without the C accelerator numbers
+# are scanned by the ASCII pattern above.
+_SCAN_NUMBER: Final[Callable[[str, int], tuple[Any, int]]] = (
+    c_make_scanner(json.JSONDecoder()) if c_make_scanner is not None else _scan_number_ascii
+)
 _NOT_ROW_FIRST: Final = frozenset(" \t#.@")
 _NOT_ROW_LAST: Final = frozenset(" \t\r")
 # The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
