@@ -181,6 +181,30 @@ def _bare(tok: str, line: int) -> str:
     return tok
 
 
+_TRAILING: Final = object()
+_UNDECIDED: Final = object()
+
+
+def _scan_whole_number(tok: str) -> Any:
+    """``tok`` (first character a digit or ``-``) as a whole, finite, surely-int64 number.
+
+    The C JSON scanner reads a number exactly as §2.3 spells it (JSON's grammar) and
+    converts it in one call. :data:`_TRAILING` means a number followed by more text;
+    :data:`_UNDECIDED` covers the scanner's extras (-Infinity, unbounded integers) and
+    overflows, which the regex path decides.
+    """
+    try:
+        v, end = _SCAN_NUMBER(tok, 0)
+    except (StopIteration, ValueError):
+        return _UNDECIDED
+    n = len(tok)
+    if end < n:
+        return _TRAILING
+    if v - v == 0 and (n < 19 or type(v) is float):
+        return v
+    return _UNDECIDED
+
+
 class _Memo(dict[str, Any]):
     """Token -> decoded cell, per document: repeated cells (enums, flags, small numbers,
     ``-``, ``~``) cost one C-level dict lookup instead of a parse."""
@@ -195,25 +219,15 @@ class _Memo(dict[str, Any]):
         c = tok[:1]
         v: Any
         if c in _NUM_FIRST:
-            # The C JSON scanner reads a number exactly as §2.3 spells it (JSON's grammar)
-            # and converts it in one call; it stopping short of the end means the token is
-            # no number. Its extras (-Infinity, unbounded integers) and overflows fall
-            # through to the regex path, which has the last word.
-            try:
-                v, end = _SCAN_NUMBER(tok, 0)
-            except (StopIteration, ValueError):
-                end = -1
-            n = len(tok)
-            if end == n and v - v == 0 and (n < 19 or type(v) is float):
-                pass
-            elif 0 <= end < n:
+            v = _scan_whole_number(tok)
+            if v is _TRAILING:
                 if c == "-":
                     v = parse_scalar(tok, self.line, in_row=True)
                 else:
                     if not tok.isascii():
                         check_scalar_text(tok, self.line)
                     v = tok
-            else:
+            elif v is _UNDECIDED:
                 v = self._number_slow(tok, c)
         elif c in _BARE_FIRST:
             if not tok.isascii():
@@ -294,20 +308,14 @@ def _value(tok: str, line: int) -> Any:
             check_scalar_text(tok, line)
         return tok
     if c in _NUM_FIRST:
-        # As in _Memo.__missing__: only a whole, finite, surely-int64 number is taken here.
-        try:
-            v, end = _SCAN_NUMBER(tok, 0)
-        except (StopIteration, ValueError):
-            end = -1
-        n = len(tok)
-        if end == n:
-            if v - v == 0 and (n < 19 or type(v) is float):
-                return v
-        elif end >= 0:
+        v = _scan_whole_number(tok)
+        if v is _TRAILING:
             # A number followed by more text is a bare string (§2.1), as parse_scalar says.
             if not tok.isascii():
                 check_scalar_text(tok, line)
             return tok
+        if v is not _UNDECIDED:
+            return v
     return parse_scalar(tok, line)
 
 
