@@ -406,6 +406,21 @@ def _contradiction(detail: str) -> GCFError:
     return GCFError("invalid_delta", detail + "; request a full payload")
 
 
+def _check_operations(
+    removed: set[tuple[str, ...]],
+    added: set[tuple[str, ...]],
+    present: set[tuple[str, ...]],
+    what: str,
+) -> None:
+    """§10.4 step 3: remove only what the base has, add only what it lacks (or removes)."""
+    for key in removed:
+        if key not in present:
+            raise _contradiction(f"removes {what}{' '.join(key)}, which is not in the base")
+    for key in added:
+        if key in present and key not in removed:
+            raise _contradiction(f"adds {what}{' '.join(key)}, which is already in the base")
+
+
 def apply_delta(
     symbols: Sequence[Symbol], edges: Sequence[Edge], delta: GraphDelta
 ) -> tuple[tuple[Symbol, ...], tuple[Edge, ...]]:
@@ -431,23 +446,11 @@ def apply_delta(
         )
     removed = _unique_keys((_skey(s) for s in delta.removed), "## removed symbol")
     added = _unique_keys((_skey(s) for s in delta.added), "## added symbol")
-    present = {_skey(s) for s in base_syms}
-    for key in removed:
-        if key not in present:
-            raise _contradiction(f"removes {key[0]} {key[1]}, which is not in the base")
-    for key in added:
-        if key in present and key not in removed:
-            raise _contradiction(f"adds {key[0]} {key[1]}, which is already in the base")
+    _check_operations(removed, added, {_skey(s) for s in base_syms}, "")
     new_syms = tuple(s for s in base_syms if _skey(s) not in removed) + delta.added
     e_removed = _unique_keys((_ekey(e) for e in delta.removed_edges), "## edges_removed edge")
     e_added = _unique_keys((_ekey(e) for e in delta.added_edges), "## edges_added edge")
-    e_present = {_ekey(e) for e in base_edges}
-    for key in e_removed:
-        if key not in e_present:
-            raise _contradiction(f"removes edge {' '.join(key)}, which is not in the base")
-    for key in e_added:
-        if key in e_present and key not in e_removed:
-            raise _contradiction(f"adds edge {' '.join(key)}, which is already in the base")
+    _check_operations(e_removed, e_added, {_ekey(e) for e in base_edges}, "edge ")
     kept = tuple(e for e in base_edges if _ekey(e) not in e_removed)
     new_edges = kept + tuple(Edge(e.source, e.target, e.edge_type) for e in delta.added_edges)
     names = {s.qualified_name for s in new_syms}
