@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -493,33 +494,33 @@ def charts(
 
     if graph_rows or delta_rows:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-        if graph_rows:
-            calls = [r[0] for r in graph_rows]
-            for idx, label in ((1, "JSON compact"), (2, "GCF stateless"), (3, "GCF session")):
-                cum = []
-                s = 0
-                for r in graph_rows:
-                    s += r[idx]
-                    cum.append(s)
-                axes[0].plot(calls, cum, marker="o", label=label)
-            axes[0].set_xticks(calls)
-            axes[0].set_title("Graph session: 5 overlapping calls")
-            axes[0].set_xlabel("call")
-            axes[0].set_ylabel("cumulative o200k tokens")
-            axes[0].legend()
-        if delta_rows:
-            calls = [r[0] for r in delta_rows]
-            for idx, label in ((2, "JSON compact"), (3, "GCF full"), (4, "GCF delta session")):
-                cum = []
-                s = 0
-                for r in delta_rows:
-                    s += r[idx]
-                    cum.append(s)
-                axes[1].plot(calls, cum, marker="o", label=label)
-            axes[1].set_xticks(calls)
-            axes[1].set_title("Generic deltas: 10 calls, 1-5% churn")
-            axes[1].set_xlabel("call")
-            axes[1].legend()
+        series = (
+            (
+                axes[0],
+                graph_rows,
+                "Graph session: 5 overlapping calls",
+                ((1, "JSON compact"), (2, "GCF stateless"), (3, "GCF session")),
+            ),
+            (
+                axes[1],
+                delta_rows,
+                "Generic deltas: 10 calls, 1-5% churn",
+                ((2, "JSON compact"), (3, "GCF full"), (4, "GCF delta session")),
+            ),
+        )
+        for ax, rows, title, columns in series:
+            if not rows:
+                continue
+            calls = [r[0] for r in rows]
+            for idx, label in columns:
+                ax.plot(
+                    calls, list(itertools.accumulate(r[idx] for r in rows)), marker="o", label=label
+                )
+            ax.set_xticks(calls)
+            ax.set_title(title)
+            ax.set_xlabel("call")
+            ax.legend()
+        axes[0].set_ylabel("cumulative o200k tokens")
         fig.tight_layout()
         fig.savefig(HERE / "multi_call.png", dpi=110)
         plt.close(fig)
