@@ -1258,12 +1258,7 @@ class _Parser:
         member_ctx: bool,
     ) -> list[Any]:
         rows: list[Any] = []
-        f = _TabFrame(indent, ln, count, schema, rows, member_ctx)
-        if self.id_fields:
-            self._register(f, rows, ln)
-        if count is None:
-            self._defer(f, ln)
-        self._push(f)
+        self._open_table(_TabFrame(indent, ln, count, schema, rows, member_ctx), rows, ln)
         return rows
 
     def _keyed(
@@ -1287,13 +1282,16 @@ class _Parser:
                 ln,
             )
         out: dict[str, Any] = {}
-        f = _TabFrame(indent, ln, count, schema, out, member_ctx)
+        self._open_table(_TabFrame(indent, ln, count, schema, out, member_ctx), out, ln)
+        return out
+
+    def _open_table(self, f: _TabFrame, container: Any, ln: int) -> None:
+        """Register a tabular array or keyed map, defer a ``[?]`` count, push its frame."""
         if self.id_fields:
-            self._register(f, out, ln)
-        if count is None:
+            self._register(f, container, ln)
+        if f.count is None:
             self._defer(f, ln)
         self._push(f)
-        return out
 
     def _register(self, f: _TabFrame, container: Any, ln: int) -> None:
         id_field = f.fields[f.id_index] if f.id_index >= 0 else None
