@@ -1,17 +1,93 @@
-"""GCFError and the error categories of spec §16.5.
+"""gcfkit's errors and the error categories of spec §16.5.
 
-Every rejection anywhere in gcfkit is a :class:`GCFError` whose ``code`` is one of the
-snake_case categories below (the names used by the conformance fixtures' ``expectedError``).
+Every rejection anywhere in gcfkit is a :class:`GCFError` (a ``ValueError``) whose ``code`` is
+one of the snake_case categories below (the names used by the conformance fixtures'
+``expectedError``). Three kinds derive from it, as the stdlib ``json`` and msgspec shape theirs:
+
+* :class:`GCFDecodeError`: a payload was rejected; ``msg``, ``doc``, ``pos``, ``lineno`` and
+  ``colno`` as on :class:`json.JSONDecodeError`;
+* :class:`GCFEncodeError`: a value cannot be encoded; ``path`` names it (``$[1].groups[1]``);
+* :class:`ConfigError`: a command-line option, policy file, MCP client config or file that
+  gcfkit cannot use.
 """
 
 from __future__ import annotations
 
-__all__ = ["CODES", "GCFError"]
+from typing import Final, Literal, get_args
+
+__all__ = [
+    "CODES",
+    "CONFIG_CODES",
+    "ConfigError",
+    "ErrorCode",
+    "GCFDecodeError",
+    "GCFEncodeError",
+    "GCFError",
+]
+
+#: Every category, as a type: mypy checks each raise site's code against it.
+ErrorCode = Literal[
+    "missing_header",
+    "missing_profile",
+    "unknown_profile",
+    "malformed_header_field",
+    "duplicate_header_field",
+    "unterminated_quote",
+    "invalid_escape",
+    "trailing_characters",
+    "invalid_missing",
+    "invalid_attachment_marker",
+    "invalid_surrogate",
+    "invalid_utf8",
+    "out_of_range",
+    "duplicate_key",
+    "duplicate_field_name",
+    "row_width_mismatch",
+    "count_mismatch",
+    "invalid_count",
+    "tab_indentation",
+    "invalid_indent",
+    "invalid_item_id",
+    "orphan_attachment",
+    "orphan_inline_attachment",
+    "missing_attachment",
+    "duplicate_attachment",
+    "inline_width_mismatch",
+    "invalid_key",
+    "invalid_line",
+    "invalid_keyed_map",
+    "invalid_summary",
+    "limit_exceeded",
+    "invalid_node_line",
+    "invalid_symbol_id",
+    "invalid_score",
+    "invalid_edge_syntax",
+    "unknown_edge_reference",
+    "malformed_delta",
+    "unresolved_reference",
+    "invalid_graph",
+    "root_mismatch",
+    "invalid_delta",
+    "invalid_keyed_set",
+    "unsupported_type",
+    "unsupported_profile",
+    "unsupported_shape",
+    "undeclared_field",
+    "invalid_stream_call",
+    "invalid_option",
+    "malformed_config",
+    "server_not_found",
+    "ambiguous_server",
+    "unsupported_server",
+    "invalid_json",
+    "io_error",
+]
+
 
 #: Every category gcfkit raises, with a one-line meaning. The strict-mode checklist of
 #: spec §16.5, plus the numeric domain (§2.3.2), deltas (§10, §10a) and implementation
 #: limits (§12).
-CODES: dict[str, str] = {
+CODES: dict[ErrorCode, str] = {
     # header
     "missing_header": "the first line does not begin with GCF",
     "missing_profile": "the header has no profile= field",
@@ -78,8 +154,11 @@ CODES: dict[str, str] = {
 }
 
 
+assert set(get_args(ErrorCode)) == set(CODES), "every code has a meaning, and only those"
+
+
 class GCFError(ValueError):
-    """A GCF payload or value was rejected.
+    """A GCF payload, a value or a setting was rejected.
 
     ``code`` is the spec's category (see :data:`CODES`), ``line`` the 1-based line of the
     payload where the problem is (``None`` for encode-side errors).
@@ -92,11 +171,11 @@ class GCFError(ValueError):
     ('invalid_missing', 2)
     """
 
-    code: str
+    code: ErrorCode
     line: int | None
     detail: str
 
-    def __init__(self, code: str, detail: str, line: int | None = None) -> None:
+    def __init__(self, code: ErrorCode, detail: str, line: int | None = None) -> None:
         self.code = code
         self.line = line
         self.detail = detail
@@ -105,3 +184,108 @@ class GCFError(ValueError):
 
     def __reduce__(self) -> tuple[type[GCFError], tuple[str, str, int | None]]:
         return (type(self), (self.code, self.detail, self.line))
+
+
+class GCFDecodeError(GCFError):
+    """A payload was rejected, with its position as :class:`json.JSONDecodeError` gives it.
+
+    ``msg`` is the unformatted message, ``doc`` the text being decoded, ``pos`` the 0-based
+    character index into ``doc``, ``lineno`` and ``colno`` the 1-based line and column
+    (``line`` is ``lineno``). Built from a line and column, ``pos`` is computed from ``doc``.
+
+    >>> e = GCFDecodeError("invalid_missing", "~ is only valid in a row cell",
+    ...                    doc="GCF profile=generic\\nx=~\\n", lineno=2, colno=3)
+    >>> (e.pos, e.lineno, e.colno, e.doc[e.pos])
+    (22, 2, 3, '~')
+    """
+
+    msg: str
+    doc: str
+    pos: int
+    lineno: int
+    colno: int
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        msg: str,
+        line: int | None = None,
+        *,
+        doc: str = "",
+        lineno: int | None = None,
+        colno: int = 1,
+    ) -> None:
+        lineno = lineno if lineno is not None else (line if line is not None else 1)
+        super().__init__(code, msg, lineno)
+        self.msg = msg
+        self.doc = doc
+        self.lineno = lineno
+        self.colno = colno
+        self.pos = _position(doc, lineno, colno)
+
+    def __reduce__(self) -> tuple[type[GCFError], tuple[str, str, int | None]]:
+        return (_rebuild_decode_error, (self.code, self.msg, self.doc, self.lineno, self.colno))  # type: ignore[return-value]
+
+
+def _rebuild_decode_error(
+    code: ErrorCode, msg: str, doc: str, lineno: int, colno: int
+) -> GCFDecodeError:
+    return GCFDecodeError(code, msg, doc=doc, lineno=lineno, colno=colno)
+
+
+def _position(doc: str, lineno: int, colno: int) -> int:
+    """0-based index of (lineno, colno) in ``doc``; clamped to the text's length."""
+    pos = 0
+    for _ in range(lineno - 1):
+        nl = doc.find("\n", pos)
+        if nl < 0:
+            return len(doc)
+        pos = nl + 1
+    return min(pos + max(colno, 1) - 1, len(doc))
+
+
+class GCFEncodeError(GCFError):
+    """A value cannot be encoded; ``path`` names it from the root, msgspec-style.
+
+    >>> e = GCFEncodeError("out_of_range", "integer 2**70 is outside int64", path="$[1].groups[1]")
+    >>> str(e)
+    'error[out_of_range] at $[1].groups[1]: integer 2**70 is outside int64'
+    """
+
+    path: str
+
+    def __init__(self, code: ErrorCode, detail: str, line: int | None = None, *, path: str = "$"):
+        super().__init__(code, detail, line)
+        self.path = path
+        self.args = (f"error[{code}] at {path}: {detail}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type[GCFError], tuple[str, str, int | None]]:
+        return (_rebuild_encode_error, (self.code, self.detail, self.path))  # type: ignore[return-value]
+
+
+def _rebuild_encode_error(code: ErrorCode, detail: str, path: str) -> GCFEncodeError:
+    return GCFEncodeError(code, detail, path=path)
+
+
+class ConfigError(GCFError):
+    """A command-line option, policy file, MCP client config or file gcfkit cannot use.
+
+    >>> isinstance(ConfigError("invalid_option", "--time-budget must be positive"), GCFError)
+    True
+    """
+
+
+#: The codes that belong to :class:`ConfigError` rather than to a payload or a value.
+CONFIG_CODES: Final[frozenset[ErrorCode]] = frozenset(
+    {
+        "invalid_option",
+        "malformed_config",
+        "server_not_found",
+        "ambiguous_server",
+        "unsupported_server",
+        "io_error",
+    }
+)

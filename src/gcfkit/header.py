@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from .errors import GCFError
+from .errors import ErrorCode, GCFError
 
 __all__ = [
     "PROFILES",
@@ -128,7 +128,7 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     return Header(profile, fields)
 
 
-def check_header_value(key: str, value: str, code: str = "invalid_graph") -> str:
+def check_header_value(key: str, value: str, code: ErrorCode = "invalid_graph") -> str:
     """Return ``value`` if it can be written as header field ``key``, else raise ``code``.
 
     >>> check_header_value("tool", "search")

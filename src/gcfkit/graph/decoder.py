@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Final
 
-from ..errors import GCFError
+from ..errors import ErrorCode, GCFError
 from ..header import Header, parse_header, to_text
 from ..scalar import check_scalar_text
 from .model import Edge, Graph, Symbol, expand_kind, group_distance
@@ -88,7 +88,7 @@ def parse_group_header(line: str, n: int) -> tuple[str, int | None, bool]:
     return m.group(1), parse_count(m.group(2), n), True
 
 
-def parse_id(tok: str, n: int, code: str) -> int:
+def parse_id(tok: str, n: int, code: ErrorCode) -> int:
     """The integer of an ``@N`` token; ``code`` when the token has no ``@``."""
     if not tok.startswith("@"):
         raise GCFError(code, f"expected @N, found {tok[:40]!r}", n)
@@ -100,7 +100,7 @@ def parse_id(tok: str, n: int, code: str) -> int:
     return int(digits)
 
 
-def check_field(tok: str, n: int, code: str) -> str:
+def check_field(tok: str, n: int, code: ErrorCode) -> str:
     """A positional field: no control characters, no literal surrogates."""
     if _CONTROL.search(tok):
         raise GCFError(code, f"control character in field {tok[:40]!r}", n)
