@@ -23,6 +23,7 @@ from typing import IO, Any
 from .errors import GCFError
 from .generic.decoder import loads
 from .generic.encoder import dumps
+from .header import first_line, parse_header, to_text
 
 __all__ = ["GCFError", "decode", "dump", "dumps", "load", "loads"]
 __version__ = "0.1.0"
@@ -50,15 +51,6 @@ def load(fp: IO[str] | IO[bytes]) -> Any:
     return loads(fp.read())
 
 
-def _header_fields(first_line: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for part in first_line.split(" ")[1:]:
-        key, sep, value = part.partition("=")
-        if sep:
-            fields.setdefault(key, value)
-    return fields
-
-
 def decode(text: str | bytes) -> Any:
     """Decode any GCF payload by its header.
 
@@ -70,20 +62,21 @@ def decode(text: str | bytes) -> Any:
     >>> decode("GCF profile=generic\\n## [3]: a,b,c\\n")
     ['a', 'b', 'c']
     """
-    head = text[:4096]
-    if isinstance(head, bytes):
-        head = head.decode("utf-8", "replace")
-    fields = _header_fields(head.split("\n", 1)[0].rstrip("\r"))
-    profile = fields.get("profile")
+    text = to_text(text)
+    try:
+        header = parse_header(first_line(text))
+    except GCFError:
+        # A malformed header gets the generic decoder's strict checks, in their order.
+        return loads(text)
     # An `unchanged=true` answer (§10.3) reads as a delta whose two roots are equal.
+    fields = header.fields
     is_delta = "true" in (fields.get("delta"), fields.get("unchanged"))
-    if profile == "graph":
+    if header.profile == "graph":
         from . import graph
 
         return graph.loads_delta(text) if is_delta else graph.loads(text)
-    if profile == "generic" and is_delta:
+    if is_delta:
         from . import keyed
 
         return keyed.loads_delta(text)
-    # Everything else, malformed headers included, gets the generic decoder's strict checks.
     return loads(text)

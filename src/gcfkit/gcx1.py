@@ -58,17 +58,16 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .errors import GCFError
+from .grammar import NUMBER_RE, SURROGATE
 
 __all__ = ["Section", "dumps", "dumps_sections", "loads", "parse"]
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
-_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z")
 _HEADER: Final = re.compile(r"GCX([0-9]+)(?: |\Z)")
 _ESCAPE_TABLE: Final = {0x5C: "\\\\", 0x09: "\\t", 0x0A: "\\n"}
 _ESCAPE_SEQ: Final = re.compile(r"\\(.?)", re.DOTALL)
 _UNESCAPE: Final = {"\\": "\\", "t": "\t", "n": "\n"}
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _BAD_NAME: Final = re.compile(r"[ ,\t\n\r]")
 _BAD_TOKEN: Final = re.compile(r"[ \t\n\r]")
 _TYPE_CODES: Final = ("a", "s", "j")
@@ -155,7 +154,7 @@ def _read_auto(text: str, line: int) -> Any:
         return False
     c = text[0]
     if c == "-" or "0" <= c <= "9":
-        m = _NUMBER.match(text)
+        m = NUMBER_RE.match(text)
         if m is not None:
             return _number(text, m, line)
     return text
@@ -187,7 +186,7 @@ def _read_json(text: str, line: int) -> Any:
 
 def _check_scalar(v: Any) -> None:
     if v is None or isinstance(v, (bool, str)):
-        if isinstance(v, str) and _SURROGATE.search(v):
+        if isinstance(v, str) and SURROGATE.search(v):
             raise GCFError("invalid_surrogate", f"string {v[:40]!r} holds a lone surrogate")
         return
     if isinstance(v, int):
@@ -222,7 +221,7 @@ def _auto_text(v: Any) -> str | None:
     if not v or v in ("null", "true", "false"):
         return None
     c = v[0]
-    if (c == "-" or "0" <= c <= "9") and _NUMBER.match(v):
+    if (c == "-" or "0" <= c <= "9") and NUMBER_RE.match(v):
         return None
     return _escape(v)
 
@@ -540,7 +539,7 @@ def parse(text: str | bytes) -> list[Section]:
         except UnicodeDecodeError as e:
             raise GCFError("invalid_utf8", f"byte {e.start} is not valid UTF-8") from None
     if not text.isascii():
-        bad = _SURROGATE.search(text)
+        bad = SURROGATE.search(text)
         if bad is not None:
             raise GCFError(
                 "invalid_surrogate",

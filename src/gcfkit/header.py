@@ -6,16 +6,18 @@ and unique, values are printable non-whitespace ASCII (§4 ``header-value``).
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from .errors import ErrorCode, GCFError
+from .grammar import BARE_KEY_RE, HEADER_FIELD_SEP, HEADER_VALUE_RE, VERSIONED_HEADER
 
 __all__ = [
     "PROFILES",
     "Header",
     "check_header_value",
+    "first_line",
     "format_header",
     "parse_header",
     "to_text",
@@ -23,13 +25,6 @@ __all__ = [
 
 #: The profiles of §3.1.
 PROFILES: Final = ("generic", "graph")
-
-# Fields are separated by SP (§4 `header`); a tab is not a separator, so it makes the
-# field it stands in malformed.
-_FIELD_SEP: Final = re.compile(r" +")
-_VERSIONED: Final = re.compile(r"GCF[0-9]")
-_HEADER_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z")
 
 
 @dataclass(frozen=True)
@@ -83,6 +78,16 @@ class Header:
         return int(value)
 
 
+def first_line(text: str) -> str:
+    """The header line of a payload: its text up to the first LF (the CR of CRLF kept).
+
+    >>> first_line("GCF profile=generic\\nx=1\\n")
+    'GCF profile=generic'
+    """
+    end = text.find("\n")
+    return text if end < 0 else text[:end]
+
+
 def parse_header(text: str, line: int | None = 1) -> Header:
     """Parse the header line (without its line terminator; a trailing CR is tolerated).
 
@@ -92,9 +97,9 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     Traceback (most recent call last):
     gcfkit.errors.GCFError: error[missing_profile] line 1: ...
     """
-    tokens = _FIELD_SEP.split(text.rstrip("\r").rstrip(" "))
+    tokens = HEADER_FIELD_SEP.split(text.rstrip("\r").rstrip(" "))
     if tokens[0] != "GCF":
-        if _VERSIONED.match(tokens[0]):
+        if VERSIONED_HEADER.match(tokens[0]):
             # §19.1: a future incompatible version; no best-effort parsing.
             raise GCFError(
                 "missing_header", f"unsupported GCF version prefix {tokens[0][:8]!r}", line
@@ -116,7 +121,7 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     fields: dict[str, str] = {}
     for tok in tokens[2:]:
         key, eq, value = tok.partition("=")
-        if not eq or not _HEADER_KEY.match(key) or not _HEADER_VALUE.match(value):
+        if not eq or not BARE_KEY_RE.match(key) or not HEADER_VALUE_RE.match(value):
             raise GCFError(
                 "malformed_header_field",
                 f"header field {tok[:40]!r} is not key=value (printable ASCII, no spaces)",
@@ -134,7 +139,7 @@ def check_header_value(key: str, value: str, code: ErrorCode = "invalid_graph") 
     >>> check_header_value("tool", "search")
     'search'
     """
-    if not isinstance(value, str) or not _HEADER_VALUE.match(value):
+    if not isinstance(value, str) or not HEADER_VALUE_RE.match(value):
         raise GCFError(
             code,
             f"header field {key}={value!r:.40}: values are non-empty printable ASCII "
@@ -143,14 +148,28 @@ def check_header_value(key: str, value: str, code: ErrorCode = "invalid_graph") 
     return value
 
 
-def format_header(profile: str, pairs: list[tuple[str, str]]) -> str:
+def format_header(
+    profile: str, pairs: Sequence[tuple[str, str]] = (), *, code: ErrorCode | None = None
+) -> str:
     """The header line (no terminator) for ``profile`` and the ``(key, value)`` pairs.
+
+    Every header gcfkit writes is built here. Each value is checked against §4's
+    ``header-value``; a bad one raises ``code`` (by default ``invalid_graph`` for the graph
+    profile, whose values come from a :class:`~gcfkit.graph.Graph`, and
+    ``malformed_header_field`` for the generic profile).
 
     >>> format_header("graph", [("tool", "t"), ("symbols", "0")])
     'GCF profile=graph tool=t symbols=0'
+    >>> format_header("generic")
+    'GCF profile=generic'
     """
-    parts = [f"GCF profile={profile}"]
-    parts.extend(f"{k}={check_header_value(k, v)}" for k, v in pairs)
+    head = "GCF profile=" + profile
+    if not pairs:
+        return head
+    if code is None:
+        code = "invalid_graph" if profile == "graph" else "malformed_header_field"
+    parts = [head]
+    parts.extend(f"{k}={check_header_value(k, v, code)}" for k, v in pairs)
     return " ".join(parts)
 
 

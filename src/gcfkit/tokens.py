@@ -45,8 +45,6 @@ __all__ = [
 ENCODINGS: Final = ("o200k_base", "cl100k_base")
 DEFAULT_ENCODING: Final = "o200k_base"
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
 
 def _sanitize(text: str) -> str:
     # Lone surrogates cannot be UTF-8 encoded; tiktoken replaces them with U+FFFD before

@@ -27,13 +27,29 @@ Where the spec leaves the category open, the decoder answers:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from itertools import repeat
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from ..errors import GCFError
+from ..grammar import (
+    BARE_FIRST,
+    COUNT_10_RE,
+    ITEM_ID,
+    KV_LINE,
+    MEMBER_LINE,
+    NUMBER_CELL,
+    NUMBER_FIRST,
+    NUMBER_LIST_TEXT,
+    NUMBER_PREFIX,
+    NUMBER_RE,
+    PLAIN_BRACKET,
+    QUICK_ATTACHMENT,
+    QUOTED_STRING,
+    ROW_NOT_FIRST,
+    ROW_NOT_LAST,
+)
 from ..header import parse_header as _parse_header_line
 from ..header import to_text
 from ..scalar import (
@@ -66,28 +82,20 @@ MAX_LINE: Final = 8 * 1024 * 1024
 #: Largest declared ``[N]`` count accepted.
 MAX_COUNT: Final = 1_000_000_000
 
-_COUNT_DIGITS: Final = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
-_ITEM_ID: Final = re.compile(r"@(0|[1-9][0-9]{0,17}) ")
 _INT_FIELDS: Final = ("tokens", "count")
-_BOOL_FIELDS: Final = ("delta", "unchanged")
-
-# First characters after which a row cell can only be a bare string (§2.1 rules 1-6 all
-# start with '"', '-', '~', '^', 't', 'f' or an ASCII digit).
-_BARE_FIRST: Final = frozenset(
-    chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"-~^tf0123456789'
-)
-_NUM_FIRST: Final = frozenset("-0123456789")
+_COUNT_DIGITS: Final = COUNT_10_RE.match
+_ITEM_ID: Final = ITEM_ID.match
+_BARE_FIRST: Final = BARE_FIRST
+_NUM_FIRST: Final = NUMBER_FIRST
 _MEMO_MAX: Final = 65536
 # Plain rows are decoded column by column in batches of at most _BATCH_ROWS (bounding the
 # memo's growth between size checks) once there are _BATCH_MIN of them.
 _BATCH_ROWS: Final = 1024
 _BATCH_MIN: Final = 8
-_NUM_TOKEN: Final = re.compile(
-    r"[ \t]*-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?[ \t]*\Z"
-).match
-_NUM_TEXT: Final = re.compile(r"[-+0-9.,eE \t]*").fullmatch
+_NUM_TOKEN: Final = NUMBER_CELL.match
+_NUM_TEXT: Final = NUMBER_LIST_TEXT.fullmatch
 _JSON_SCAN: Final = json.JSONDecoder().raw_decode
-_NUMBER_PREFIX: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?").match
+_NUMBER_PREFIX: Final = NUMBER_PREFIX.match
 
 
 def _scan_number_ascii(tok: str, pos: int) -> tuple[Any, int]:
@@ -105,29 +113,16 @@ def _scan_number_ascii(tok: str, pos: int) -> tuple[Any, int]:
 _SCAN_NUMBER: Final[Callable[[str, int], tuple[Any, int]]] = (
     c_make_scanner(json.JSONDecoder()) if c_make_scanner is not None else _scan_number_ascii
 )
-_NOT_ROW_FIRST: Final = frozenset(" \t#.@")
-_NOT_ROW_LAST: Final = frozenset(" \t\r")
-# The JSON number grammar (§2.3), ASCII digits only; group 1 or 2 set means a double.
-_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z").match
-# '.field [N]', '.field [N]: values', '.field [N]{...}' or '.field {}' with a bare field
-# name and a count below MAX_COUNT.
-_QUICK_ATTACH: Final = re.compile(
-    r"\.([A-Za-z_][A-Za-z0-9_]*) (?:\[(0|[1-9][0-9]{0,8})\](?::(.*)|(\{.*))?|\{\})\Z",
-    re.DOTALL,
-).match
-# The other common object members with a bare key, told apart by the last group matched:
-# 'key[N]: values' (3, with a count below MAX_COUNT), '## key' (4), '## key [' (5).
-_MEMBER_LINE: Final = re.compile(
-    r"(?:([A-Za-z_][A-Za-z0-9_]*)\[(0|[1-9][0-9]{0,8})\]:(.*)"
-    r"|## ([A-Za-z_][A-Za-z0-9_]*)|## ([A-Za-z_][A-Za-z0-9_]*) (?=\[).*)\Z",
-    re.DOTALL,
-).match
+_NOT_ROW_FIRST: Final = ROW_NOT_FIRST
+_NOT_ROW_LAST: Final = ROW_NOT_LAST
+_NUMBER: Final = NUMBER_RE.match
+_QUICK_ATTACH: Final = QUICK_ATTACHMENT.match
+_MEMBER_LINE: Final = MEMBER_LINE.match
 _INLINE_MEMBER: Final = 3
 _SECTION_MEMBER: Final = 4
-_PLAIN_BRACKET: Final = re.compile(r"\[(0|[1-9][0-9]{0,8})(:?)\]").match
-# A bare-key key=value line, the common object member (quoted keys take the general path).
-_KV_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL).match
-_QSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
+_PLAIN_BRACKET: Final = PLAIN_BRACKET.match
+_KV_LINE: Final = KV_LINE.match
+_QSTR: Final = QUOTED_STRING.match
 
 
 class _Pending:
@@ -155,19 +150,6 @@ def parse_header(line: str) -> dict[str, str]:
     """
     header = _parse_header_line(line, 1)
     return {"profile": header.profile, **header.fields}
-
-
-def _check_generic_header(fields: dict[str, str]) -> None:
-    for name in _INT_FIELDS:
-        v = fields.get(name)
-        if v is not None and not _COUNT_DIGITS.match(v):
-            raise GCFError("malformed_header_field", f"header {name}={v[:40]} is not an integer", 1)
-    for name in _BOOL_FIELDS:
-        v = fields.get(name)
-        if v is not None and v not in ("true", "false"):
-            raise GCFError(
-                "malformed_header_field", f"header {name}={v[:40]} is not true or false", 1
-            )
 
 
 # ---------------------------------------------------------------------------------------
@@ -1072,7 +1054,7 @@ class _Parser:
                     )
                 counts = []
                 for entry in value.split(","):
-                    if not _COUNT_DIGITS.match(entry):
+                    if not _COUNT_DIGITS(entry):
                         raise GCFError(
                             "invalid_summary", f"summary count {entry[:20]!r} is invalid", ln
                         )
@@ -1114,7 +1096,7 @@ class _Parser:
             inner = inner[:-1]
         if inner == "?":
             return None, keyed, end + 1
-        if _COUNT_DIGITS.match(inner):
+        if _COUNT_DIGITS(inner):
             n = int(inner)
             if n <= MAX_COUNT:
                 return n, keyed, end + 1
@@ -1377,7 +1359,7 @@ class _Parser:
             )
         if s[0] != "@":
             return False
-        m = _ITEM_ID.match(s)
+        m = _ITEM_ID(s)
         if m is None:
             raise GCFError("invalid_item_id", f"expected '@N ' item prefix in {s[:40]!r}", ln)
         if int(m.group(1)) != f.n:
@@ -1487,7 +1469,7 @@ class _Parser:
             if s.startswith(prefix):
                 s = s[len(prefix) :]
             else:
-                m = _ITEM_ID.match(s)
+                m = _ITEM_ID(s)
                 if m is None:
                     raise GCFError(
                         "invalid_item_id", f"expected '@N ' row prefix in {s[:40]!r}", ln
@@ -1729,22 +1711,27 @@ def _decode(src: str, id_fields: bool, *, accept_answers: bool) -> Document:
     if len(first) > MAX_LINE:
         raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", 1)
     # The bare header is by far the commonest; it needs no field checks.
-    header = {"profile": "generic"} if first == "GCF profile=generic" else parse_header(first)
-    if header["profile"] != "generic":
-        raise GCFError(
-            "unsupported_profile",
-            "this is a graph-profile payload; decode it with gcfkit.graph.loads",
-            1,
-        )
-    if len(header) > 1:
-        _check_generic_header(header)
-        if not accept_answers and "true" in (header.get("delta"), header.get("unchanged")):
+    if first == "GCF profile=generic":
+        header: dict[str, str] = {"profile": "generic"}
+    else:
+        parsed = _parse_header_line(first, 1)
+        if parsed.profile != "generic":
+            raise GCFError(
+                "unsupported_profile",
+                "this is a graph-profile payload; decode it with gcfkit.graph.loads",
+                1,
+            )
+        for name in _INT_FIELDS:
+            parsed.count(name)
+        answer = parsed.flag("delta") | parsed.flag("unchanged")
+        if answer and not accept_answers:
             raise GCFError(
                 "unsupported_profile",
                 "this is a generic delta/unchanged payload; decode it with "
                 "gcfkit.keyed.loads_delta",
                 1,
             )
+        header = {"profile": parsed.profile, **parsed.fields}
     parser = _Parser(header, id_fields or "key" in header)
     value = parser.run(lines, len(src) > MAX_LINE)
     return Document(header, value, parser.tables)

@@ -8,12 +8,12 @@ the printable-ASCII constraint of §20.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from ..errors import GCFError
+from ..grammar import BARE_KEY, BARE_KEY_RE, DISTANCE_GROUP, GROUP_NAMES, HEADER_VALUE_RE
 
 __all__ = [
     "KIND_ABBREVIATIONS",
@@ -53,12 +53,6 @@ KIND_ABBREVIATIONS: Final[dict[str, str]] = {
 }
 #: Wire abbreviation -> full kind, the inverse of :data:`KIND_ABBREVIATIONS`.
 KIND_FULL_FORMS: Final[dict[str, str]] = {v: k for k, v in KIND_ABBREVIATIONS.items()}
-
-# §20: qualified names, provenance and edge types are positional, whitespace-delimited fields.
-_PRINTABLE: Final = re.compile(r"[\x21-\x7e]+\Z")
-_BARE_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_GROUPS: Final = ("targets", "related", "extended")
-_DISTANCE_GROUP: Final = re.compile(r"distance_([0-9]+)\Z")
 
 
 @dataclass(frozen=True)
@@ -128,11 +122,10 @@ def abbreviate_kind(kind: str) -> str:
     abbr = KIND_ABBREVIATIONS.get(kind)
     if abbr is not None:
         return abbr
-    if not isinstance(kind, str) or not _BARE_KEY.match(kind):
+    if not isinstance(kind, str) or not BARE_KEY_RE.match(kind):
         raise GCFError(
             "invalid_graph",
-            f"kind {kind!r:.40} must be a bare key ([A-Za-z_][A-Za-z0-9_]*) to travel on a "
-            "node line",
+            f"kind {kind!r:.40} must be a bare key ({BARE_KEY}) to travel on a node line",
         )
     return kind
 
@@ -178,7 +171,7 @@ def check_token(what: str, value: str) -> str:
         and " " not in value
     ):
         return value
-    if not isinstance(value, str) or not _PRINTABLE.match(value):
+    if not isinstance(value, str) or not HEADER_VALUE_RE.match(value):
         raise GCFError(
             "invalid_graph",
             f"{what} {value!r:.60} must be non-empty printable ASCII without whitespace "
@@ -189,7 +182,7 @@ def check_token(what: str, value: str) -> str:
 
 def is_printable_token(value: str) -> bool:
     """True when ``value`` satisfies the §20 field constraint."""
-    return _PRINTABLE.match(value) is not None
+    return HEADER_VALUE_RE.match(value) is not None
 
 
 def group_name(distance: int) -> str:
@@ -200,7 +193,7 @@ def group_name(distance: int) -> str:
     """
     if isinstance(distance, bool) or not isinstance(distance, int) or distance < 0:
         raise GCFError("invalid_graph", f"distance {distance!r:.40} must be a non-negative integer")
-    return _GROUPS[distance] if distance < 3 else f"distance_{distance}"
+    return GROUP_NAMES[distance] if distance < 3 else f"distance_{distance}"
 
 
 def group_distance(name: str) -> int | None:
@@ -209,9 +202,9 @@ def group_distance(name: str) -> int | None:
     >>> group_distance("related"), group_distance("distance_7"), group_distance("edges")
     (1, 7, None)
     """
-    if name in _GROUPS:
-        return _GROUPS.index(name)
-    m = _DISTANCE_GROUP.match(name)
+    if name in GROUP_NAMES:
+        return GROUP_NAMES.index(name)
+    m = DISTANCE_GROUP.match(name)
     if m is None or len(m.group(1)) > 18:
         return None
     return int(m.group(1))
