@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import GCFError
-from .decoder import loads
+from ..header import first_line, parse_header, to_text
+from . import decoder
 from .delta import (
     GraphDelta,
     apply_delta,
@@ -27,6 +28,7 @@ from .delta import (
     loads_delta,
     make_delta,
     pack_root,
+    refuse_delta,
 )
 from .encoder import dumps
 from .model import KIND_ABBREVIATIONS, KIND_FULL_FORMS, Edge, Graph, Symbol
@@ -60,6 +62,27 @@ __all__ = [
     "symbol_from_model",
     "symbol_to_model",
 ]
+
+
+def loads(text: str | bytes) -> Graph:
+    """Strictly decode a graph payload, buffered or streaming (bytes must be UTF-8).
+
+    Kinds come back in full form; unknown kinds verbatim. A payload with session
+    references needs :class:`SessionReader`; a delta payload :func:`loads_delta` (given one,
+    this raises the delta's own error if it is malformed, else ``unsupported_profile``).
+
+    >>> g = loads("GCF profile=graph symbols=1\\n## targets\\n@0 iface pkg.H 0.90 lsp\\n")
+    >>> g.symbols[0]
+    Symbol(qualified_name='pkg.H', kind='interface', score=0.9, provenance='lsp', distance=0)
+    """
+    text = to_text(text)
+    # The delta dispatch sits here, above both decoders, so neither imports the other.
+    first = first_line(text)
+    if "delta=" in first:
+        header = parse_header(first)
+        if header.profile == "graph" and header.flag("delta"):
+            refuse_delta(text)
+    return decoder.loads(text)
 
 
 def _field(d: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:

@@ -7,113 +7,24 @@ and every count (header, ``[N]``, ``##! summary``) is checked at the end.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Mapping
-from typing import Final
+from collections.abc import Mapping
 
-from ..errors import ErrorCode, GCFError
-from ..header import Header, parse_header, to_text
-from ..scalar import check_scalar_text
+from ..errors import GCFError
+from ..grammar import GRAPH_FIELD_SEP, SUMMARY, TRAILER
+from ..header import Header
+from .lines import (
+    DELTA_SECTIONS,
+    MAX_ID_DIGITS,
+    check_field,
+    not_a_snapshot,
+    parse_group_header,
+    parse_id,
+    parse_score,
+    payload_lines,
+)
 from .model import Edge, Graph, Symbol, expand_kind, group_distance
 
-__all__ = ["decode_graph", "loads", "parse_count", "payload_lines"]
-
-_SEP: Final = re.compile(r"[ \t]+")
-_SCORE: Final = re.compile(r"-?[0-9]+\.[0-9]{2}\Z")
-_COUNT: Final = re.compile(r"(?:0|[1-9][0-9]*|\?)\Z")
-_GROUP_HEADER: Final = re.compile(r"##[ \t]+([^ \t\[]+)(?:[ \t]*\[([^\]]*)\](.*))?\Z")
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_DELTA_SECTIONS: Final = frozenset({"removed", "added", "edges_removed", "edges_added"})
-_MAX_ID_DIGITS: Final = 18
-
-
-def payload_lines(text: str | bytes) -> tuple[Header, Iterator[tuple[int, str]]]:
-    """The header and the meaningful body lines as ``(line number, text)``.
-
-    CRLF and trailing blanks are stripped; blank lines and ``# `` comments are skipped
-    (§11). Indentation is an error: the graph profile is flat.
-    """
-    lines = to_text(text).split("\n")
-    header = parse_header(lines[0], 1)
-    return header, _body(lines)
-
-
-def _body(lines: list[str]) -> Iterator[tuple[int, str]]:
-    for n in range(1, len(lines)):
-        line = lines[n].rstrip("\r").rstrip(" \t")
-        if not line:
-            continue
-        first = line[0]
-        if first in " \t":
-            stripped = line.lstrip(" \t")
-            if _is_comment(stripped):
-                continue
-            if "\t" in line[: len(line) - len(stripped)]:
-                raise GCFError("tab_indentation", "tab in leading whitespace", n + 1)
-            raise GCFError("invalid_indent", "graph lines are not indented", n + 1)
-        if first == "#" and _is_comment(line):
-            continue
-        yield n + 1, line
-
-
-def _is_comment(line: str) -> bool:
-    return line == "#" or line.startswith("# ")
-
-
-def parse_count(text: str, line: int) -> int | None:
-    """A ``[count]`` body: an int, or None for the deferred ``?`` (§8.2)."""
-    text = text.strip(" \t")
-    if not _COUNT.match(text):
-        raise GCFError(
-            "invalid_count",
-            f"[{text}] is not a count: use 0, a decimal without leading zeros, or ?",
-            line,
-        )
-    if text == "?":
-        return None
-    if len(text) > _MAX_ID_DIGITS:
-        raise GCFError("limit_exceeded", f"count {text[:24]}... is too large", line)
-    return int(text)
-
-
-def parse_group_header(line: str, n: int) -> tuple[str, int | None, bool]:
-    """``## name [count]`` -> (name, count or None, has a bracket)."""
-    m = _GROUP_HEADER.match(line)
-    if m is None or (m.group(3) or "").strip(" \t"):
-        raise GCFError(
-            "invalid_line", f"malformed group header {line[:60]!r}; expected '## name [N]'", n
-        )
-    if m.group(2) is None:
-        return m.group(1), None, False
-    return m.group(1), parse_count(m.group(2), n), True
-
-
-def parse_id(tok: str, n: int, code: ErrorCode) -> int:
-    """The integer of an ``@N`` token; ``code`` when the token has no ``@``."""
-    if not tok.startswith("@"):
-        raise GCFError(code, f"expected @N, found {tok[:40]!r}", n)
-    digits = tok[1:]
-    if not digits.isascii() or not digits.isdigit() or len(digits) > _MAX_ID_DIGITS:
-        raise GCFError(
-            "invalid_symbol_id", f"symbol ID {tok[:40]!r} is not @ followed by an integer", n
-        )
-    return int(digits)
-
-
-def check_field(tok: str, n: int, code: ErrorCode) -> str:
-    """A positional field: no control characters, no literal surrogates."""
-    if _CONTROL.search(tok):
-        raise GCFError(code, f"control character in field {tok[:40]!r}", n)
-    if not tok.isascii():
-        check_scalar_text(tok, n)
-    return tok
-
-
-def parse_score(tok: str, n: int) -> float:
-    """A score field, ``[-]DIGITS.DD`` (§5)."""
-    if not _SCORE.match(tok):
-        raise GCFError("invalid_score", f"score {tok[:40]!r} is not [-]DIGITS.DD (two decimals)", n)
-    return float(tok)
+__all__ = ["decode_graph", "loads"]
 
 
 class _State:
@@ -155,7 +66,7 @@ class _State:
             return
         distance = group_distance(name)
         if distance is None:
-            if name in _DELTA_SECTIONS:
+            if name in DELTA_SECTIONS:
                 raise GCFError(
                     "malformed_delta",
                     f"## {name} is a delta section; the header lacks delta=true",
@@ -173,7 +84,7 @@ class _State:
     def node(self, line: str, n: int) -> None:
         if self.distance is None:
             raise GCFError("invalid_node_line", "node line outside a distance group", n)
-        toks = _SEP.split(line)
+        toks = GRAPH_FIELD_SEP.split(line)
         ident = parse_id(toks[0], n, "invalid_node_line")
         if len(toks) > 1 and toks[1].startswith("#"):
             sym = self._reference(ident, n)
@@ -227,7 +138,7 @@ class _State:
         self.section_items += 1
 
     def edge(self, line: str, n: int) -> None:
-        toks = _SEP.split(line)
+        toks = GRAPH_FIELD_SEP.split(line)
         target_tok, lt, source_tok = toks[0].partition("<")
         if not lt or len(toks) not in (2, 3):
             raise GCFError(
@@ -252,8 +163,8 @@ class _State:
         return self.symbols[pos].qualified_name
 
     def trailer(self, line: str, n: int) -> None:
-        toks = _SEP.split(line)
-        if toks[0] != "##!" or len(toks) < 2 or toks[1] != "summary":
+        toks = GRAPH_FIELD_SEP.split(line)
+        if toks[0] != TRAILER or len(toks) < 2 or toks[1] != "summary":
             raise GCFError("invalid_summary", "metadata lines are '##! summary key=value...'", n)
         fields: dict[str, str] = {}
         for tok in toks[2:]:
@@ -269,7 +180,7 @@ class _State:
         if self.summary is not None:
             declared.append(
                 (
-                    "##! summary",
+                    SUMMARY,
                     _summary_count(self.summary, "symbols", self.summary_line),
                     _summary_count(self.summary, "edges", self.summary_line),
                     self.summary_line,
@@ -294,7 +205,7 @@ def _summary_count(fields: dict[str, str], key: str, line: int) -> int | None:
     value = fields.get(key)
     if value is None:
         return None
-    if not value.isascii() or not value.isdigit() or len(value) > _MAX_ID_DIGITS:
+    if not value.isascii() or not value.isdigit() or len(value) > MAX_ID_DIGITS:
         raise GCFError("invalid_summary", f"summary {key}={value!r:.40} is not a count", line)
     return int(value)
 
@@ -315,21 +226,16 @@ def decode_graph(
             1,
         )
     if header.flag("delta"):
-        from .delta import loads_delta
-
-        loads_delta(text)
-        raise GCFError(
-            "unsupported_profile",
-            "a delta payload (delta=true); decode it with gcfkit.graph.loads_delta",
-            1,
-        )
+        # gcfkit.graph.loads and SessionReader validate a delta before they refuse it (see
+        # gcfkit.graph.delta.refuse_delta); this module only reads snapshots.
+        raise not_a_snapshot()
     unchanged = header.flag("unchanged")
     state = _State(header, known)
     for n, line in lines:
         if state.summary is not None:
             raise GCFError("invalid_summary", "content after the ##! summary trailer", n)
         if line.startswith("##"):
-            if line.startswith("##!"):
+            if line.startswith(TRAILER):
                 state.close_section()
                 state.trailer(line, n)
             else:
@@ -357,11 +263,12 @@ def decode_graph(
 
 
 def loads(text: str | bytes) -> Graph:
-    """Strictly decode a graph payload, buffered or streaming (bytes must be UTF-8).
+    """Strictly decode a graph snapshot payload, buffered or streaming (bytes must be UTF-8).
 
     Kinds come back in full form; unknown kinds verbatim. A payload with session
     references needs :class:`gcfkit.graph.SessionReader`; a delta payload
-    :func:`gcfkit.graph.loads_delta`.
+    :func:`gcfkit.graph.loads_delta` (here it is refused with ``unsupported_profile``;
+    :func:`gcfkit.graph.loads` reports a malformed one's own error first).
 
     >>> g = loads("GCF profile=graph symbols=1\\n## targets\\n@0 iface pkg.H 0.90 lsp\\n")
     >>> g.symbols[0]

@@ -8,16 +8,24 @@ equals ``new_root``; on any failure the caller's snapshot is untouched.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import NoReturn
 
 from ..errors import GCFError
+from ..grammar import GRAPH_FIELD_SEP, RECORD_UNSAFE, SURROGATE, TRAILER
 from ..header import Header, format_header
 from ..scalar import format_number
-from .decoder import check_field, parse_group_header, parse_id, parse_score, payload_lines
 from .encoder import edge_tail, node_line
+from .lines import (
+    DELTA_SECTIONS,
+    check_field,
+    not_a_snapshot,
+    parse_group_header,
+    parse_id,
+    parse_score,
+    payload_lines,
+)
 from .model import (
     Edge,
     Graph,
@@ -36,12 +44,8 @@ __all__ = [
     "loads_delta",
     "make_delta",
     "pack_root",
+    "refuse_delta",
 ]
-
-_SEP: Final = re.compile(r"[ \t]+")
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-_RECORD_UNSAFE: Final = re.compile(r"[\x00-\x20\x7f]")
-_SECTIONS: Final = ("removed", "added", "edges_removed", "edges_added")
 
 SymbolKey = tuple[str, str]
 EdgeKey = tuple[str, str, str]
@@ -85,11 +89,11 @@ class GraphDelta:
 
 
 def _record_field(value: str, what: str) -> str:
-    if not isinstance(value, str) or not value or _RECORD_UNSAFE.search(value):
+    if not isinstance(value, str) or not value or RECORD_UNSAFE.search(value):
         raise GCFError(
             "invalid_graph", f"{what} {value!r:.60} is empty or holds whitespace/control characters"
         )
-    if not value.isascii() and _SURROGATE.search(value):
+    if not value.isascii() and SURROGATE.search(value):
         raise GCFError("invalid_surrogate", f"{what} {value!r:.60} holds a lone surrogate")
     return value
 
@@ -263,7 +267,7 @@ def loads_delta(text: str | bytes) -> GraphDelta:
     base_root, new_root = header.get("base_root"), header.get("new_root")
     if not base_root or not new_root:
         raise _malformed("a delta header carries base_root= and new_root=", 1)
-    parts: dict[str, list[object]] = {name: [] for name in _SECTIONS}
+    parts: dict[str, list[object]] = {name: [] for name in DELTA_SECTIONS}
     section: list[object] | None = None
     seen: set[str] = set()
     name = ""
@@ -272,7 +276,7 @@ def loads_delta(text: str | bytes) -> GraphDelta:
     for n, line in lines:
         if line.startswith("##"):
             _check_section_count(section, count, start)
-            if line.startswith("##!"):
+            if line.startswith(TRAILER):
                 raise _malformed("a delta payload has no ##! summary trailer", n)
             name, count, _ = parse_group_header(line, n)
             if name not in parts:
@@ -307,6 +311,23 @@ def loads_delta(text: str | bytes) -> GraphDelta:
         0,
         header.get("savings"),
     )
+
+
+def refuse_delta(text: str | bytes) -> NoReturn:
+    """Raise for a delta payload handed to a snapshot reader (:func:`gcfkit.graph.loads`,
+    :class:`~gcfkit.graph.SessionReader`).
+
+    A malformed delta gets its own error first (``malformed_delta``, ``count_mismatch``...),
+    as the conformance suite expects of any graph decoder given one (fixture errors-v2/033:
+    an unknown section in a ``delta=true`` payload is ``malformed_delta``). Only a valid
+    delta is refused as ``unsupported_profile``, pointing at :func:`loads_delta`.
+
+    >>> refuse_delta("GCF profile=graph delta=true base_root=a new_root=b\\n## bogus\\n")
+    Traceback (most recent call last):
+    gcfkit.errors.GCFError: error[malformed_delta] line 2: ...
+    """
+    loads_delta(text)
+    raise not_a_snapshot()
 
 
 def _unchanged(header: Header, lines: Iterable[tuple[int, str]]) -> GraphDelta:
@@ -351,7 +372,7 @@ def _check_section_count(section: list[object] | None, count: int | None, n: int
 
 
 def _removed_line(line: str, n: int) -> Symbol:
-    toks = _SEP.split(line)
+    toks = GRAPH_FIELD_SEP.split(line)
     if len(toks) != 2:
         raise _malformed(f"a ## removed line is 'kind qname', found {line[:60]!r}", n)
     kind = check_field(toks[0], n, "malformed_delta")
@@ -359,7 +380,7 @@ def _removed_line(line: str, n: int) -> Symbol:
 
 
 def _added_line(line: str, n: int) -> Symbol:
-    toks = _SEP.split(line)
+    toks = GRAPH_FIELD_SEP.split(line)
     if len(toks) != 6 or not toks[0].startswith("@"):
         raise _malformed(
             f"a ## added line is '@id kind qname score provenance distance', found {line[:60]!r}",
@@ -379,7 +400,7 @@ def _added_line(line: str, n: int) -> Symbol:
 
 
 def _edge_delta_line(line: str, n: int) -> Edge:
-    toks = _SEP.split(line)
+    toks = GRAPH_FIELD_SEP.split(line)
     if len(toks) != 4 or toks[1] != "->":
         raise _malformed(f"an edge delta line is 'source -> target type', found {line[:60]!r}", n)
     return Edge(

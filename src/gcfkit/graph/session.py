@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from ..header import parse_header, to_text
+from ..header import first_line, parse_header, to_text
 from .decoder import decode_graph
+from .delta import refuse_delta
 from .encoder import prepare, render
 from .model import Graph, Symbol
 
@@ -156,8 +157,10 @@ class SessionReader:
     def loads(self, text: str | bytes) -> Graph:
         """Decode one payload of the session; see :func:`gcfkit.graph.loads`."""
         text = to_text(text)
-        first = text.split("\n", 1)[0]
-        session = parse_header(first).flag("session")
+        header = parse_header(first_line(text))
+        session = header.flag("session")
+        if header.profile == "graph" and header.flag("delta"):
+            refuse_delta(text)
         graph, declared = decode_graph(text, self._known if session else None)
         if not session:
             self._known.clear()

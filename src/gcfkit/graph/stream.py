@@ -11,6 +11,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from ..errors import GCFError
+from ..grammar import SUMMARY
 from ..header import format_header
 from .encoder import edge_tail, header_pairs, node_fields
 from .model import Edge, Graph, Symbol, group_name
@@ -191,7 +192,7 @@ class GraphStreamEncoder:
         else:
             entries = [str(n) for _, n in self._groups] + [str(self._edges)]
         self._write(
-            f"##! summary symbols={self._symbols} edges={self._edges} counts={','.join(entries)}\n"
+            f"{SUMMARY} symbols={self._symbols} edges={self._edges} counts={','.join(entries)}\n"
         )
 
     def __enter__(self) -> GraphStreamEncoder:
