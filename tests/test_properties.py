@@ -21,9 +21,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gcfkit.generic import encoder
 from gcfkit.generic.decoder import loads
 from gcfkit.generic.encoder import dumps
+from gcfkit.grammar import SAFE_BARE
 
 AWKWARD = [
     "",
@@ -182,66 +182,93 @@ def same(got: Any, want: Any) -> bool:
     return type(got) is type(want) and got == want
 
 
-def _tabular(arr: list[Any]) -> bool:
+# An independent statement of the encoder's form choices, from the spec and the encoder's
+# documented options, so that a wrong plan cannot make its own expectation.
+
+
+def _is_table(arr: list[Any]) -> bool:
+    """§7.3 rule 3: a non-empty array of objects with some column (a field without ``>``,
+    §7.4.6.1 rule 4) whose attachments can all be spelled (see _schema_conflict)."""
     return (
-        encoder._array_form(arr) == "objects"
-        and encoder._has_column(arr)
+        bool(arr)
+        and all(isinstance(x, dict) for x in arr)
+        and any(">" not in k for row in arr for k in row)
         and not _schema_conflict(arr)
     )
 
 
 def _schema_conflict(rows: list[dict[str, Any]]) -> bool:
-    """A field holding a tabular array and, in a later row, an expanded one (§7.4.5.3).
-
-    An independent statement of the rule the encoder applies while it writes rows.
-    """
+    """A field holding a tabular array and, in a later row, an expanded one (§7.4.5.3):
+    the first tabular attachment establishes a schema the later one cannot carry."""
     tabular: set[str] = set()
     for row in rows:
         for f, v in row.items():
-            if isinstance(v, list) and encoder._array_form(v) in ("objects", "expanded"):
-                if _tabular(v):
+            if isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v):
+                if _is_table(v):
                     tabular.add(f)
                 elif f in tabular:
                     return True
     return False
 
 
-def _plan(rows: list[Any], options: dict[str, Any]) -> Any:
-    """The encoder's table plan for these records, None when they are not a table."""
-    if not rows or not all(isinstance(r, dict) for r in rows) or _schema_conflict(rows):
-        return None
-    opts = encoder._Options(
-        options.get("flatten", True),
-        options.get("shared_schemas", True),
-        options.get("inline_schemas", True),
+def _has_null_object(obj: dict[str, Any]) -> bool:
+    """Some object in ``obj`` (itself included) whose members are all null."""
+    return all(v is None for v in obj.values()) or any(
+        _has_null_object(v) for v in obj.values() if isinstance(v, dict)
     )
-    return encoder._plan(rows, opts, 1)
 
 
-def _as_row(row: dict[str, Any], plan: Any, options: dict[str, Any]) -> dict[str, Any]:
-    columns = [(f, kind) for kind, f, _ in plan.slots if f in row and kind != encoder._GT]
-    attached = [(f, kind) for kind, f, _ in plan.slots if f in row and kind == encoder._GT]
-    return {
-        # A flattened or inline-schema value has the same key order in every row (or it
-        # would not be one), so it comes back as it is; attachments follow their own form.
-        f: row[f] if kind in (encoder._FLAT, encoder._INLINE) else wire_order(row[f], options)
-        for f, kind in columns + attached
+def _flattens(values: list[Any], top: bool = True) -> bool:
+    """§7.4.6.1: one field's present values become ``>`` path columns when each is an
+    object (null allowed only at the top, rule 10) with the same non-empty keys in the same
+    order (rule 1), no key empty or holding ``>`` (rule 3), and every leaf a scalar or such
+    an object itself (rules 2, 6); an object of only nulls would come back as null
+    (§7.4.6.2 rule 5), so it blocks flattening."""
+    objs = [v for v in values if not (top and v is None)]
+    if not objs or not all(isinstance(v, dict) for v in objs):
+        return False
+    keys = list(objs[0])
+    if not keys or any(not k or ">" in k for k in keys) or any(list(o) != keys for o in objs):
+        return False
+    for k in keys:
+        sub = [o[k] for o in objs]
+        if any(isinstance(x, (dict, list)) for x in sub) and not _flattens(sub, top=False):
+            return False
+    return not top or not any(_has_null_object(o) for o in objs)
+
+
+def _as_rows(rows: list[dict[str, Any]], options: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows as a table gives them back: columns in field-union order (§7.4.3), then the
+    ``>``-named fields, which travel as attachments after them (§7.4.6.1 rule 4)."""
+    union = list(dict.fromkeys(k for row in rows for k in row))
+    flat = {
+        f
+        for f in union
+        if options.get("flatten", True)
+        and f
+        and ">" not in f
+        and _flattens([r[f] for r in rows if f in r])
     }
+    order = [f for f in union if ">" not in f] + [f for f in union if ">" in f]
+    # A flattened object comes back exactly as it was (same keys in every row); every
+    # other value follows its own form's rules.
+    return [
+        {f: row[f] if f in flat else wire_order(row[f], options) for f in order if f in row}
+        for row in rows
+    ]
 
 
 def wire_order(v: Any, options: dict[str, Any] | None = None) -> Any:
     """``v`` with every table row's keys in the order the wire gives them back."""
     options = options or {}
     if isinstance(v, list):
-        plan = _plan(v, options)
-        if plan is not None:
-            return [_as_row(r, plan, options) for r in v]
+        if _is_table(v):
+            return _as_rows(v, options)
         return [wire_order(x, options) for x in v]
     if isinstance(v, dict):
         values = list(v.values())
-        plan = _plan(values, options) if len(v) >= 2 else None
-        if plan is not None:
-            return {k: _as_row(r, plan, options) for k, r in v.items()}
+        if len(v) >= 2 and _is_table(values):  # a keyed map (§7.2a.1)
+            return dict(zip(v, _as_rows(values, options), strict=True))
         return {k: wire_order(x, options) for k, x in v.items()}
     return v
 
@@ -310,6 +337,6 @@ def test_order_exceptions_are_real() -> None:
 def test_bare_fast_path_agrees_with_the_quoting_rule(s: str) -> None:
     from gcfkit.scalar import needs_quote
 
-    if encoder._FAST_BARE(s):
+    if SAFE_BARE.match(s):
         assert not needs_quote(s, "|") and not needs_quote(s, ",")
     assert loads(dumps({"k": s, "a": [s], "t": [{"v": s}]})) == {"k": s, "a": [s], "t": [{"v": s}]}

@@ -24,11 +24,13 @@ encoder raises ``GCFError("limit_exceeded")`` instead of exhausting the interpre
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import GCFError
+from ..grammar import ATTACHMENT_INDENT, INDENT, SAFE_BARE
+from ..header import format_header
 from ..scalar import INT64_MAX, INT64_MIN, format_key, format_number, format_scalar
 
 __all__ = ["MAX_DEPTH", "dumps", "render_tabular"]
@@ -36,21 +38,13 @@ __all__ = ["MAX_DEPTH", "dumps", "render_tabular"]
 #: Deepest container nesting :func:`dumps` accepts (the root container is level 1).
 MAX_DEPTH: Final = 256
 
-# A string that is certainly safe bare in every context: printable ASCII without `"`, `\`,
-# `|`, `,` or `[` (so no delimiter or inline-array lookalike) and no trailing space, whose
-# first character is none of ` "#+-.0@^~` (so it is no marker, `#@.` prefix, leading
-# space, numeric-like or `^{...}` token), that is not a whole number or a boolean word.
-# It must only ever accept what scalar.needs_quote leaves bare (a property test checks);
-# everything else takes that full §2.4 check.
-_FAST_BARE: Final = re.compile(
-    r"(?!(?:true|false)\Z|[1-9][0-9]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z)"
-    r"[!$-*/1-9:-?A-Z\]_`a-{}](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
-).match
-_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e]+\Z").match
-_ABSENT: Final = object()
+# Strings certainly safe bare in every context (the full §2.4 check is format_scalar's).
+_SAFE_BARE: Final = SAFE_BARE.match
+#: A field absent from a row (distinct from a present None).
+ABSENT: Final = object()
 
 
-class _Nested(Exception):
+class Nested(Exception):
     """Raised by the flat-row fast path when a cell holds a container."""
 
 
@@ -72,7 +66,7 @@ def _scalar(v: Any, delim: str) -> str:
     """Wire text of scalar ``v`` where ``delim`` is the active delimiter."""
     t = type(v)
     if t is str:
-        if _FAST_BARE(v):
+        if _SAFE_BARE(v):
             return v  # type: ignore[no-any-return]
         return format_scalar(v)
     if t is int:
@@ -114,9 +108,9 @@ def _unsupported(v: Any) -> GCFError:
     )
 
 
-def _cell(
+def format_cell(
     v: Any,
-    _bare: Any = _FAST_BARE,
+    _bare: Any = _SAFE_BARE,
     _str: type = str,
     _int: type = int,
     _flt: type = float,
@@ -148,14 +142,14 @@ def _cell(
     if v is False:
         return "false"
     if isinstance(v, (dict, list, tuple)):
-        raise _Nested
+        raise Nested
     return _odd_scalar(v, "|")
 
 
 _KEY_CACHE: dict[str, str] = {}
 
 
-def _key(k: Any) -> str:
+def key_text(k: Any) -> str:
     try:
         return _KEY_CACHE[k]
     except KeyError:
@@ -278,7 +272,7 @@ def _tree_width(tree: _Tree) -> int:
 def _tree_cells(obj: Mapping[str, Any], tree: _Tree, cells: list[str]) -> None:
     for k, sub in tree:
         if sub is None:
-            cells.append(_cell(obj[k]))
+            cells.append(format_cell(obj[k]))
         else:
             _tree_cells(obj[k], sub, cells)
 
@@ -318,10 +312,10 @@ class _Plan:
     def __init__(self, slots: list[tuple[int, str, Any]], columns: list[str]) -> None:
         self.slots = slots
         self.columns = columns
-        self.decl = "{" + ",".join(map(_key, columns)) + "}"
+        self.decl = "{" + ",".join(map(key_text, columns)) + "}"
 
 
-def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Plan | None:
+def _plan(objs: Sequence[Mapping[str, Any]], opts: Options, depth: int) -> _Plan | None:
     """Plan the tabular form of ``objs`` (all dicts), or None when it is not tabular."""
     fields = _union(objs)
     slots: list[tuple[int, str, Any]] = []
@@ -361,13 +355,13 @@ def _plan(objs: Sequence[Mapping[str, Any]], opts: _Options, depth: int) -> _Pla
 # ---------------------------------------------------------------------------------------
 
 
-class _Options:
-    __slots__ = ("flatten", "inline", "shared")
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Options:
+    """The encoder's optional forms (``dumps``' keyword arguments of the same names)."""
 
-    def __init__(self, flatten: bool, shared: bool, inline: bool) -> None:
-        self.flatten = flatten
-        self.shared = shared
-        self.inline = inline
+    flatten: bool = True
+    shared: bool = True
+    inline: bool = True
 
 
 def _array_form(arr: Sequence[Any]) -> str:
@@ -403,7 +397,9 @@ def _keyed_ok(obj: Mapping[str, Any]) -> bool:
     return _has_column(obj.values())
 
 
-def _key_label(columns: Sequence[str]) -> str:
+def key_label(columns: Sequence[str]) -> str:
+    """The key column's label in a keyed map header (§7.2a.2): ``key``, or ``_key``,
+    ``__key``... when a value field already has that name."""
     label = "key"
     names = set(columns)
     while label in names:
@@ -411,10 +407,10 @@ def _key_label(columns: Sequence[str]) -> str:
     return label
 
 
-class _Encoder:
+class Encoder:
     __slots__ = ("opts", "out")
 
-    def __init__(self, opts: _Options) -> None:
+    def __init__(self, opts: Options) -> None:
         self.opts = opts
         self.out: list[str] = []
 
@@ -434,12 +430,12 @@ class _Encoder:
             raise _too_deep()
         out = self.out
         for k, v in obj.items():
-            key = _key(k)
+            key = key_text(k)
             if isinstance(v, dict):
                 if not self.keyed(v, f"{ind}## {key} ", ind, depth + 1):
                     out.append(f"{ind}## {key}")
                     if v:
-                        self.members(v, ind + "  ", depth + 1)
+                        self.members(v, ind + INDENT, depth + 1)
             elif isinstance(v, (list, tuple)):
                 self.array(v, f"{ind}## {key} ", ind + key, ind, depth + 1)
             else:
@@ -471,7 +467,7 @@ class _Encoder:
     def item(self, i: int, x: Any, ind: str, depth: int) -> None:
         """Expanded item ``@i`` holding ``x`` (at ``depth``), at indentation ``ind``."""
         p = f"{ind}@{i} "
-        inner = ind + "  "
+        inner = ind + INDENT
         if isinstance(x, dict):
             if not self.keyed(x, p, inner, depth):
                 self.out.append(p + "{}")
@@ -504,7 +500,7 @@ class _Encoder:
         if fields and not any(">" in f for f in fields if isinstance(f, str)):
             lines = _flat_rows(objs, fields, ind)
             if lines is not None:
-                decl = "{" + ",".join(map(_key, fields)) + "}"
+                decl = "{" + ",".join(map(key_text, fields)) + "}"
                 if share is not None:
                     share[0].flat_table(share[1], decl, len(out))
                 out.append(head + decl)
@@ -539,14 +535,14 @@ class _Encoder:
             return False
         # The label steps aside for any value field, flattened ones included (§7.2a.2
         # "present in the value field union"; the reference implementation agrees).
-        label = _key_label([f for _, f, _ in plan.slots])
+        label = key_label([f for _, f, _ in plan.slots])
         keys = []
         for k in obj:
             if not isinstance(k, str):
                 raise _bad_key(k)
-            keys.append(_cell(k))
+            keys.append(format_cell(k))
         mark = len(self.out)
-        self.out.append(f"{bpre}[{len(obj)}:]{{{_key(label)},{plan.decl[1:]}")
+        self.out.append(f"{bpre}[{len(obj)}:]{{{key_text(label)},{plan.decl[1:]}")
         try:
             self.rows(plan, values, keys, ind, depth + 1)
         except _Conflict:
@@ -569,11 +565,11 @@ class _Encoder:
         if depth > MAX_DEPTH:
             raise _too_deep()
         out = self.out
-        cell = _cell
-        absent = _ABSENT
+        cell = format_cell
+        absent = ABSENT
         share = _Share(self.opts.shared)
         inline_seen: set[str] = set()
-        body = ind + "    "
+        body = ind + ATTACHMENT_INDENT
         for i, obj in enumerate(objs):
             cells: list[str] = [] if keys is None else [keys[i]]
             atts: list[tuple[str, Any, bool]] = []  # (field, value, is-inline-body)
@@ -587,7 +583,7 @@ class _Encoder:
                     else:
                         try:
                             cells.append(cell(v))
-                        except _Nested:
+                        except Nested:
                             cells.append("^")
                             atts.append((f, v, False))
                 elif kind == _FLAT:
@@ -611,7 +607,7 @@ class _Encoder:
                         cells.append("^")
                     else:
                         inline_seen.add(f)
-                        cells.append("^{" + ",".join(map(_key, extra)) + "}")
+                        cells.append("^{" + ",".join(map(key_text, extra)) + "}")
                     atts.append((f, v, True))
             if late is not None:
                 atts.extend(late)
@@ -630,7 +626,7 @@ class _Encoder:
     def attachment(self, f: str, v: Any, ind: str, body: str, share: _Share, depth: int) -> None:
         """The traditional attachment ``.f ...`` of value ``v`` (§7.4.4)."""
         out = self.out
-        pre = f"{ind}.{_key(f)} "
+        pre = f"{ind}.{key_text(f)} "
         if isinstance(v, dict):
             share.spoiled.add(f)
             if not self.keyed(v, pre, body, depth):
@@ -698,8 +694,8 @@ class _Share:
 
 def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
     """Rows of an all-scalar table, or None as soon as a cell holds a container."""
-    cell = _cell
-    absent = _ABSENT
+    cell = format_cell
+    absent = ABSENT
     lines: list[str] = []
     append = lines.append
     join = "|".join
@@ -714,7 +710,7 @@ def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | 
                 get = o.get
                 row = join(["~" if (v := get(f, absent)) is absent else cell(v) for f in fields])
             append(ind + row if ind else row)
-    except _Nested:
+    except Nested:
         return None
     return lines
 
@@ -731,15 +727,10 @@ def _too_deep() -> GCFError:
 # ---------------------------------------------------------------------------------------
 
 
-def _header(tool: str | None) -> str:
-    if tool is None:
-        return "GCF profile=generic"
-    if not isinstance(tool, str) or not _HEADER_VALUE(tool):
-        raise GCFError(
-            "malformed_header_field",
-            f"tool={tool!r}: a header value is printable ASCII without spaces",
-        )
-    return f"GCF profile=generic tool={tool}"
+def header_line(tool: str | None) -> str:
+    """The generic header line, with ``tool=`` when given (a bad value raises
+    ``malformed_header_field``)."""
+    return format_header("generic", [] if tool is None else [("tool", tool)])
 
 
 def dumps(
@@ -767,8 +758,8 @@ def dumps(
     1
     2
     """
-    enc = _Encoder(_Options(flatten, shared_schemas, inline_schemas))
-    enc.out.append(_header(tool))
+    enc = Encoder(Options(flatten=flatten, shared=shared_schemas, inline=inline_schemas))
+    enc.out.append(header_line(tool))
     enc.root(value)
     enc.out.append("")
     return "\n".join(enc.out)
@@ -812,7 +803,7 @@ def render_tabular(
                 )
     if not cols and rows:
         raise GCFError("unsupported_type", "rows need at least one field to be written")
-    enc = _Encoder(_Options(False, True, False))
+    enc = Encoder(Options(flatten=False, shared=True, inline=False))
     enc.out.append(header)
     plan = _Plan([(_SCALAR, f, None) for f in cols], cols)
     try:

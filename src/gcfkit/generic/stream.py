@@ -40,15 +40,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from ..errors import GCFError
+from ..grammar import INDENT, SUMMARY
 from .encoder import (
-    _ABSENT,
+    ABSENT,
     MAX_DEPTH,
-    _cell,
-    _Encoder,
-    _header,
-    _key,
-    _Nested,
-    _Options,
+    Encoder,
+    Nested,
+    Options,
+    format_cell,
+    header_line,
+    key_label,
+    key_text,
 )
 
 __all__ = ["GenericStreamEncoder"]
@@ -108,8 +110,8 @@ class GenericStreamEncoder:
         self._counts: list[int] = []
         self._root_only = False  # an anonymous root section is the whole payload
         self._closed = False
-        self._enc = _Encoder(_Options(True, True, True))  # dumps' defaults
-        write(_header(tool) + "\n")
+        self._enc = Encoder(Options())  # dumps' defaults
+        write(header_line(tool) + "\n")
 
     def __enter__(self) -> GenericStreamEncoder:
         return self
@@ -145,9 +147,9 @@ class GenericStreamEncoder:
         """Open nested object ``key`` (``## key``); its members follow, indented."""
         ctx = self._object_for(key)
         self._check_depth()
-        self._write(f"{ctx.ind}## {_key(key)}\n")
+        self._write(f"{ctx.ind}## {key_text(key)}\n")
         ctx.keys.add(key)
-        self._stack.append(_Ctx(_OBJECT, ctx.ind + "  "))
+        self._stack.append(_Ctx(_OBJECT, ctx.ind + INDENT))
 
     # -- tables -----------------------------------------------------------------------------
 
@@ -161,7 +163,7 @@ class GenericStreamEncoder:
         ctx = self._open(name, _TABLE)
         ctx.fields = cols
         ctx.known = frozenset(cols)
-        ctx.decl = "{" + ",".join(map(_key, cols)) + "}"
+        ctx.decl = "{" + ",".join(map(key_text, cols)) + "}"
 
     def row(self, obj: Mapping[str, Any]) -> None:
         """Write one row of the open table; a declared field it lacks is written ``~``."""
@@ -177,7 +179,7 @@ class GenericStreamEncoder:
     def open_keyed(self, name: str | None, fields: Iterable[str]) -> None:
         """Open keyed map ``name`` (§7.2a) whose member objects use ``fields`` (``[?:]``).
 
-        The key column label is ``key`` (``_key``, ``__key``... if a field is so named).
+        The key column label is ``key`` (``key_text``, ``__key``... if a field is so named).
         Member keys are remembered to refuse duplicates, so this section's memory grows
         with its member count (a table's does not).
         """
@@ -185,10 +187,7 @@ class GenericStreamEncoder:
         ctx = self._open(name, _KEYED)
         ctx.fields = cols
         ctx.known = frozenset(cols)
-        label = "key"
-        while label in ctx.known:
-            label = "_" + label
-        ctx.decl = "{" + ",".join(map(_key, (label, *cols))) + "}"
+        ctx.decl = "{" + ",".join(map(key_text, (key_label(cols), *cols))) + "}"
 
     def member(self, key: str, obj: Mapping[str, Any]) -> None:
         """Write member ``key`` (an object over the declared fields) of the open keyed map."""
@@ -197,7 +196,7 @@ class GenericStreamEncoder:
             raise GCFError("unsupported_type", f"member key {key!r} is not a string")
         if key in ctx.keys:
             raise GCFError("duplicate_key", f"member key {key!r} was already written")
-        cells = f"{_cell(key)}|{self._cells(ctx, obj)}"
+        cells = f"{format_cell(key)}|{self._cells(ctx, obj)}"
         ctx.keys.add(key)
         if not ctx.count:
             self._write(f"{ctx.head}[?:]{ctx.decl}\n")
@@ -245,7 +244,7 @@ class GenericStreamEncoder:
             self._pop()
         self._closed = True
         counts = ",".join(map(str, self._counts))
-        self._write(f"##! summary counts={counts}\n" if counts else "##! summary\n")
+        self._write(f"{SUMMARY} counts={counts}\n" if counts else f"{SUMMARY}\n")
 
     # -- internals --------------------------------------------------------------------------
 
@@ -295,7 +294,7 @@ class GenericStreamEncoder:
         else:
             parent = self._object_for(name)
             self._check_depth()
-            key = _key(name)
+            key = key_text(name)
             parent.keys.add(name)
             ctx = _Ctx(kind, parent.ind, key, f"{parent.ind}## {key} ")
         self._stack.append(ctx)
@@ -336,10 +335,10 @@ class GenericStreamEncoder:
         if type(obj) is not dict and not isinstance(obj, Mapping):
             raise GCFError("unsupported_type", f"a row is an object, not {type(obj).__name__}")
         get = obj.get
-        absent = _ABSENT
+        absent = ABSENT
         try:
-            cells = ["~" if (v := get(f, absent)) is absent else _cell(v) for f in ctx.fields]
-        except _Nested:
+            cells = ["~" if (v := get(f, absent)) is absent else format_cell(v) for f in ctx.fields]
+        except Nested:
             bad = next(f for f in ctx.fields if isinstance(get(f), (dict, list, tuple)))
             raise GCFError(
                 "unsupported_type",
