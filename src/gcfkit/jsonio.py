@@ -2,7 +2,7 @@
 
 ``read_json_bytes`` parses JSON the way the GCF data model needs it (§1.2): duplicate keys
 rejected, NaN and Infinity rejected, numbers that overflow a double rejected, key order kept.
-``to_json_model`` turns what :func:`gcfkit.decode` returns into plain JSON values.
+``to_json_model`` turns the deltas :func:`gcfkit.decode` returns into plain JSON values.
 """
 
 from __future__ import annotations
@@ -80,8 +80,10 @@ def _camel(name: str) -> str:
 
 
 def to_json_model(obj: Any) -> Any:
-    """A decoded payload as plain JSON: generic values unchanged; graph payloads, graph
-    deltas and generic deltas as the camelCase model of the conformance fixtures.
+    """A decoded payload as plain JSON: generic values unchanged; the dataclasses of graph
+    deltas and generic deltas as a camelCase model, field by field. (A whole
+    :class:`gcfkit.graph.Graph` has its own model in the fixtures' field order,
+    :func:`gcfkit.graph.graph_to_model`; this leaf module does not know the graph package.)
 
     >>> to_json_model({"a": [1, 2]})
     {'a': [1, 2]}
@@ -93,10 +95,6 @@ def to_json_model(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [to_json_model(v) for v in obj]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        from . import graph
-
-        if isinstance(obj, graph.Graph):
-            return graph.graph_to_model(obj)
         return {
             _camel(f.name): to_json_model(getattr(obj, f.name)) for f in dataclasses.fields(obj)
         }

@@ -49,6 +49,12 @@ def _encode(args: argparse.Namespace) -> int:
 
 
 def _decode(args: argparse.Namespace) -> int:
-    value = to_json_model(decode(read_input(args.file)))
+    from .. import graph
+
+    decoded = decode(read_input(args.file))
+    if isinstance(decoded, graph.Graph):
+        value = graph.graph_to_model(decoded)
+    else:
+        value = to_json_model(decoded)
     write_text(json.dumps(value, ensure_ascii=False, indent=args.indent) + "\n")
     return 0
