@@ -76,9 +76,12 @@ __all__ = [
 # §2.3 JSON number grammar
 # ---------------------------------------------------------------------------------------
 
+# The pieces of §2.3's number: int's non-zero alternative, [ frac ] and [ exp ].
+_INT_NONZERO: Final = "[1-9][0-9]*"
+_OPT_FRAC_EXP: Final = r"(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 #: ``number = [ "-" ] int [ frac ] [ exp ]`` (§2.3, RFC 8259), ASCII digits only. Group 1 is
 #: the fraction and group 2 the exponent: either one set means a double (§2.3.2).
-NUMBER: Final = r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+NUMBER: Final = f"-?(?:0|{_INT_NONZERO}){_OPT_FRAC_EXP}"
 #: A whole token that is a number.
 NUMBER_RE: Final = re.compile(NUMBER + r"\Z")
 #: A number at the start of the text (the ASCII stand-in for json's C scanner).
@@ -128,10 +131,12 @@ INLINE_ARRAY_LOOKALIKE: Final = re.compile(r"\[[^\]]*\]:")
 #: ASCII without ``"``, ``\``, ``|``, ``,`` or ``[`` (no delimiter, no inline-array
 #: lookalike) and no trailing space; a first character that is none of `` "#+-.0@^~`` (no
 #: marker, no ``#@.`` prefix, no leading space, nothing numeric-like, no ``^{...}``); and
-#: neither a NUMBER nor ``true``/``false``. It accepts a subset of what ``needs_quote``
-#: leaves bare (a property test holds it to that); everything else takes the full check.
+#: neither a NUMBER nor ``true``/``false`` (its first character already rules out NUMBER's
+#: sign and zero, so the lookahead tests the rest of NUMBER only). It accepts a subset of
+#: what ``needs_quote`` leaves bare (a property test holds it to that); everything else
+#: takes the full check.
 SAFE_BARE: Final = re.compile(
-    f"(?!(?:true|false)\\Z|{NUMBER}\\Z)"
+    f"(?!(?:true|false)\\Z|{_INT_NONZERO}{_OPT_FRAC_EXP}\\Z)"
     r"[!$-*/1-9:-?A-Z\]_`a-{}](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
 )
 
