@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from gcfkit.cli import main
-from gcfkit.errors import GCFError
-from gcfkit.mcp.install import (
+from gcfkit.clients.install import (
     apply_plans,
     claude_desktop_config_path,
     install_mcp,
@@ -28,6 +27,7 @@ from gcfkit.mcp.install import (
     unwrap_entry,
     wrap_entry,
 )
+from gcfkit.errors import GCFError
 
 LAUNCHER = "/opt/gcfkit/bin/gcfkit"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gcfkit.errors import GCFError
-from gcfkit.mcp.ledger import (
+from gcfkit.ledger import (
     Ledger,
     LedgerRecord,
     default_ledger_path,

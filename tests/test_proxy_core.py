@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 import gcfkit
 from gcfkit import tokens
 from gcfkit.errors import GCFError
-from gcfkit.mcp.core import (
+from gcfkit.ledger import LedgerRecord
+from gcfkit.proxy.core import (
     CONNECTION_CLOSED,
     Codec,
     Output,
@@ -22,9 +23,8 @@ from gcfkit.mcp.core import (
     ProxyCore,
     same_value,
 )
-from gcfkit.mcp.ledger import LedgerRecord
-from gcfkit.mcp.policy import Policy, ToolPolicy, cap_format, load_policy
-from gcfkit.mcp.primer import PRIMER, append_primer
+from gcfkit.proxy.policy import Policy, ToolPolicy, cap_format, load_policy
+from gcfkit.proxy.primer import PRIMER, append_primer
 
 ORDERS = [
     {"id": i, "customer": f"user{i}", "status": "open" if i % 2 else "shipped", "total": i * 1.5}

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import pytest
 
 import gcfkit
-from gcfkit.mcp.core import same_value
-from gcfkit.mcp.primer import PRIMER
+from gcfkit.proxy.core import same_value
+from gcfkit.proxy.primer import PRIMER
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
@@ -511,7 +511,7 @@ def test_cli_options_policy_and_no_primer(tmp_path: Path) -> None:
 
 
 def test_the_ledger_gets_one_payload_free_record_per_tool_result(tmp_path: Path) -> None:
-    from gcfkit.mcp.ledger import read_records
+    from gcfkit.ledger import read_records
 
     ledger = tmp_path / "ledger.jsonl"
     calls = [("list_orders", {"limit": 8}), ("hello", {"name": "Zed-7731"}), ("fail", {})]
@@ -536,7 +536,7 @@ def test_split_lines_reassembles_any_chunking() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from gcfkit.mcp.stdio import split_lines
+    from gcfkit.transports.stdio import split_lines
 
     @settings(max_examples=80, deadline=None, derandomize=True)
     @given(st.lists(st.binary(max_size=40), max_size=12), st.lists(st.integers(1, 17), min_size=1))

@@ -1,7 +1,7 @@
 """``gcfkit install-mcp``, ``uninstall-mcp`` and ``mcp-status``: put a configured MCP server
 behind ``gcfkit proxy`` (and take it out again) in Claude Code, Cursor and Claude Desktop.
 
-The work is done by :mod:`gcfkit.mcp.install` (stdlib only); this module is argument parsing
+The work is done by :mod:`gcfkit.clients.install` (stdlib only); this module is argument parsing
 and printing.
 """
 
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..mcp.install import (
+from ..clients.install import (
     CLIENTS,
     SCOPES,
     Action,

@@ -1,7 +1,7 @@
 """``gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]``: run an MCP stdio server behind the proxy.
 
 Tool results reach the client as GCF (or compact JSON) when that costs fewer tokens; every
-other message passes byte for byte. See :mod:`gcfkit.mcp.core` for the rules.
+other message passes byte for byte. See :mod:`gcfkit.proxy.core` for the rules.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from ..errors import GCFError
-from ..mcp.policy import Policy, ToolPolicy, load_policy
+from ..proxy.policy import Policy, ToolPolicy, load_policy
 
 __all__ = ["register"]
 
@@ -122,9 +122,9 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..mcp.core import ProxyConfig
-    from ..mcp.ledger import Ledger
-    from ..mcp.stdio import run_proxy
+    from ..ledger import Ledger
+    from ..proxy.core import ProxyConfig
+    from ..transports.stdio import run_proxy
 
     command = list(args.command)
     if command and command[0] == "--":

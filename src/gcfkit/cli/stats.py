@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import tokens
 from ..jsonio import read_json_bytes
-from ..report import Comparison, FormatResult, compare_formats, default_formats
+from ..measure.report import Comparison, FormatResult, compare_formats, default_formats
 from .io import read_input, write_text
 
 _BASELINES = {"compact": "json-compact", "pretty": "json-pretty"}
@@ -204,13 +204,13 @@ def _plain(title: str, headers: list[str], rows: list[list[str]], notes: list[st
 
 
 # ---------------------------------------------------------------------------------------
-# Ledger view (data and rendering belong to gcfkit.mcp.ledger)
+# Ledger view (data and rendering belong to gcfkit.ledger)
 # ---------------------------------------------------------------------------------------
 
 
 def _ledger_view(args: argparse.Namespace) -> int:
     try:
-        from ..mcp import ledger
+        from .. import ledger
     except ImportError as e:
         print(
             f"The savings ledger is not available in this install ({e}); "

@@ -97,8 +97,8 @@ from ..graph import Session as GraphSession
 from ..graph import dumps as graph_dumps
 from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
 from ..keyed import pack_root as keyed_pack_root
-from .policy import CAPABILITY as _CAPABILITY
-from .policy import output_format_capability
+from ..proxy.policy import CAPABILITY as _CAPABILITY
+from ..proxy.policy import output_format_capability
 
 __all__ = [
     "CAPABILITY",

@@ -39,7 +39,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import GCFError
+from .errors import GCFError
 
 if TYPE_CHECKING:
     from rich.console import Console

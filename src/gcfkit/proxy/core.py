@@ -2,7 +2,7 @@
 
 :class:`ProxyCore` sees every newline-delimited message between an MCP client and one MCP
 server, and answers with the lines to write to each side. It does no I/O, so every rule is
-testable without pipes or processes; :mod:`gcfkit.mcp.stdio` is the thin asyncio shell.
+testable without pipes or processes; :mod:`gcfkit.transports.stdio` is the thin asyncio shell.
 
 What it rewrites, and nothing else (every other line passes byte for byte, in order):
 
@@ -23,7 +23,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 Before sending GCF the core decodes it and compares it with the original value (same types,
 key order and contents; :func:`same_value`), and applies a delta to its base before sending
 it; any failure, or running past the time budget, falls back (compact JSON or the original)
-and says why in the :class:`~gcfkit.mcp.ledger.LedgerRecord` it builds for each tool result
+and says why in the :class:`~gcfkit.ledger.LedgerRecord` it builds for each tool result
 (payload-free; token counts of untouched text are taken after the result is relayed).
 
 >>> core = ProxyCore(ProxyConfig(primer=False))
@@ -50,7 +50,7 @@ from typing import Any, Final, Literal
 
 from ..errors import GCFError
 from ..jsonio import loads_json
-from .ledger import LedgerRecord
+from ..ledger import LedgerRecord
 from .policy import (
     FORMATS,
     IDENTITY_KEYS,
