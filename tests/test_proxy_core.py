@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 import gcfkit
 from gcfkit import tokens
 from gcfkit.errors import GCFError
-from gcfkit.ledger import LedgerRecord
 from gcfkit.proxy.core import (
     CONNECTION_CLOSED,
     Codec,
@@ -25,6 +24,7 @@ from gcfkit.proxy.core import (
 )
 from gcfkit.proxy.policy import Policy, ToolPolicy, cap_format, load_policy
 from gcfkit.proxy.primer import PRIMER, append_primer
+from gcfkit.proxy.record import LedgerRecord
 
 ORDERS = [
     {"id": i, "customer": f"user{i}", "status": "open" if i % 2 else "shipped", "total": i * 1.5}
@@ -830,7 +830,7 @@ def test_one_payload_free_record_per_tool_result() -> None:
     assert [r.tool for r in records] == ["a", "b"]
     assert all(isinstance(r, LedgerRecord) for r in records)
     assert all(r.server == "demo" for r in records)
-    assert all(secret not in r.to_json() for r in records)
+    assert all(secret not in json.dumps(r.to_dict()) for r in records)
     assert records[1].decision == "unchanged"
     assert records[1].tokens_before == records[1].tokens_after == count(secret)
     assert core.pop_records() == []

@@ -511,7 +511,7 @@ def test_cli_options_policy_and_no_primer(tmp_path: Path) -> None:
 
 
 def test_the_ledger_gets_one_payload_free_record_per_tool_result(tmp_path: Path) -> None:
-    from gcfkit.ledger import read_records
+    from gcfkit.ledger import read_entries
 
     ledger = tmp_path / "ledger.jsonl"
     calls = [("list_orders", {"limit": 8}), ("hello", {"name": "Zed-7731"}), ("fail", {})]
@@ -525,7 +525,7 @@ def test_the_ledger_gets_one_payload_free_record_per_tool_result(tmp_path: Path)
     done = subprocess.run(command, input=data, capture_output=True, env=env(), timeout=60)
     assert done.returncode == 0
     assert len(done.stdout.splitlines()) == 3
-    records = read_records(ledger)
+    records = [e.record for e in read_entries(ledger)]
     assert [(r.server, r.tool) for r in records] == [("demo", n) for n, _ in calls]
     assert records[0].decision == "gcf" and records[0].tokens_after < records[0].tokens_before
     assert [r.decision for r in records[1:]] == ["unchanged", "unchanged"]

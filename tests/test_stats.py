@@ -186,9 +186,8 @@ def _ledger_file(tmp_path: Path) -> Path:
         encoding="o200k_base",
         decision="gcf",
         encode_ms=1.0,
-        time="2026-01-02T03:04:05.000Z",
     )
-    assert ledger.Ledger(path).append(rec)
+    assert ledger.Ledger(path).append(rec, time="2026-01-02T03:04:05.000Z")
     return path
 
 
@@ -208,7 +207,6 @@ def test_ledger_view(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pytest.importorskip("gcfkit.ledger")
     path = _ledger_file(tmp_path)
     _stdin(monkeypatch, data, tty=tty)
     assert main(["stats", *argv, "--ledger-file", str(path), "--json"]) == 0
@@ -220,7 +218,6 @@ def test_ledger_view(
 def test_ledger_view_table_and_since(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("gcfkit.ledger")
     path = _ledger_file(tmp_path)
     _stdin(monkeypatch, b"", tty=True)
     assert main(["stats", "--ledger-file", str(path)]) == 0

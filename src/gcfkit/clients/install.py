@@ -27,7 +27,7 @@ and so does the rest of the file: the JSON is rewritten in the file's own style 
 order, newline at the end, CRLF, BOM), so an untouched part comes out byte-identical.
 
 The original entry is kept in a sidecar, ``<state dir>/installed.json`` (see
-:func:`gcfkit.ledger.state_dir`), not inside the config: clients that validate entries
+:func:`gcfkit.paths.state_dir`), not inside the config: clients that validate entries
 strictly never see an unknown key. Uninstall puts the stored original back exactly when the
 wrapper is as gcfkit left it; if the wrapper was edited since (or the sidecar is gone), it
 unwraps what is there instead: the command after ``--`` becomes ``command``/``args`` again and
@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GCFError
-from ..ledger import state_dir
+from ..paths import state_dir
 
 __all__ = [
     "CLIENTS",

@@ -23,7 +23,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 Before sending GCF the core decodes it and compares it with the original value (same types,
 key order and contents; :func:`same_value`), and applies a delta to its base before sending
 it; any failure, or running past the time budget, falls back (compact JSON or the original)
-and says why in the :class:`~gcfkit.ledger.LedgerRecord` it builds for each tool result
+and says why in the :class:`~gcfkit.proxy.record.LedgerRecord` it builds for each tool result
 (payload-free; token counts of untouched text are taken after the result is relayed).
 
 >>> core = ProxyCore(ProxyConfig(primer=False))
@@ -50,7 +50,6 @@ from typing import Any, Final, Literal
 
 from ..errors import GCFError
 from ..jsonio import loads_json
-from ..ledger import LedgerRecord
 from .policy import (
     FORMATS,
     IDENTITY_KEYS,
@@ -61,6 +60,7 @@ from .policy import (
     output_format_capability,
 )
 from .primer import append_primer
+from .record import LedgerRecord
 
 __all__ = [
     "CONNECTION_CLOSED",

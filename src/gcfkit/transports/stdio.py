@@ -244,7 +244,7 @@ async def run_proxy(
     (default: this process's); returns the exit status to use (the server's).
 
     ``ledger`` receives one record per tools/call result (unless ``config.stats`` is off;
-    default: the ledger at :func:`gcfkit.ledger.default_ledger_path`).
+    default: the ledger at :func:`gcfkit.paths.default_ledger_path`).
     """
     config = config or ProxyConfig()
     core = ProxyCore(config)
