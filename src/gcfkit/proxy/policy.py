@@ -41,10 +41,13 @@ from typing import Any, Final, Literal, cast
 from ..errors import GCFError
 
 __all__ = [
+    "CAPABILITY",
     "DEFAULT_FILE_TOOLS",
     "FORMATS",
     "IDENTITY_KEYS",
+    "OUTPUT_FORMATS",
     "Format",
+    "OutputFormat",
     "Policy",
     "ToolPolicy",
     "cap_format",
@@ -91,8 +94,12 @@ def cap_format(a: Format, b: Format) -> Format:
 #: The key under a client's ``capabilities.experimental`` that names its output format.
 CAPABILITY: Final = "output_format"
 
+#: What a client may declare it wants (``off`` is the proxy's own setting, not a client's).
+OutputFormat = Literal["gcf", "json"]
+OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("gcf", "json")
 
-def output_format_capability(experimental: Any) -> Literal["gcf", "json"] | None:
+
+def output_format_capability(experimental: Any) -> OutputFormat | None:
     """The output format a client declared under ``capabilities.experimental``, if any.
 
     The MCP schema wants objects under ``experimental``, so the canonical form is
