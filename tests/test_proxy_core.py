@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import gcfkit
 from gcfkit import tokens
-from gcfkit.errors import GCFError
+from gcfkit.errors import ConfigError, GCFError
 from gcfkit.proxy.core import (
     CONNECTION_CLOSED,
     Codec,
@@ -525,7 +525,7 @@ def test_policy_toml(tmp_path: Path) -> None:
     ],
 )
 def test_bad_policies_are_rejected(data: Any) -> None:
-    with pytest.raises(GCFError) as e:
+    with pytest.raises(ConfigError) as e:
         Policy.from_mapping(data)
     assert e.value.code == "invalid_option"
 
@@ -533,9 +533,9 @@ def test_bad_policies_are_rejected(data: Any) -> None:
 def test_bad_policy_file(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     path.write_text("{nope")
-    with pytest.raises(GCFError):
+    with pytest.raises(ConfigError):
         load_policy(path)
-    with pytest.raises(GCFError):
+    with pytest.raises(ConfigError):
         load_policy(tmp_path / "missing.json")
 
 

@@ -10,7 +10,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from ..errors import GCFError
+from ..errors import ConfigError
 from ..proxy.policy import Policy, ToolPolicy, load_policy
 
 __all__ = ["register"]
@@ -130,9 +130,9 @@ def _run(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise GCFError("invalid_option", "no server command: gcfkit proxy [OPTIONS] -- COMMAND")
+        raise ConfigError("invalid_option", "no server command: gcfkit proxy [OPTIONS] -- COMMAND")
     if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0 or args.grace < 0:
-        raise GCFError(
+        raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
         )
     base = ToolPolicy(
