@@ -221,7 +221,7 @@ async def run_session(config: Config, server: str, log: Path) -> list[CallResult
 
 
 def core_timings(reps: int) -> tuple[list[float], dict[str, float]]:
-    from gcfkit.mcp.core import ProxyConfig, ProxyCore
+    from gcfkit.proxy.core import ProxyConfig, ProxyCore
 
     per_call: list[float] = []
     named: dict[str, float] = {}

@@ -37,8 +37,8 @@ from gcfkit.graph import dumps as graph_dumps  # noqa: E402
 from gcfkit.graph import loads as graph_loads  # noqa: E402
 from gcfkit.jsonio import loads_json  # noqa: E402
 from gcfkit.keyed import DeltaSession, KeyedSet, apply_delta, loads_delta  # noqa: E402
-from gcfkit.report import Format, FormatResult, default_formats, strict_equal  # noqa: E402
-from gcfkit.report import measure as measure_format  # noqa: E402
+from gcfkit.measure.report import Format, FormatResult, default_formats, strict_equal  # noqa: E402
+from gcfkit.measure.report import measure as measure_format  # noqa: E402
 
 CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
 ENCODINGS = ("o200k_base", "cl100k_base")

@@ -34,7 +34,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from gcfkit import tokens
-from gcfkit.mcp.server import with_output_format
+from gcfkit.mcp.client import with_output_format
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "code_intel_server.py"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gcfkit import gcx1
 from gcfkit.errors import GCFError
-from gcfkit.report import strict_equal
+from gcfkit.measure.report import strict_equal
 
 # The write-up's example, verbatim (fields= before the other metadata, 5 values for 6 fields).
 EXAMPLE = (

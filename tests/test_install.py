@@ -12,22 +12,16 @@ from typing import Any
 import pytest
 
 from gcfkit.cli import main
-from gcfkit.errors import GCFError
-from gcfkit.mcp.install import (
-    apply_plans,
+from gcfkit.clients.entries import is_http_entry, split_wrapped, unwrap_entry, wrap_entry
+from gcfkit.clients.install import apply_plans, install_mcp, plan_install, uninstall_mcp
+from gcfkit.clients.locations import (
     claude_desktop_config_path,
-    install_mcp,
-    is_http_entry,
     known_locations,
     locations_for_file,
-    mcp_status,
-    plan_install,
     select_locations,
-    split_wrapped,
-    uninstall_mcp,
-    unwrap_entry,
-    wrap_entry,
 )
+from gcfkit.clients.status import mcp_status
+from gcfkit.errors import ConfigError
 
 LAUNCHER = "/opt/gcfkit/bin/gcfkit"
 
@@ -208,7 +202,7 @@ def test_select_locations_filters_and_validates(tmp_path: Path) -> None:
     assert {loc.client for loc in select_locations(client="cursor", **kw)} == {"cursor"}
     assert {loc.scope for loc in select_locations(scope="project", **kw)} == {"project"}
     assert len(select_locations(client="all", **kw)) == 6
-    with pytest.raises(GCFError) as e:
+    with pytest.raises(ConfigError) as e:
         select_locations(client="vim", **kw)
     assert e.value.code == "invalid_option"
     f = locations_for_file(tmp_path / ".cursor" / "mcp.json", cwd=tmp_path)
@@ -621,7 +615,7 @@ def test_concurrent_change_is_not_overwritten(tmp_path: Path) -> None:
     locs = locations_for_file(path, cwd=tmp_path)
     plans = plan_install("s", locs, explicit=True, launcher=[LAUNCHER], state=tmp_path / "st")
     changed = write(path, {"mcpServers": {"s": {"command": "c"}}, "added": "by the client"})
-    with pytest.raises(GCFError) as e:
+    with pytest.raises(ConfigError) as e:
         apply_plans(plans, state=tmp_path / "st")
     assert e.value.code == "io_error" and "changed" in e.value.detail
     assert path.read_bytes() == changed

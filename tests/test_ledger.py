@@ -1,4 +1,5 @@
-"""The savings ledger: writing, reading, --since, aggregation and rendering."""
+"""The savings ledger: records, the file (writing, reading, --since), aggregation
+(gcfkit.measure.savings) and rendering (gcfkit stats)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from gcfkit.errors import GCFError
-from gcfkit.mcp.ledger import (
-    Ledger,
-    LedgerRecord,
-    default_ledger_path,
-    parse_since,
-    read_records,
-    render_summary,
-    state_dir,
-    summarize,
-    summary_to_json,
-    utc_now_iso,
-)
+from gcfkit.cli.stats import render_summary
+from gcfkit.errors import ConfigError
+from gcfkit.ledger import Ledger, LedgerEntry, parse_since, read_entries, utc_now_iso
+from gcfkit.measure.savings import summarize, summary_to_json
+from gcfkit.paths import default_ledger_path, state_dir
+from gcfkit.proxy.record import LedgerRecord
+
+T0 = "2026-01-02T03:04:05.000Z"
 
 
 def rec(
@@ -32,7 +28,6 @@ def rec(
     before: int = 100,
     after: int = 40,
     decision: str = "gcf",
-    time: str = "2026-01-02T03:04:05.000Z",
 ) -> LedgerRecord:
     return LedgerRecord(
         server=server,
@@ -44,8 +39,18 @@ def rec(
         encoding="o200k_base",
         decision=decision,
         encode_ms=1.25,
-        time=time,
     )
+
+
+def entry(
+    server: str = "git",
+    tool: str = "git_log",
+    before: int = 100,
+    after: int = 40,
+    decision: str = "gcf",
+    time: str = T0,
+) -> LedgerEntry:
+    return LedgerEntry(time, rec(server, tool, before, after, decision))
 
 
 # --- location ---------------------------------------------------------------------------
@@ -74,16 +79,17 @@ def test_ledger_default_path_follows_environment(
     led = Ledger()
     assert led.path == tmp_path / "state" / "ledger.jsonl"
     assert led.append(rec())
-    assert len(read_records()) == 1
+    assert len(read_entries()) == 1
 
 
 # --- records ----------------------------------------------------------------------------
 
 
 def test_record_line_is_payload_free_and_round_trips() -> None:
-    r = rec()
-    line = r.to_json()
+    e = entry()
+    line = e.to_json()
     assert "\n" not in line
+    assert next(iter(json.loads(line))) == "time"
     assert set(json.loads(line)) == {
         "time",
         "server",
@@ -96,14 +102,20 @@ def test_record_line_is_payload_free_and_round_trips() -> None:
         "decision",
         "encode_ms",
     }
-    assert LedgerRecord.from_json(line) == r
-    assert r.tokens_saved == 60 and r.bytes_saved == 240
+    assert LedgerEntry.from_json(line) == e
+    assert e.record.tokens_saved == 60 and e.record.bytes_saved == 240
 
 
-def test_record_time_defaults_to_now_in_utc() -> None:
+def test_records_carry_no_wall_time_and_the_file_stamps_it(tmp_path: Path) -> None:
     r = LedgerRecord("s", "t", 1, 1, 1, 1, "o200k_base", "unchanged", 0.0)
-    moment = datetime.strptime(r.time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    assert "time" not in r.to_dict()
+    path = tmp_path / "ledger.jsonl"
+    assert Ledger(path).append(r)
+    assert Ledger(path).append(r, time=T0)
+    stamped, given = read_entries(path)
+    moment = datetime.strptime(stamped.time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
     assert abs(datetime.now(timezone.utc) - moment) < timedelta(days=1)
+    assert given.time == T0 and stamped.record == given.record == r
     assert utc_now_iso().endswith("Z")
 
 
@@ -117,15 +129,15 @@ def test_record_time_defaults_to_now_in_utc() -> None:
         {"time": "yesterday"},
     ],
 )
-def test_from_dict_rejects_mistyped_fields(patch: dict[str, object]) -> None:
-    data = rec().to_dict() | patch
+def test_from_json_rejects_mistyped_fields(patch: dict[str, object]) -> None:
+    data = json.loads(entry().to_json()) | patch
     with pytest.raises(ValueError):
-        LedgerRecord.from_dict(data)
+        LedgerEntry.from_json(json.dumps(data))
 
 
 def test_non_finite_timing_still_writes_valid_json() -> None:
-    r = LedgerRecord("s", "t", 1, 1, 1, 1, "o200k_base", "gcf", float("nan"), time="2026-01-01")
-    assert json.loads(r.to_json())["encode_ms"] == 0.0
+    r = LedgerRecord("s", "t", 1, 1, 1, 1, "o200k_base", "gcf", float("nan"))
+    assert json.loads(LedgerEntry("2026-01-01", r).to_json())["encode_ms"] == 0.0
 
 
 def test_from_dict_ignores_unknown_fields() -> None:
@@ -149,9 +161,9 @@ def test_append_one_line_per_record_and_creates_directories(tmp_path: Path) -> N
 
 def test_append_keeps_existing_content(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
-    path.write_text(rec(tool="old").to_json() + "\n", encoding="utf-8")
+    path.write_text(entry(tool="old").to_json() + "\n", encoding="utf-8")
     Ledger(path).append(rec(tool="new"))
-    assert [r.tool for r in read_records(path)] == ["old", "new"]
+    assert [e.record.tool for e in read_entries(path)] == ["old", "new"]
 
 
 def test_append_failure_is_swallowed_with_one_warning(tmp_path: Path) -> None:
@@ -179,30 +191,30 @@ def test_append_failure_survives_a_closed_warning_stream(tmp_path: Path) -> None
 
 
 def test_missing_ledger_reads_as_empty(tmp_path: Path) -> None:
-    rs = read_records(tmp_path / "nope.jsonl")
+    rs = read_entries(tmp_path / "nope.jsonl")
     assert list(rs) == [] and rs.corrupt == 0
 
 
 def test_unreadable_ledger_is_an_io_error(tmp_path: Path) -> None:
-    with pytest.raises(GCFError) as e:
-        read_records(tmp_path)  # a directory
+    with pytest.raises(ConfigError) as e:
+        read_entries(tmp_path)  # a directory
     assert e.value.code == "io_error"
 
 
 def test_corrupt_lines_are_skipped_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
-    good = rec().to_json()
+    good = entry().to_json()
     lines = [
         good,
         "{not json",
         "[1, 2]",
-        json.dumps(rec().to_dict() | {"tokens_before": None}),
+        json.dumps(json.loads(good) | {"tokens_before": None}),
         "",
         good[: len(good) // 2],  # a torn write
         good,
     ]
     path.write_bytes(("\n".join(lines) + "\n").encode() + b"\xff\xfe\n")
-    rs = read_records(path)
+    rs = read_entries(path)
     assert len(rs) == 2
     assert rs.corrupt == 5
     s = summarize(rs)
@@ -214,12 +226,15 @@ def test_since_filters_records(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
     led = Ledger(path)
     for day in (1, 5, 9):
-        led.append(rec(tool=f"d{day}", time=f"2026-01-0{day}T12:00:00.000Z"))
-    since = datetime(2026, 1, 5, 12, tzinfo=timezone.utc)
-    assert [r.tool for r in read_records(path, since=since)] == ["d5", "d9"]
+        led.append(rec(tool=f"d{day}"), time=f"2026-01-0{day}T12:00:00.000Z")
+
+    def tools(since: datetime) -> list[str]:
+        return [e.record.tool for e in read_entries(path, since=since)]
+
+    assert tools(datetime(2026, 1, 5, 12, tzinfo=timezone.utc)) == ["d5", "d9"]
     # A naive datetime means UTC.
-    assert [r.tool for r in read_records(path, since=datetime(2026, 1, 6))] == ["d9"]
-    assert [r.tool for r in read_records(path, since=parse_since("2026-01-02"))] == ["d5", "d9"]
+    assert tools(datetime(2026, 1, 6)) == ["d9"]
+    assert tools(parse_since("2026-01-02")) == ["d5", "d9"]
 
 
 # --- parse_since ------------------------------------------------------------------------
@@ -250,7 +265,7 @@ def test_parse_since(text: str, expected: datetime) -> None:
 
 @pytest.mark.parametrize("text", ["", "7", "d7", "7y", "yesterday", "2026-13-01", "-7d"])
 def test_parse_since_rejects_garbage(text: str) -> None:
-    with pytest.raises(GCFError) as e:
+    with pytest.raises(ConfigError) as e:
         parse_since(text, now=NOW)
     assert e.value.code == "invalid_option"
 
@@ -263,13 +278,13 @@ def test_parse_since_huge_age_clamps() -> None:
 
 
 def test_summarize_per_tool_server_and_total() -> None:
-    records = [
-        rec("git", "git_log", 100, 40, "gcf", "2026-01-03T00:00:00.000Z"),
-        rec("git", "git_log", 200, 60, "delta", "2026-01-01T00:00:00.000Z"),
-        rec("git", "git_status", 50, 50, "unchanged", "2026-01-02T00:00:00.000Z"),
-        rec("time", "now", 10, 12, "fallback:larger", "2026-01-04T00:00:00.000Z"),
+    entries = [
+        entry("git", "git_log", 100, 40, "gcf", "2026-01-03T00:00:00.000Z"),
+        entry("git", "git_log", 200, 60, "delta", "2026-01-01T00:00:00.000Z"),
+        entry("git", "git_status", 50, 50, "unchanged", "2026-01-02T00:00:00.000Z"),
+        entry("time", "now", 10, 12, "fallback:larger", "2026-01-04T00:00:00.000Z"),
     ]
-    s = summarize(records)
+    s = summarize(entries)
     assert s.total.calls == 4
     assert s.total.tokens_before == 360 and s.total.tokens_after == 162
     assert s.total.tokens_saved == 198
@@ -291,7 +306,7 @@ def test_summarize_empty() -> None:
 
 
 def test_summary_to_json_is_json() -> None:
-    s = summarize([rec(), rec("time", "now", 10, 10, "unchanged")])
+    s = summarize([entry(), entry("time", "now", 10, 10, "unchanged")])
     data = json.loads(json.dumps(summary_to_json(s)))
     assert data["total"]["tokens_saved"] == 60
     assert data["total"]["token_savings"] == round(60 / 110, 4)
@@ -303,16 +318,16 @@ def test_summary_to_json_is_json() -> None:
 # --- rendering --------------------------------------------------------------------------
 
 
-def _render(records: list[LedgerRecord], corrupt: int = 0) -> str:
+def _render(entries: list[LedgerEntry], corrupt: int = 0) -> str:
     from rich.console import Console
 
     buf = io.StringIO()
-    render_summary(summarize(records, corrupt=corrupt), Console(file=buf, width=120))
+    render_summary(summarize(entries, corrupt=corrupt), Console(file=buf, width=120))
     return buf.getvalue()
 
 
 def test_render_summary_shows_tools_total_and_bars() -> None:
-    out = _render([rec(), rec("time", "now", 10, 12, "fallback:larger")], corrupt=2)
+    out = _render([entry(), entry("time", "now", 10, 12, "fallback:larger")], corrupt=2)
     assert "git_log" in out and "now" in out and "total" in out
     assert "100 → 40" in out and "60 (60%)" in out  # git_log
     assert "-2 (-20%)" in out  # now grew
@@ -324,7 +339,7 @@ def test_render_summary_drops_the_bar_when_narrow() -> None:
     from rich.console import Console
 
     buf = io.StringIO()
-    render_summary(summarize([rec()]), Console(file=buf, width=60))
+    render_summary(summarize([entry()]), Console(file=buf, width=60))
     out = buf.getvalue()
     assert "git_log" in out and "█" not in out
     assert all(len(line) <= 60 for line in out.splitlines())
@@ -347,6 +362,6 @@ def test_render_summary_without_rich_prints_plain_text(
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(builtins, "__import__", no_rich)
-    render_summary(summarize([rec()]))
+    render_summary(summarize([entry()]))
     out = capsys.readouterr().out
     assert "git_log" in out and "60.0%" in out and "total" in out

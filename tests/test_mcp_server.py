@@ -23,6 +23,7 @@ from mcp_types import CallToolResult
 import gcfkit
 from gcfkit import graph as gmod
 from gcfkit.graph import Edge, Graph, Symbol
+from gcfkit.mcp.client import with_output_format
 from gcfkit.mcp.server import (
     GCFResponder,
     SessionLimits,
@@ -30,7 +31,6 @@ from gcfkit.mcp.server import (
     graph_to_json,
     negotiated_format,
     respond,
-    with_output_format,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -779,3 +779,10 @@ def test_session_script_prints_the_table(tree: Path, capsys: pytest.CaptureFixtu
     json_total, gcf_total = (int(c.replace(",", "")) for c in table[-1].split(" | ")[6:8])
     assert 0 < gcf_total < json_total
     assert (tree / "shop" / "core.py").read_text().count("added_by_the_session_script") == 0
+
+
+def test_with_output_format_is_still_importable_from_the_server_helpers() -> None:
+    # The README's server section names it; the client wrapper now lives in gcfkit.mcp.client.
+    from gcfkit.mcp import server
+
+    assert server.with_output_format is with_output_format

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import gcfkit
 from gcfkit import tokens
-from gcfkit.errors import GCFError
-from gcfkit.mcp.core import (
+from gcfkit.errors import ConfigError, GCFError
+from gcfkit.proxy.core import (
     CONNECTION_CLOSED,
     Codec,
     Output,
@@ -22,9 +22,9 @@ from gcfkit.mcp.core import (
     ProxyCore,
     same_value,
 )
-from gcfkit.mcp.ledger import LedgerRecord
-from gcfkit.mcp.policy import Policy, ToolPolicy, cap_format, load_policy
-from gcfkit.mcp.primer import PRIMER, append_primer
+from gcfkit.proxy.policy import Policy, ToolPolicy, cap_format, load_policy
+from gcfkit.proxy.primer import PRIMER, append_primer
+from gcfkit.proxy.record import LedgerRecord
 
 ORDERS = [
     {"id": i, "customer": f"user{i}", "status": "open" if i % 2 else "shipped", "total": i * 1.5}
@@ -525,7 +525,7 @@ def test_policy_toml(tmp_path: Path) -> None:
     ],
 )
 def test_bad_policies_are_rejected(data: Any) -> None:
-    with pytest.raises(GCFError) as e:
+    with pytest.raises(ConfigError) as e:
         Policy.from_mapping(data)
     assert e.value.code == "invalid_option"
 
@@ -533,9 +533,9 @@ def test_bad_policies_are_rejected(data: Any) -> None:
 def test_bad_policy_file(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     path.write_text("{nope")
-    with pytest.raises(GCFError):
+    with pytest.raises(ConfigError):
         load_policy(path)
-    with pytest.raises(GCFError):
+    with pytest.raises(ConfigError):
         load_policy(tmp_path / "missing.json")
 
 
@@ -830,7 +830,7 @@ def test_one_payload_free_record_per_tool_result() -> None:
     assert [r.tool for r in records] == ["a", "b"]
     assert all(isinstance(r, LedgerRecord) for r in records)
     assert all(r.server == "demo" for r in records)
-    assert all(secret not in r.to_json() for r in records)
+    assert all(secret not in json.dumps(r.to_dict()) for r in records)
     assert records[1].decision == "unchanged"
     assert records[1].tokens_before == records[1].tokens_after == count(secret)
     assert core.pop_records() == []

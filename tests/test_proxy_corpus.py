@@ -11,8 +11,8 @@ import pytest
 
 import gcfkit
 from gcfkit import tokens
-from gcfkit.mcp.core import Output, ProxyConfig, ProxyCore, same_value
-from gcfkit.mcp.policy import Policy, ToolPolicy
+from gcfkit.proxy.core import Output, ProxyConfig, ProxyCore, same_value
+from gcfkit.proxy.policy import Policy, ToolPolicy
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "mcp"
 FILES = sorted(CORPUS.glob("*/[0-9][0-9][0-9]_*.json"))

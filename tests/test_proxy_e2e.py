@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import pytest
 
 import gcfkit
-from gcfkit.mcp.core import same_value
-from gcfkit.mcp.primer import PRIMER
+from gcfkit.proxy.core import same_value
+from gcfkit.proxy.primer import PRIMER
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
@@ -511,7 +511,7 @@ def test_cli_options_policy_and_no_primer(tmp_path: Path) -> None:
 
 
 def test_the_ledger_gets_one_payload_free_record_per_tool_result(tmp_path: Path) -> None:
-    from gcfkit.mcp.ledger import read_records
+    from gcfkit.ledger import read_entries
 
     ledger = tmp_path / "ledger.jsonl"
     calls = [("list_orders", {"limit": 8}), ("hello", {"name": "Zed-7731"}), ("fail", {})]
@@ -525,7 +525,7 @@ def test_the_ledger_gets_one_payload_free_record_per_tool_result(tmp_path: Path)
     done = subprocess.run(command, input=data, capture_output=True, env=env(), timeout=60)
     assert done.returncode == 0
     assert len(done.stdout.splitlines()) == 3
-    records = read_records(ledger)
+    records = [e.record for e in read_entries(ledger)]
     assert [(r.server, r.tool) for r in records] == [("demo", n) for n, _ in calls]
     assert records[0].decision == "gcf" and records[0].tokens_after < records[0].tokens_before
     assert [r.decision for r in records[1:]] == ["unchanged", "unchanged"]
@@ -536,7 +536,7 @@ def test_split_lines_reassembles_any_chunking() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from gcfkit.mcp.stdio import split_lines
+    from gcfkit.transports.stdio import split_lines
 
     @settings(max_examples=80, deadline=None, derandomize=True)
     @given(st.lists(st.binary(max_size=40), max_size=12), st.lists(st.integers(1, 17), min_size=1))

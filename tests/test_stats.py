@@ -1,4 +1,4 @@
-"""``gcfkit stats`` and the comparison logic behind it (gcfkit.report)."""
+"""``gcfkit stats`` and the comparison logic behind it (gcfkit.measure.report)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from gcfkit import gcx1, tokens
 from gcfkit.cli import main
 from gcfkit.cli import stats as stats_cli
-from gcfkit.report import Format, compare_formats, default_formats, measure, strict_equal
+from gcfkit.measure.report import Format, compare_formats, default_formats, measure, strict_equal
 
 ROWS = [
     {"id": 1, "name": "Ada", "active": True, "score": 9.5},
@@ -173,7 +173,7 @@ def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def _ledger_file(tmp_path: Path) -> Path:
-    from gcfkit.mcp import ledger
+    from gcfkit import ledger
 
     path = tmp_path / "ledger.jsonl"
     rec = ledger.LedgerRecord(
@@ -186,9 +186,8 @@ def _ledger_file(tmp_path: Path) -> Path:
         encoding="o200k_base",
         decision="gcf",
         encode_ms=1.0,
-        time="2026-01-02T03:04:05.000Z",
     )
-    assert ledger.Ledger(path).append(rec)
+    assert ledger.Ledger(path).append(rec, time="2026-01-02T03:04:05.000Z")
     return path
 
 
@@ -208,7 +207,6 @@ def test_ledger_view(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pytest.importorskip("gcfkit.mcp.ledger")
     path = _ledger_file(tmp_path)
     _stdin(monkeypatch, data, tty=tty)
     assert main(["stats", *argv, "--ledger-file", str(path), "--json"]) == 0
@@ -220,7 +218,6 @@ def test_ledger_view(
 def test_ledger_view_table_and_since(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("gcfkit.mcp.ledger")
     path = _ledger_file(tmp_path)
     _stdin(monkeypatch, b"", tty=True)
     assert main(["stats", "--ledger-file", str(path)]) == 0

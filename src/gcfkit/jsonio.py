@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import GCFError
 
-__all__ = ["loads_json", "read_json_bytes", "to_json_model"]
+__all__ = ["dumps_compact", "loads_json", "read_json_bytes", "to_json_model"]
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -99,3 +99,14 @@ def to_json_model(obj: Any) -> Any:
             _camel(f.name): to_json_model(getattr(obj, f.name)) for f in dataclasses.fields(obj)
         }
     raise GCFError("unsupported_type", f"cannot render {type(obj).__name__} as JSON")
+
+
+def dumps_compact(value: Any) -> str:
+    """The one compact JSON text of a JSON-model value: no spaces, UTF-8 characters kept, NaN
+    and Infinity refused (``ValueError``). What the proxy compares GCF against, what the
+    server helpers send to JSON clients, what the ledger writes.
+
+    >>> dumps_compact({"a": [1, "é"]})
+    '{"a":[1,"é"]}'
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -1,7 +1,7 @@
 """``gcfkit install-mcp``, ``uninstall-mcp`` and ``mcp-status``: put a configured MCP server
 behind ``gcfkit proxy`` (and take it out again) in Claude Code, Cursor and Claude Desktop.
 
-The work is done by :mod:`gcfkit.mcp.install` (stdlib only); this module is argument parsing
+The work is done by :mod:`gcfkit.clients` (stdlib only); this module is argument parsing
 and printing.
 """
 
@@ -15,16 +15,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..mcp.install import (
-    CLIENTS,
-    SCOPES,
-    Action,
-    FilePlan,
-    ServerStatus,
-    install_mcp,
-    mcp_status,
-    uninstall_mcp,
-)
+from ..clients.install import Action, FilePlan, install_mcp, uninstall_mcp
+from ..clients.locations import CLIENTS, SCOPES
+from ..clients.status import ServerStatus, mcp_status
 
 _CLIENT_HELP = (
     "which client's configs: claude-code, cursor, claude-desktop, or all "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import GCFError
+from ..errors import ConfigError
 
 
 def read_input(path: str | None) -> bytes:
@@ -15,7 +15,7 @@ def read_input(path: str | None) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise GCFError("io_error", f"cannot read {path}: {e.strerror}") from None
+        raise ConfigError("io_error", f"cannot read {path}: {e.strerror}") from None
 
 
 def write_text(text: str) -> None:

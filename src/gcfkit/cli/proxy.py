@@ -1,7 +1,7 @@
 """``gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]``: run an MCP stdio server behind the proxy.
 
 Tool results reach the client as GCF (or compact JSON) when that costs fewer tokens; every
-other message passes byte for byte. See :mod:`gcfkit.mcp.core` for the rules.
+other message passes byte for byte. See :mod:`gcfkit.proxy.core` for the rules.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import argparse
 import asyncio
 from typing import Any
 
-from ..errors import GCFError
-from ..mcp.policy import Policy, ToolPolicy, load_policy
+from ..errors import ConfigError
+from ..proxy.policy import Policy, ToolPolicy, load_policy
 
 __all__ = ["register"]
 
@@ -122,17 +122,17 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..mcp.core import ProxyConfig
-    from ..mcp.ledger import Ledger
-    from ..mcp.stdio import run_proxy
+    from ..ledger import Ledger
+    from ..proxy.core import ProxyConfig
+    from ..transports.stdio import run_proxy
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise GCFError("invalid_option", "no server command: gcfkit proxy [OPTIONS] -- COMMAND")
+        raise ConfigError("invalid_option", "no server command: gcfkit proxy [OPTIONS] -- COMMAND")
     if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0 or args.grace < 0:
-        raise GCFError(
+        raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
         )
     base = ToolPolicy(

@@ -12,12 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import tokens
 from ..jsonio import read_json_bytes
-from ..report import Comparison, FormatResult, compare_formats, default_formats
+from ..ledger import parse_since, read_entries
+from ..measure.report import Comparison, FormatResult, compare_formats, default_formats
+from ..measure.savings import Summary, Totals, summarize, summary_to_json
 from .io import read_input, write_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _BASELINES = {"compact": "json-compact", "pretty": "json-pretty"}
 _BAR_WIDTH = 10
@@ -102,6 +107,7 @@ def _stdin_is_tty() -> bool:
 
 
 def _bar(fraction: float) -> str:
+    """A ``_BAR_WIDTH``-cell bar for a fraction (clamped to 0..1): both views draw this one."""
     fraction = min(max(fraction, 0.0), 1.0)
     filled = round(fraction * _BAR_WIDTH)
     return "█" * filled + "░" * (_BAR_WIDTH - filled)
@@ -204,25 +210,95 @@ def _plain(title: str, headers: list[str], rows: list[list[str]], notes: list[st
 
 
 # ---------------------------------------------------------------------------------------
-# Ledger view (data and rendering belong to gcfkit.mcp.ledger)
+# Ledger view (the numbers come from gcfkit.measure.savings)
 # ---------------------------------------------------------------------------------------
 
 
 def _ledger_view(args: argparse.Namespace) -> int:
-    try:
-        from ..mcp import ledger
-    except ImportError as e:
-        print(
-            f"The savings ledger is not available in this install ({e}); "
-            "pass a JSON file to measure it: gcfkit stats FILE",
-            file=sys.stderr,
-        )
-        return 1
-    since = ledger.parse_since(args.since) if args.since else None
-    records = ledger.read_records(args.ledger_file, since=since)
-    summary = ledger.summarize(records, corrupt=records.corrupt)
+    since = parse_since(args.since) if args.since else None
+    entries = read_entries(args.ledger_file, since=since)
+    summary = summarize(entries, corrupt=entries.corrupt)
     if args.json:
-        write_text(json.dumps(ledger.summary_to_json(summary), ensure_ascii=False, indent=2) + "\n")
+        write_text(json.dumps(summary_to_json(summary), ensure_ascii=False, indent=2) + "\n")
     else:
-        ledger.render_summary(summary)
+        render_summary(summary)
     return 0
+
+
+def render_summary(summary: Summary, console: Console | None = None) -> None:
+    """Print a summary with ``rich``: one row per tool and a total, with savings bars.
+
+    ``console`` defaults to a new ``rich.console.Console()`` (stdout). Without ``rich``
+    installed it prints a plain-text table to stdout instead, so ``gcfkit stats`` still works
+    on a minimal install.
+
+    >>> import io
+    >>> from rich.console import Console
+    >>> buf = io.StringIO()
+    >>> render_summary(summarize([]), console=Console(file=buf, width=100))
+    >>> "no tool results" in buf.getvalue()
+    True
+    """
+    try:
+        from rich.console import Console as _Console
+        from rich.table import Table
+    except ImportError:
+        write_text(_plain_summary(summary))
+        return
+    out = console if console is not None else _Console()
+    if summary.total.calls == 0:
+        out.print("The ledger has no tool results yet" + _corrupt_note(summary) + ".")
+        return
+    title = "gcfkit savings"
+    if summary.first and summary.last:
+        title += f" ({summary.first[:10]} .. {summary.last[:10]})"
+    # Fewer, denser columns fit 80 terminal columns; the bar is the first thing to go when
+    # the terminal is narrower, and long server or tool names fold rather than the numbers.
+    bar = out.width >= 80
+    table = Table(title=title, show_footer=True)
+    total = summary.total
+    table.add_column("server", footer="total", overflow="fold", ratio=1)
+    table.add_column("tool", overflow="fold", ratio=2)
+    table.add_column("calls", justify="right", footer=str(total.calls), no_wrap=True)
+    table.add_column("tokens → gcfkit", justify="right", footer=_before_after(total))
+    table.add_column("saved", justify="right", footer=_saved(total), no_wrap=True)
+    if bar:
+        table.add_column("", footer=_bar(total.token_savings), no_wrap=True)
+    for (server, tool), t in summary.tools.items():
+        cells = [server, tool, str(t.calls), _before_after(t), _saved(t)]
+        table.add_row(*cells, *([_bar(t.token_savings)] if bar else []))
+    out.print(table)
+    notes = [f"token counts: {', '.join(summary.encodings)}"]
+    decisions = ", ".join(f"{k} {v}" for k, v in sorted(total.decisions.items()))
+    notes.append(f"decisions: {decisions}")
+    if summary.corrupt:
+        notes.append(f"{summary.corrupt} corrupt ledger line(s) skipped")
+    out.print("; ".join(notes), style="dim", markup=False, highlight=False)
+
+
+def _before_after(t: Totals) -> str:
+    return f"{t.tokens_before:,} → {t.tokens_after:,}"
+
+
+def _saved(t: Totals) -> str:
+    return f"{t.tokens_saved:,} ({t.token_savings:.0%})"
+
+
+def _corrupt_note(summary: Summary) -> str:
+    return f" ({summary.corrupt} corrupt line(s) skipped)" if summary.corrupt else ""
+
+
+def _plain_summary(summary: Summary) -> str:
+    if summary.total.calls == 0:
+        return "The ledger has no tool results yet" + _corrupt_note(summary) + ".\n"
+    lines = []
+    rows = [((s, t), v) for (s, t), v in summary.tools.items()]
+    rows.append((("total", ""), summary.total))
+    for (server, tool), t in rows:
+        lines.append(
+            f"{server:<16} {tool:<24} {t.calls:>6} {t.tokens_before:>10} {t.tokens_after:>10} "
+            f"{t.token_savings:>7.1%} {_bar(t.token_savings)}"
+        )
+    if summary.corrupt:
+        lines.append(f"{summary.corrupt} corrupt ledger line(s) skipped")
+    return "\n".join(lines) + "\n"

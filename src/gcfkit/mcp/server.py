@@ -69,23 +69,15 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Annotated, Any, Final, Literal, TypeVar, cast, overload
 
 import anyio
 import pydantic_core
-from mcp.client import Transport
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
-from mcp.shared.message import SessionMessage
-from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CallToolResult,
-    JSONRPCRequest,
-    TextContent,
-)
+from mcp_types import CallToolResult, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
@@ -97,8 +89,10 @@ from ..graph import Session as GraphSession
 from ..graph import dumps as graph_dumps
 from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
 from ..keyed import pack_root as keyed_pack_root
-from .policy import CAPABILITY as _CAPABILITY
-from .policy import output_format_capability
+from ..proxy.policy import CAPABILITY as _CAPABILITY
+from ..proxy.policy import OUTPUT_FORMATS, output_format_capability
+from ..proxy.policy import OutputFormat as OutputFormat
+from .client import with_output_format
 
 __all__ = [
     "CAPABILITY",
@@ -117,11 +111,9 @@ __all__ = [
 
 logger = logging.getLogger("gcfkit.mcp.server")
 
-OutputFormat = Literal["gcf", "json"]
-
 #: The key under the client's ``capabilities.experimental`` that names its output format.
 CAPABILITY: Final = _CAPABILITY
-FORMATS: Final[tuple[OutputFormat, ...]] = ("gcf", "json")
+FORMATS: Final[tuple[OutputFormat, ...]] = OUTPUT_FORMATS
 
 ToolContext = Context[Any, Any] | ServerRequestContext[Any, Any] | None
 
@@ -803,100 +795,3 @@ def gcf_tool(
     return default_responder.tool(
         delta_key=delta_key, format_arg=format_arg, pack_root_arg=pack_root_arg
     )
-
-
-# ---------------------------------------------------------------------------------------
-# Client side: asking for a format with the official SDK client
-# ---------------------------------------------------------------------------------------
-
-
-class _FormatWriteStream:
-    def __init__(self, inner: Any, experimental: dict[str, Any]) -> None:
-        self._inner = inner
-        self._experimental = experimental
-
-    async def send(self, item: SessionMessage, /) -> None:
-        msg = item.message
-        if isinstance(msg, JSONRPCRequest) and isinstance(msg.params, dict):
-            params = dict(msg.params)
-            changed = False
-            if msg.method == "initialize":
-                params["capabilities"] = self._with_format(params.get("capabilities"))
-                changed = True
-            meta = params.get("_meta")
-            if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
-                meta = dict(meta)
-                meta[CLIENT_CAPABILITIES_META_KEY] = self._with_format(
-                    meta[CLIENT_CAPABILITIES_META_KEY]
-                )
-                params["_meta"] = meta
-                changed = True
-            if changed:
-                item = SessionMessage(
-                    message=msg.model_copy(update={"params": params}), metadata=item.metadata
-                )
-        await self._inner.send(item)
-
-    def _with_format(self, caps: Any) -> dict[str, Any]:
-        out = dict(caps) if isinstance(caps, dict) else {}
-        experimental = dict(out.get("experimental") or {})
-        experimental.update(self._experimental)
-        out["experimental"] = experimental
-        return out
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _FormatWriteStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
-
-class _FormatTransport:
-    def __init__(self, inner: Transport, fmt: OutputFormat) -> None:
-        self._inner = inner
-        self._experimental = {CAPABILITY: {"format": fmt}}
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        read, write = await self._inner.__aenter__()
-        return read, _FormatWriteStream(write, self._experimental)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
-
-
-def with_output_format(transport: Transport, fmt: OutputFormat = "gcf") -> Transport:
-    """Wrap an SDK client transport so the client declares ``output_format`` = ``fmt``.
-
-    The official client sends no ``experimental`` capabilities of its own; this adds
-    ``{"output_format": {"format": fmt}}`` to the ``initialize`` request (and to the
-    per-request capability envelope of the 2026-07-28 protocol).
-
-    .. code-block:: python
-
-        from mcp import Client, StdioServerParameters
-        from mcp.client.stdio import stdio_client
-
-        params = StdioServerParameters(command="python", args=["server.py"])
-        async with Client(with_output_format(stdio_client(params)), mode="legacy") as c:
-            result = await c.call_tool("search", {"query": "auth"})
-
-    >>> isinstance(with_output_format.__doc__, str)
-    True
-    """
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt must be 'gcf' or 'json', not {fmt!r}")
-    return cast(Transport, _FormatTransport(transport, fmt))

@@ -2,7 +2,7 @@
 
 :class:`ProxyCore` sees every newline-delimited message between an MCP client and one MCP
 server, and answers with the lines to write to each side. It does no I/O, so every rule is
-testable without pipes or processes; :mod:`gcfkit.mcp.stdio` is the thin asyncio shell.
+testable without pipes or processes; :mod:`gcfkit.transports.stdio` is the thin asyncio shell.
 
 What it rewrites, and nothing else (every other line passes byte for byte, in order):
 
@@ -23,7 +23,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 Before sending GCF the core decodes it and compares it with the original value (same types,
 key order and contents; :func:`same_value`), and applies a delta to its base before sending
 it; any failure, or running past the time budget, falls back (compact JSON or the original)
-and says why in the :class:`~gcfkit.mcp.ledger.LedgerRecord` it builds for each tool result
+and says why in the :class:`~gcfkit.proxy.record.LedgerRecord` it builds for each tool result
 (payload-free; token counts of untouched text are taken after the result is relayed).
 
 >>> core = ProxyCore(ProxyConfig(primer=False))
@@ -50,7 +50,14 @@ from typing import Any, Final, Literal
 
 from ..errors import GCFError
 from ..jsonio import loads_json
-from .ledger import LedgerRecord
+from .jsonrpc import (
+    CONNECTION_CLOSED,
+    RequestKey,
+    dump_message,
+    error_response,
+    parse_envelope,
+    request_key,
+)
 from .policy import (
     FORMATS,
     IDENTITY_KEYS,
@@ -61,6 +68,7 @@ from .policy import (
     output_format_capability,
 )
 from .primer import append_primer
+from .record import LedgerRecord
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -71,9 +79,6 @@ __all__ = [
     "ProxyCore",
     "same_value",
 ]
-
-#: The JSON-RPC error code the SDKs use for a connection that closed under a request.
-CONNECTION_CLOSED: Final = -32000
 
 #: The per-call opt-out argument (``"json"``, ``"off"`` or ``"gcf"``), stripped before forwarding.
 FORMAT_ARGUMENT: Final = "_format"
@@ -138,36 +143,6 @@ class ProxyConfig:
 # ---------------------------------------------------------------------------------------
 
 
-def _parse_envelope(line: bytes) -> tuple[Any, bool]:
-    """(message, safe): ``safe`` means re-serializing keeps the JSON value (no duplicate keys,
-    no NaN/Infinity/overflowing numbers). ``(None, False)`` for anything that is not JSON."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, False
-    try:
-        return loads_json(text), True
-    except (GCFError, RecursionError):
-        pass
-    try:
-        return json.loads(text), False
-    except (ValueError, RecursionError):
-        return None, False
-
-
-def _dump_message(msg: Any) -> bytes:
-    try:
-        return (
-            json.dumps(msg, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-                "utf-8"
-            )
-            + b"\n"
-        )
-    except UnicodeEncodeError:
-        # Lone surrogates cannot be UTF-8; \u escapes keep the same JSON value.
-        return json.dumps(msg, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
-
-
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -223,15 +198,6 @@ def _json_value_of(text: str) -> Any:
     except (GCFError, RecursionError):
         return None
     return value if isinstance(value, (dict, list)) else None
-
-
-def _id_key(value: Any) -> tuple[str, Any] | None:
-    # 1 and "1" are different JSON-RPC ids; bool is not an id at all.
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (str, int, float)):
-        return (type(value).__name__, value)
-    return None
 
 
 def _args_key(tool: str, args: Any) -> str:
@@ -326,7 +292,7 @@ class ProxyCore:
         self._loads = codec.loads
         self._count_fn = codec.count
         self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
-        self._pending: dict[tuple[str, Any], _Pending] = {}
+        self._pending: dict[RequestKey, _Pending] = {}
         self._unfinished: list[tuple[str, str, _Outcome, float]] = []
         self._clock: Callable[[], float] = time.perf_counter
         self._warm = False
@@ -368,11 +334,11 @@ class ProxyCore:
 
     def from_client(self, line: bytes) -> list[Output]:
         """Handle one line the client wrote; returns what to write to the server."""
-        msg, safe = _parse_envelope(line) if line.strip() else (None, False)
+        msg, safe = parse_envelope(line) if line.strip() else (None, False)
         if isinstance(msg, dict):
             new = self._client_message(msg)
             if new is not None and safe:
-                return [Output("server", _dump_message(new))]
+                return [Output("server", dump_message(new))]
         elif isinstance(msg, list):
             changed = False
             items: list[Any] = []
@@ -381,16 +347,16 @@ class ProxyCore:
                 changed = changed or new is not None
                 items.append(item if new is None else new)
             if changed and safe:
-                return [Output("server", _dump_message(items))]
+                return [Output("server", dump_message(items))]
         return [Output("server", line)]
 
     def from_server(self, line: bytes) -> list[Output]:
         """Handle one line the server wrote; returns what to write to the client."""
-        msg, safe = _parse_envelope(line) if line.strip() else (None, False)
+        msg, safe = parse_envelope(line) if line.strip() else (None, False)
         if isinstance(msg, dict):
             new = self._server_message(msg, safe)
             if new is not None:
-                return [Output("client", _dump_message(new))]
+                return [Output("client", dump_message(new))]
         elif isinstance(msg, list):
             changed = False
             items: list[Any] = []
@@ -399,7 +365,7 @@ class ProxyCore:
                 changed = changed or new is not None
                 items.append(item if new is None else new)
             if changed:
-                return [Output("client", _dump_message(items))]
+                return [Output("client", dump_message(items))]
         return [Output("client", line)]
 
     def server_exited(self, status: int | None = None) -> list[Output]:
@@ -407,15 +373,8 @@ class ProxyCore:
         how = "exited" if status is None else f"exited with status {status}"
         out: list[Output] = []
         for key, pending in self._pending.items():
-            error = {
-                "jsonrpc": "2.0",
-                "id": key[1],
-                "error": {
-                    "code": CONNECTION_CLOSED,
-                    "message": f"MCP server {how} before answering {pending.method}",
-                },
-            }
-            out.append(Output("client", _dump_message(error)))
+            message = f"MCP server {how} before answering {pending.method}"
+            out.append(Output("client", error_response(key, CONNECTION_CLOSED, message)))
         self._pending.clear()
         return out
 
@@ -428,12 +387,12 @@ class ProxyCore:
         params = msg.get("params")
         if "id" not in msg:
             if method == "notifications/cancelled" and isinstance(params, dict):
-                key = _id_key(params.get("requestId"))
+                key = request_key(params.get("requestId"))
                 if key is not None:
                     # The server need not answer a cancelled request; no error owed for it.
                     self._pending.pop(key, None)
             return None
-        key = _id_key(msg.get("id"))
+        key = request_key(msg.get("id"))
         if key is None:
             return None
         pending = _Pending(method=method, fmt=self._session.ceiling)
@@ -522,7 +481,7 @@ class ProxyCore:
     def _server_message(self, msg: dict[str, Any], safe: bool) -> dict[str, Any] | None:
         if "method" in msg or ("result" not in msg and "error" not in msg):
             return None  # a server request or notification: relayed as is
-        key = _id_key(msg.get("id"))
+        key = request_key(msg.get("id"))
         pending = self._pending.pop(key, None) if key is not None else None
         if pending is None:
             return None

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import dumps, gcx1, loads, tokens
-from .errors import GCFError
+from .. import dumps, gcx1, loads, tokens
+from ..errors import GCFError
 
 __all__ = [
     "Comparison",

@@ -1,4 +1,4 @@
-"""The stdio transport: the thin asyncio shell around :class:`~gcfkit.mcp.core.ProxyCore`.
+"""The stdio transport: the thin asyncio shell around :class:`~gcfkit.proxy.core.ProxyCore`.
 
 It spawns the MCP server, pumps newline-delimited JSON-RPC both ways through the core, lets
 the server's stderr through untouched, writes ledger records, and shuts down cleanly:
@@ -33,8 +33,8 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import IO, Protocol
 
-from .core import Output, ProxyConfig, ProxyCore
-from .ledger import Ledger
+from ..ledger import Ledger
+from ..proxy.core import Output, ProxyConfig, ProxyCore
 
 __all__ = ["DEFAULT_GRACE", "run_proxy", "split_lines"]
 
@@ -244,7 +244,7 @@ async def run_proxy(
     (default: this process's); returns the exit status to use (the server's).
 
     ``ledger`` receives one record per tools/call result (unless ``config.stats`` is off;
-    default: the ledger at :func:`gcfkit.mcp.ledger.default_ledger_path`).
+    default: the ledger at :func:`gcfkit.paths.default_ledger_path`).
     """
     config = config or ProxyConfig()
     core = ProxyCore(config)

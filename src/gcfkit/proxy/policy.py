@@ -38,13 +38,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
-from ..errors import GCFError
+from ..errors import ConfigError
 
 __all__ = [
+    "CAPABILITY",
     "DEFAULT_FILE_TOOLS",
     "FORMATS",
     "IDENTITY_KEYS",
+    "OUTPUT_FORMATS",
     "Format",
+    "OutputFormat",
     "Policy",
     "ToolPolicy",
     "cap_format",
@@ -91,8 +94,12 @@ def cap_format(a: Format, b: Format) -> Format:
 #: The key under a client's ``capabilities.experimental`` that names its output format.
 CAPABILITY: Final = "output_format"
 
+#: What a client may declare it wants (``off`` is the proxy's own setting, not a client's).
+OutputFormat = Literal["gcf", "json"]
+OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("gcf", "json")
 
-def output_format_capability(experimental: Any) -> Literal["gcf", "json"] | None:
+
+def output_format_capability(experimental: Any) -> OutputFormat | None:
     """The output format a client declared under ``capabilities.experimental``, if any.
 
     The MCP schema wants objects under ``experimental``, so the canonical form is
@@ -155,16 +162,16 @@ class Policy:
         'json'
         """
         if not isinstance(data, Mapping):
-            raise GCFError("invalid_option", "a policy must be a JSON object / TOML table")
+            raise ConfigError("invalid_option", "a policy must be a JSON object / TOML table")
         unknown = set(data) - {"version", "defaults", "tools", "file_tools"}
         if unknown:
-            raise GCFError("invalid_option", f"unknown policy section(s): {sorted(unknown)}")
+            raise ConfigError("invalid_option", f"unknown policy section(s): {sorted(unknown)}")
         defaults = base or ToolPolicy()
         raw_defaults = data.get("defaults", {})
         defaults = _apply(defaults, _check_fields("defaults", raw_defaults))
         tools = data.get("tools", {})
         if not isinstance(tools, Mapping):
-            raise GCFError("invalid_option", "policy 'tools' must map tool names to tables")
+            raise ConfigError("invalid_option", "policy 'tools' must map tool names to tables")
         rules = tuple(
             _Rule(str(name), _check_fields(f"tools.{name}", spec)) for name, spec in tools.items()
         )
@@ -172,9 +179,9 @@ class Policy:
         if "file_tools" in data:
             raw = data["file_tools"]
             if not isinstance(raw, Sequence) or isinstance(raw, str):
-                raise GCFError("invalid_option", "policy 'file_tools' must be a list")
+                raise ConfigError("invalid_option", "policy 'file_tools' must be a list")
             if not all(isinstance(x, str) for x in raw):
-                raise GCFError("invalid_option", "policy 'file_tools' must list strings")
+                raise ConfigError("invalid_option", "policy 'file_tools' must list strings")
             file_tools = tuple(raw)
         return cls(defaults=defaults, rules=rules, file_tools=file_tools)
 
@@ -222,21 +229,21 @@ class Policy:
 
 def _check_fields(where: str, spec: Any) -> Mapping[str, Any]:
     if not isinstance(spec, Mapping):
-        raise GCFError("invalid_option", f"policy '{where}' must be a table")
+        raise ConfigError("invalid_option", f"policy '{where}' must be a table")
     unknown = set(spec) - _TOOL_FIELDS
     if unknown:
-        raise GCFError("invalid_option", f"policy '{where}': unknown field(s) {sorted(unknown)}")
+        raise ConfigError("invalid_option", f"policy '{where}': unknown field(s) {sorted(unknown)}")
     if "format" in spec and spec["format"] not in FORMATS:
-        raise GCFError("invalid_option", f"policy '{where}': format must be gcf, json or off")
+        raise ConfigError("invalid_option", f"policy '{where}': format must be gcf, json or off")
     for name in ("join", "delta"):
         if name in spec and not isinstance(spec[name], bool):
-            raise GCFError("invalid_option", f"policy '{where}': {name} must be a boolean")
+            raise ConfigError("invalid_option", f"policy '{where}': {name} must be a boolean")
     if "min_bytes" in spec:
         v = spec["min_bytes"]
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise GCFError("invalid_option", f"policy '{where}': min_bytes must be >= 0")
+            raise ConfigError("invalid_option", f"policy '{where}': min_bytes must be >= 0")
     if "key" in spec and not (spec["key"] is None or isinstance(spec["key"], str)):
-        raise GCFError("invalid_option", f"policy '{where}': key must be a string")
+        raise ConfigError("invalid_option", f"policy '{where}': key must be a string")
     return dict(spec)
 
 
@@ -251,14 +258,14 @@ def _load_toml(text: str, path: Path) -> Any:
         try:
             import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
-            raise GCFError(
+            raise ConfigError(
                 "invalid_option",
                 f"{path}: TOML policies need Python 3.11+ or the 'tomli' package; use JSON",
             ) from None
     try:
         return tomllib.loads(text)
     except ValueError as e:
-        raise GCFError("invalid_option", f"{path}: invalid TOML: {e}") from None
+        raise ConfigError("invalid_option", f"{path}: invalid TOML: {e}") from None
 
 
 def load_policy(path: str | Path, base: ToolPolicy | None = None) -> Policy:
@@ -275,7 +282,7 @@ def load_policy(path: str | Path, base: ToolPolicy | None = None) -> Policy:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
-        raise GCFError("invalid_option", f"cannot read policy {p}: {e.strerror}") from None
+        raise ConfigError("invalid_option", f"cannot read policy {p}: {e.strerror}") from None
     data: Any
     if p.suffix.lower() == ".toml":
         data = _load_toml(text, p)
@@ -283,5 +290,5 @@ def load_policy(path: str | Path, base: ToolPolicy | None = None) -> Policy:
         try:
             data = json.loads(text)
         except ValueError as e:
-            raise GCFError("invalid_option", f"{p}: invalid JSON: {e}") from None
+            raise ConfigError("invalid_option", f"{p}: invalid JSON: {e}") from None
     return Policy.from_mapping(cast("Mapping[str, Any]", data), base)

@@ -1,0 +1,203 @@
+"""One ``mcpServers`` entry, wrapped and unwrapped: the rule of what gcfkit writes.
+
+Wrapping replaces only ``command`` and ``args`` of one entry, in place::
+
+    {"command": C, "args": A, ...}
+      -> {"command": GCFKIT, "args": ["proxy", "--name", NAME, *OPTS, "--", C, *A], ...}
+
+Every other field (``env``, ``type``, ``cwd``, unknown ones) and the key order stay as they
+were. Whether an entry is wrapped is read from the entry itself (``gcfkit proxy ... -- ...``),
+so installing twice never double-wraps.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .jsondoc import JsonObject
+
+__all__ = [
+    "WrappedParts",
+    "check_stdio",
+    "default_launcher",
+    "is_http_entry",
+    "split_wrapped",
+    "unwrap_entry",
+    "wrap_entry",
+]
+
+
+def default_launcher() -> list[str]:
+    """The command a client should run for ``gcfkit``: an absolute path to the ``gcfkit``
+    script of this installation, else ``[python, "-m", "gcfkit.cli"]``.
+
+    Absolute, because desktop clients start servers with a minimal ``PATH``.
+
+    >>> default_launcher()[0] != ""
+    True
+    """
+    # The script sits next to this interpreter (a venv's bin/ or Scripts/); do not resolve
+    # symlinks, or a venv's python would lead to the base interpreter's directory.
+    here = Path(sys.executable).parent
+    for candidate in (here / "gcfkit", here / "gcfkit.exe", here / "Scripts" / "gcfkit.exe"):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return [str(candidate)]
+    found = shutil.which("gcfkit")
+    if found:
+        return [os.path.abspath(found)]
+    return [sys.executable, "-m", "gcfkit.cli"]
+
+
+def is_http_entry(entry: Mapping[str, Any]) -> bool:
+    """True for a remote (``url``, ``http``/``sse``) entry, which the stdio proxy cannot wrap.
+
+    >>> is_http_entry({"type": "http", "url": "https://example.invalid/mcp"})
+    True
+    >>> is_http_entry({"type": "stdio", "command": "uvx"})
+    False
+    """
+    kind = entry.get("type", entry.get("transport"))
+    if isinstance(kind, str) and kind.lower() in ("http", "sse", "streamable-http", "ws"):
+        return True
+    return "command" not in entry and ("url" in entry or "serverUrl" in entry)
+
+
+@dataclass(frozen=True)
+class WrappedParts:
+    """A wrapper entry taken apart: how gcfkit is launched, proxy options, the real server."""
+
+    launcher: tuple[str, ...]
+    proxy_args: tuple[str, ...]
+    command: str
+    args: tuple[str, ...]
+
+
+def _is_gcfkit_command(command: str) -> bool:
+    base = command.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return base in ("gcfkit", "gcfkit.exe")
+
+
+def split_wrapped(
+    entry: Mapping[str, Any], launchers: Sequence[Sequence[str]] = ()
+) -> WrappedParts | None:
+    """Take a ``gcfkit proxy [OPTS] -- CMD [ARGS]`` entry apart; None if it is not one.
+
+    ``launchers`` are extra launch prefixes to recognise (e.g. a custom ``--gcfkit`` path).
+
+    >>> split_wrapped({"command": "/bin/gcfkit", "args": ["proxy", "--delta", "--", "uvx", "x"]})
+    WrappedParts(launcher=('/bin/gcfkit',), proxy_args=('--delta',), command='uvx', args=('x',))
+    >>> split_wrapped({"command": "uvx", "args": ["x"]}) is None
+    True
+    """
+    command = entry.get("command")
+    args = entry.get("args", [])
+    if not isinstance(command, str) or not isinstance(args, list):
+        return None
+    if not all(isinstance(a, str) for a in args):
+        return None
+    full = [command, *args]
+    start: int | None = None
+    for prefix in launchers:
+        n = len(prefix)
+        if n and full[:n] == list(prefix) and full[n : n + 1] == ["proxy"]:
+            start = n + 1
+            break
+    if start is None:
+        if _is_gcfkit_command(command) and full[1:2] == ["proxy"]:
+            start = 2
+        elif full[1:3] in (["-m", "gcfkit.cli"], ["-m", "gcfkit"]) and full[3:4] == ["proxy"]:
+            start = 4
+        else:
+            return None
+    try:
+        sep = full.index("--", start)
+    except ValueError:
+        return None
+    inner = full[sep + 1 :]
+    if not inner:
+        return None
+    return WrappedParts(
+        launcher=tuple(full[: start - 1]),
+        proxy_args=tuple(full[start:sep]),
+        command=inner[0],
+        args=tuple(inner[1:]),
+    )
+
+
+def check_stdio(entry: Any, name: str, where: str) -> JsonObject:
+    """``entry`` if it is a stdio server entry the proxy can wrap; else a
+    :class:`~gcfkit.errors.ConfigError` naming ``name`` and ``where`` it is."""
+    if not isinstance(entry, dict):
+        raise ConfigError("malformed_config", f"server {name!r} in {where} is not a JSON object")
+    if is_http_entry(entry):
+        raise ConfigError(
+            "unsupported_server",
+            f"server {name!r} in {where} is an HTTP server (url); gcfkit proxy wraps stdio "
+            "servers (command/args) only, so it was left as it was",
+        )
+    command = entry.get("command")
+    args = entry.get("args", [])
+    if not isinstance(command, str) or not command:
+        raise ConfigError("malformed_config", f"server {name!r} in {where} has no command")
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ConfigError(
+            "malformed_config", f"server {name!r} in {where}: args is not a list of strings"
+        )
+    return entry
+
+
+def wrap_entry(
+    entry: Mapping[str, Any], launcher: Sequence[str], proxy_args: Sequence[str] = ()
+) -> JsonObject:
+    """The entry with ``command``/``args`` replaced by ``launcher proxy OPTS -- command args``.
+
+    Every other key keeps its value and position; ``args`` is added right after ``command``
+    when the entry had none.
+
+    >>> wrap_entry({"type": "stdio", "command": "uvx", "env": {"A": "1"}}, ["gcfkit"])
+    {'type': 'stdio', 'command': 'gcfkit', 'args': ['proxy', '--', 'uvx'], 'env': {'A': '1'}}
+    """
+    command = entry["command"]
+    wrapper_args = [*launcher[1:], "proxy", *proxy_args, "--", command, *entry.get("args", [])]
+    result: JsonObject = {}
+    for key, value in entry.items():
+        if key == "command":
+            result[key] = launcher[0]
+            if "args" not in entry:
+                result["args"] = wrapper_args
+        elif key == "args":
+            result[key] = wrapper_args
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def unwrap_entry(
+    entry: Mapping[str, Any], parts: WrappedParts, *, keep_empty_args: bool = True
+) -> JsonObject:
+    """The entry with the real server's ``command``/``args`` back; other keys untouched.
+
+    ``keep_empty_args=False`` drops an empty ``args`` (for entries that had none).
+
+    >>> e = {"command": "gcfkit", "args": ["proxy", "--", "uvx", "x"], "env": {}}
+    >>> unwrap_entry(e, split_wrapped(e))
+    {'command': 'uvx', 'args': ['x'], 'env': {}}
+    """
+    result: JsonObject = {}
+    for key, value in entry.items():
+        if key == "command":
+            result[key] = parts.command
+        elif key == "args":
+            if parts.args or keep_empty_args:
+                result[key] = list(parts.args)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result

@@ -1,0 +1,500 @@
+"""Wrap (and restore) stdio MCP servers in client configs so they run behind ``gcfkit proxy``.
+
+Which files and where in them: :mod:`gcfkit.clients.locations`; what a wrapped entry looks
+like: :mod:`gcfkit.clients.entries`. (``--name NAME`` lets the savings ledger use the name the
+config knows the server by.) The rest of the file is rewritten in its own style
+(:mod:`gcfkit.clients.jsondoc`: indent, key order, newline at the end, CRLF, BOM), so an
+untouched part comes out byte-identical.
+
+The original entry is kept in a sidecar, ``<state dir>/installed.json`` (see
+:func:`gcfkit.paths.state_dir`), not inside the config: clients that validate entries
+strictly never see an unknown key. Uninstall puts the stored original back exactly when the
+wrapper is as gcfkit left it; if the wrapper was edited since (or the sidecar is gone), it
+unwraps what is there instead: the command after ``--`` becomes ``command``/``args`` again and
+the user's other edits are kept.
+
+Every write makes a timestamped backup first, under ``<state dir>/backups/<UTC time>/`` mirroring
+the config's absolute path, then replaces the file atomically (temporary file in the same
+directory + rename, same permissions; a symlinked config keeps its link). A file that is not
+valid JSON, has duplicate keys or comments, or has the wrong shape is never written: the
+operation stops with :class:`~gcfkit.errors.ConfigError` ``malformed_config``.
+
+Planning (:func:`plan_install`, :func:`plan_uninstall`) reads and decides; only
+:func:`apply_plans` writes.
+
+>>> import json, pathlib, tempfile
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> cfg = d / "mcp.json"
+>>> _ = cfg.write_text(json.dumps({"mcpServers": {"time": {"command": "uvx",
+...     "args": ["mcp-server-time"]}}}, indent=2) + "\\n")
+>>> plans = install_mcp("time", config=cfg, launcher=["gcfkit"], env={"GCFKIT_STATE_DIR": str(d)})
+>>> json.loads(cfg.read_text())["mcpServers"]["time"]["args"]
+['proxy', '--name', 'time', '--', 'uvx', 'mcp-server-time']
+>>> _ = uninstall_mcp("time", config=cfg, env={"GCFKIT_STATE_DIR": str(d)})
+>>> json.loads(cfg.read_text())["mcpServers"]["time"]["args"]
+['mcp-server-time']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import difflib
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..paths import state_dir
+from .entries import (
+    WrappedParts,
+    check_stdio,
+    default_launcher,
+    split_wrapped,
+    unwrap_entry,
+    wrap_entry,
+)
+from .jsondoc import JsonDocument, JsonObject
+from .locations import ConfigLocation, container_keys, select_locations, servers_of
+
+__all__ = [
+    "RECORDS_FILENAME",
+    "Action",
+    "FilePlan",
+    "apply_plans",
+    "install_mcp",
+    "plan_install",
+    "plan_uninstall",
+    "uninstall_mcp",
+]
+
+RECORDS_FILENAME = "installed.json"
+_RECORDS_VERSION = 1
+
+
+def _same(a: Any, b: Any) -> bool:
+    # Equal including key order, which dict equality ignores.
+    return json.dumps(a, sort_keys=False) == json.dumps(b, sort_keys=False)
+
+
+# --- the sidecar of original entries ----------------------------------------------------
+
+
+def _record_key(path: Path, keys: Sequence[str], name: str) -> str:
+    return json.dumps([os.path.realpath(path), list(keys), name])
+
+
+@dataclass
+class _Records:
+    path: Path
+    entries: dict[str, JsonObject] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> _Records:
+        records = cls(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return records
+        except (OSError, ValueError) as e:
+            # Uninstall still works without it (it unwraps the entry), so warn and go on.
+            print(f"gcfkit: warning: ignoring unreadable {path}: {e}", file=sys.stderr)
+            return records
+        servers = data.get("servers") if isinstance(data, dict) else None
+        for item in servers if isinstance(servers, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("key"), str):
+                records.entries[item["key"]] = item
+        return records
+
+    def save(self) -> None:
+        payload = {"version": _RECORDS_VERSION, "servers": list(self.entries.values())}
+        text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+        # The originals hold env values, which are often secrets.
+        _write_atomic(self.path, text.encode("utf-8"), expected=None, mode=0o600)
+
+
+# --- plans: what would change, applied atomically per file ------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    """What happens to one server: ``wrapped``, ``rewrapped``, ``already-wrapped``,
+    ``restored`` (the stored original), ``unwrapped`` (the wrapper was edited, or no stored
+    original) or ``not-wrapped``."""
+
+    location: ConfigLocation
+    name: str
+    action: str
+
+    @property
+    def changes(self) -> bool:
+        """Whether this action rewrites the file."""
+        return self.action in ("wrapped", "rewrapped", "restored", "unwrapped")
+
+
+@dataclass
+class FilePlan:
+    """Every action on one config file, with the file's text before and after."""
+
+    path: Path
+    before: str
+    after: str
+    actions: list[Action] = field(default_factory=list)
+    backup: Path | None = None
+    written: bool = False
+    _raw: bytes | None = field(default=None, repr=False)
+    _new_data: JsonObject = field(default_factory=dict, repr=False)
+    _record_updates: dict[str, JsonObject | None] = field(default_factory=dict, repr=False)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the file's content would change."""
+        return self.before != self.after
+
+    def diff(self) -> str:
+        """A unified diff of the file, before and after."""
+        return "".join(
+            difflib.unified_diff(
+                self.before.splitlines(keepends=True),
+                self.after.splitlines(keepends=True),
+                fromfile=str(self.path),
+                tofile=f"{self.path} (after)",
+            )
+        )
+
+
+def _find(
+    name: str, locations: Sequence[ConfigLocation]
+) -> tuple[dict[Path, JsonDocument], list[ConfigLocation]]:
+    docs: dict[Path, JsonDocument] = {}
+    found: list[ConfigLocation] = []
+    for loc in locations:
+        try:
+            doc = docs.get(loc.path)
+            if doc is None:
+                doc = docs[loc.path] = JsonDocument.load(loc.path)
+            if doc.raw is not None and name in servers_of(doc, loc):
+                found.append(loc)
+        except ConfigError as e:
+            # NAME might be in the broken file, so guessing past it could wrap the wrong copy.
+            if e.code == "malformed_config" and len(locations) > 1:
+                raise ConfigError(
+                    e.code, f"{e.detail} (or leave it out with --client, --scope or --config)"
+                ) from None
+            raise
+    return docs, found
+
+
+def _not_found(name: str, locations: Sequence[ConfigLocation]) -> ConfigError:
+    looked = "\n  ".join(loc.describe() for loc in locations) or "(no config selected)"
+    return ConfigError(
+        "server_not_found",
+        f"no MCP server named {name!r} in the configs looked at:\n  {looked}\n"
+        "(see `gcfkit mcp-status`; --config PATH names another file)",
+    )
+
+
+def _ambiguous(name: str, found: Sequence[ConfigLocation]) -> ConfigError:
+    where = "\n  ".join(loc.describe() for loc in found)
+    return ConfigError(
+        "ambiguous_server",
+        f"server {name!r} is in several configs:\n  {where}\n"
+        "choose with --client (all for every one) and/or --scope",
+    )
+
+
+def _plan_for(doc: JsonDocument, plans: dict[Path, FilePlan]) -> tuple[FilePlan, JsonObject]:
+    plan = plans.get(doc.path)
+    if plan is None:
+        plan = FilePlan(doc.path, doc.text, doc.text, _raw=doc.raw)
+        plan._new_data = copy.deepcopy(doc.data)
+        plans[doc.path] = plan
+    return plan, plan._new_data
+
+
+def plan_install(
+    name: str,
+    locations: Sequence[ConfigLocation],
+    *,
+    explicit: bool,
+    launcher: Sequence[str] | None = None,
+    proxy_args: Sequence[str] | None = None,
+    name_option: bool = True,
+    state: Path | None = None,
+) -> list[FilePlan]:
+    """Plan wrapping ``name``; nothing is written (see :func:`apply_plans`).
+
+    ``explicit`` (a ``--client`` was given) allows acting on several configs at once; without
+    it, ``name`` must be in exactly one. ``proxy_args=None`` keeps the options of an already
+    wrapped entry; a sequence replaces them. ``name_option`` puts ``--name NAME`` first among
+    the proxy options (unless they have a ``--name``), so the savings ledger and ``gcfkit
+    stats`` show the name the config uses rather than the server's self-reported one.
+    """
+    launcher = list(launcher) if launcher else default_launcher()
+    options = _proxy_options(name, proxy_args or (), name_option)
+    docs, found = _find(name, locations)
+    if not found:
+        raise _not_found(name, locations)
+    if len(found) > 1 and not explicit:
+        raise _ambiguous(name, found)
+    records = _Records.load((state or state_dir()) / RECORDS_FILENAME)
+    plans: dict[Path, FilePlan] = {}
+    for loc in found:
+        doc = docs[loc.path]
+        entry = check_stdio(servers_of(doc, loc)[name], name, loc.describe())
+        keys = container_keys(doc, loc)
+        assert keys is not None  # found means the container exists
+        key = _record_key(loc.path, keys, name)
+        plan, data = _plan_for(doc, plans)
+        parts = split_wrapped(entry, [launcher, *_recorded_launchers(records, key)])
+        if parts is not None:
+            if proxy_args is None or tuple(options) == parts.proxy_args:
+                plan.actions.append(Action(loc, name, "already-wrapped"))
+                continue
+            inner = unwrap_entry(entry, parts)
+            new = wrap_entry(inner, list(parts.launcher), options)
+            action = "rewrapped"
+            original = records.entries.get(key, {}).get("original", inner)
+        else:
+            new = wrap_entry(entry, launcher, options)
+            action = "wrapped"
+            original = entry
+        servers_of(doc, loc, data)[name] = new
+        plan.actions.append(Action(loc, name, action))
+        plan._record_updates[key] = {
+            "key": key,
+            "config": str(loc.path),
+            "client": loc.client,
+            "scope": loc.scope,
+            "name": name,
+            "original": original,
+            "wrapped": new,
+        }
+    return _finish(plans, docs)
+
+
+def _proxy_options(name: str, proxy_args: Sequence[str], name_option: bool) -> list[str]:
+    options = list(proxy_args)
+    if name_option and not any(o == "--name" or o.startswith("--name=") for o in options):
+        options = ["--name", name, *options]
+    return options
+
+
+def _recorded_launchers(records: _Records, key: str) -> list[list[str]]:
+    item = records.entries.get(key)
+    wrapped = item.get("wrapped") if item else None
+    if not isinstance(wrapped, dict):
+        return []
+    command = wrapped.get("command")
+    args = wrapped.get("args", [])
+    if not isinstance(command, str) or not isinstance(args, list) or "proxy" not in args:
+        return []
+    return [[command, *args[: args.index("proxy")]]]
+
+
+def plan_uninstall(
+    name: str,
+    locations: Sequence[ConfigLocation],
+    *,
+    explicit: bool,
+    state: Path | None = None,
+) -> list[FilePlan]:
+    """Plan restoring ``name``; nothing is written (see :func:`apply_plans`).
+
+    Without ``explicit``, only configs where ``name`` is wrapped count toward ambiguity.
+    """
+    docs, found = _find(name, locations)
+    if not found:
+        raise _not_found(name, locations)
+    records = _Records.load((state or state_dir()) / RECORDS_FILENAME)
+    parts_of: dict[ConfigLocation, WrappedParts | None] = {}
+    keys_of: dict[ConfigLocation, str] = {}
+    for loc in found:
+        doc = docs[loc.path]
+        entry = servers_of(doc, loc)[name]
+        keys = container_keys(doc, loc)
+        assert keys is not None
+        keys_of[loc] = key = _record_key(loc.path, keys, name)
+        is_object = isinstance(entry, dict)
+        parts_of[loc] = (
+            split_wrapped(entry, _recorded_launchers(records, key)) if is_object else None
+        )
+    wrapped_locs = [loc for loc in found if parts_of[loc] is not None]
+    if not explicit and len(wrapped_locs) > 1:
+        raise _ambiguous(name, wrapped_locs)
+    targets = found if explicit or not wrapped_locs else wrapped_locs
+    plans: dict[Path, FilePlan] = {}
+    for loc in targets:
+        doc = docs[loc.path]
+        plan, data = _plan_for(doc, plans)
+        parts = parts_of[loc]
+        if parts is None:
+            plan.actions.append(Action(loc, name, "not-wrapped"))
+            continue
+        entry = servers_of(doc, loc)[name]
+        item = records.entries.get(keys_of[loc])
+        original = item.get("original") if item else None
+        if item and isinstance(original, dict) and _same(entry, item.get("wrapped")):
+            new, action = copy.deepcopy(original), "restored"
+        else:
+            had_args = not isinstance(original, dict) or "args" in original
+            new, action = unwrap_entry(entry, parts, keep_empty_args=had_args), "unwrapped"
+        servers_of(doc, loc, data)[name] = new
+        plan.actions.append(Action(loc, name, action))
+        plan._record_updates[keys_of[loc]] = None
+    return _finish(plans, docs)
+
+
+def _finish(plans: dict[Path, FilePlan], docs: dict[Path, JsonDocument]) -> list[FilePlan]:
+    for path, plan in plans.items():
+        if any(a.changes for a in plan.actions):
+            plan.after = docs[path].style.dump(plan._new_data)
+    return list(plans.values())
+
+
+def _backup(path: Path, state: Path, stamp: str) -> Path:
+    target = Path(os.path.realpath(path))
+    drive = target.drive.replace(":", "").strip("\\/") or ""
+    relative = target.relative_to(target.anchor)
+    dest = state / "backups" / stamp / drive / relative
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    shutil.copy2(target, dest)
+    return dest
+
+
+def _write_atomic(path: Path, data: bytes, *, expected: bytes | None, mode: int | None) -> None:
+    target = Path(os.path.realpath(path))
+    try:
+        if expected is not None and target.read_bytes() != expected:
+            # A client (Claude Code rewrites ~/.claude.json often) changed it under us.
+            raise ConfigError(
+                "io_error",
+                f"{path} changed while gcfkit was editing it; nothing was written, run the "
+                "command again (ideally with the client closed)",
+            )
+        if mode is None:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as e:
+        raise ConfigError("io_error", f"cannot write {path}: {e.strerror or e}") from None
+
+
+def apply_plans(plans: Sequence[FilePlan], *, state: Path | None = None) -> None:
+    """Write planned changes: backup, atomic replace, then the sidecar of originals.
+
+    Files whose content does not change are neither backed up nor written.
+    """
+    state = state or state_dir()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    records: _Records | None = None
+    for plan in plans:
+        if not plan.changed:
+            continue
+        try:
+            plan.backup = _backup(plan.path, state, stamp)
+        except OSError as e:
+            raise ConfigError(
+                "io_error", f"cannot back up {plan.path} ({e.strerror or e}); nothing was written"
+            ) from None
+        _write_atomic(plan.path, plan.after.encode("utf-8"), expected=plan._raw, mode=None)
+        plan.written = True
+        if records is None:
+            records = _Records.load(state / RECORDS_FILENAME)
+        for key, item in plan._record_updates.items():
+            if item is None:
+                records.entries.pop(key, None)
+            else:
+                records.entries[key] = item
+        # Saved per file, so a failure on a later file cannot orphan this one's original.
+        records.save()
+
+
+# --- the front doors --------------------------------------------------------------------
+
+
+def install_mcp(
+    name: str,
+    *,
+    client: str | None = None,
+    scope: str | None = None,
+    config: Path | str | None = None,
+    proxy_args: Sequence[str] | None = None,
+    launcher: Sequence[str] | None = None,
+    name_option: bool = True,
+    dry_run: bool = False,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    platform: str | None = None,
+) -> list[FilePlan]:
+    """Wrap server ``name`` with ``gcfkit proxy`` where it is configured; return the plans.
+
+    See the module docstring for the rules. ``dry_run`` plans without writing. Raises
+    :class:`~gcfkit.errors.ConfigError` (``server_not_found``, ``ambiguous_server``,
+    ``unsupported_server``, ``malformed_config``, ``io_error``); nothing is written when it
+    does.
+    """
+    locations = select_locations(
+        client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
+    )
+    state = state_dir(env)
+    plans = plan_install(
+        name,
+        locations,
+        explicit=client is not None or config is not None,
+        launcher=launcher,
+        proxy_args=proxy_args,
+        name_option=name_option,
+        state=state,
+    )
+    if not dry_run:
+        apply_plans(plans, state=state)
+    return plans
+
+
+def uninstall_mcp(
+    name: str,
+    *,
+    client: str | None = None,
+    scope: str | None = None,
+    config: Path | str | None = None,
+    dry_run: bool = False,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    platform: str | None = None,
+) -> list[FilePlan]:
+    """Restore server ``name`` where it is wrapped; return the plans (see :func:`install_mcp`).
+
+    An entry that is not wrapped is left alone (its action is ``not-wrapped``).
+    """
+    locations = select_locations(
+        client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
+    )
+    state = state_dir(env)
+    plans = plan_uninstall(
+        name, locations, explicit=client is not None or config is not None, state=state
+    )
+    if not dry_run:
+        apply_plans(plans, state=state)
+    return plans

@@ -1,0 +1,147 @@
+"""A JSON document edited in its own style: untouched bytes stay untouched.
+
+:class:`JsonDocument` reads a JSON file strictly (duplicate keys, comments, NaN and a non-object
+top level are refused with :class:`~gcfkit.errors.ConfigError` ``malformed_config``) and
+remembers its :class:`JsonStyle` (indent, separators, ASCII escapes, CRLF, final newline, BOM),
+so writing the edited data back with :meth:`JsonStyle.dump` reproduces every part that did not
+change byte for byte.
+
+>>> text = '{\\r\\n    "a": 1,\\r\\n    "b": [\\r\\n        true\\r\\n    ]\\r\\n}\\r\\n'
+>>> style = detect_style(text, {"a": 1, "b": [True]})
+>>> style.dump({"a": 1, "b": [True]}) == text
+True
+>>> style.dump({"a": 2, "b": [True]}).replace("\\r\\n", "|")
+'{|    "a": 2,|    "b": [|        true|    ]|}|'
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["JsonDocument", "JsonObject", "JsonStyle", "detect_style", "malformed"]
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JsonStyle:
+    """How a JSON file is laid out; :meth:`dump` writes data back in that layout."""
+
+    indent: str | None
+    compact: bool
+    ensure_ascii: bool
+    newline: str
+    final_newline: bool
+    bom: bool
+
+    def dump(self, data: Any) -> str:
+        """``data`` as this file's text."""
+        if self.indent is None:
+            separators = (",", ":") if self.compact else (", ", ": ")
+            text = json.dumps(data, ensure_ascii=self.ensure_ascii, separators=separators)
+        else:
+            text = json.dumps(data, ensure_ascii=self.ensure_ascii, indent=self.indent)
+        if self.newline != "\n":
+            # json.dumps escapes newlines inside strings, so every raw LF is layout.
+            text = text.replace("\n", self.newline)
+        if self.final_newline:
+            text += self.newline
+        return ("\ufeff" + text) if self.bom else text
+
+
+def detect_style(text: str, data: Any) -> JsonStyle:
+    """The style of ``text`` (whose parsed value is ``data``); the exact one when a candidate
+    reproduces the text, else the closest guess."""
+    bom = text.startswith("\ufeff")
+    body = text[1:] if bom else text
+    newline = "\r\n" if "\r\n" in body else "\n"
+    final_newline = body.endswith("\n")
+    stripped = body.rstrip("\r\n")
+    guess_indent: str | None = None
+    for line in stripped.splitlines()[1:]:
+        lead = line[: len(line) - len(line.lstrip(" \t"))]
+        if lead:
+            guess_indent = lead
+            break
+    if guess_indent is None and "\n" in stripped:
+        guess_indent = "  "
+    escapes_non_ascii = stripped.isascii() and "\\u" in stripped
+    indents: list[str | None] = [guess_indent, "  ", "    ", "\t", None]
+    # Prefer a style that reproduces the file exactly: then untouched bytes stay untouched.
+    for indent in indents:
+        for compact in (False, True) if indent is None else (False,):
+            for ensure_ascii in (escapes_non_ascii, not escapes_non_ascii):
+                style = JsonStyle(indent, compact, ensure_ascii, newline, final_newline, bom)
+                if style.dump(data) == text:
+                    return style
+    compact = guess_indent is None and ": " not in stripped
+    return JsonStyle(guess_indent, compact, escapes_non_ascii, newline, final_newline, bom)
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> JsonObject:
+    result: JsonObject = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+@dataclass
+class JsonDocument:
+    """A JSON object file: its raw bytes (None when missing), data and style."""
+
+    path: Path
+    raw: bytes | None
+    data: JsonObject
+    style: JsonStyle
+
+    @property
+    def text(self) -> str:
+        """The file's text ("" when missing)."""
+        return "" if self.raw is None else self.raw.decode("utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> JsonDocument:
+        """Read ``path``; a missing or blank file is an empty object in a default style."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return cls(path, None, {}, JsonStyle("  ", False, False, "\n", True, False))
+        except OSError as e:
+            raise ConfigError("io_error", f"cannot read {path}: {e.strerror}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise malformed(path, "it is not UTF-8") from None
+        body = text[1:] if text.startswith("\ufeff") else text
+        if not body.strip():
+            return cls(path, raw, {}, JsonStyle("  ", False, False, "\n", True, False))
+        try:
+            data = json.loads(
+                body, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
+            )
+        except json.JSONDecodeError as e:
+            hint = " (comments and trailing commas are not JSON)" if "Expecting" in e.msg else ""
+            raise malformed(path, f"{e.msg} at line {e.lineno} column {e.colno}{hint}") from None
+        except (ValueError, RecursionError) as e:
+            raise malformed(path, str(e)) from None
+        if not isinstance(data, dict):
+            raise malformed(path, "the top level is not a JSON object")
+        return cls(path, raw, data, detect_style(text, data))
+
+
+def malformed(path: Path, why: str) -> ConfigError:
+    """The error for a config file gcfkit will not touch: it names the file and says why."""
+    return ConfigError(
+        "malformed_config", f"{path}: {why}; the file was left exactly as it was, fix it first"
+    )

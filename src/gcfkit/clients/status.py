@@ -1,0 +1,103 @@
+"""``gcfkit mcp-status``: every server in every selected config, and whether it is wrapped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from .entries import is_http_entry, split_wrapped
+from .jsondoc import JsonDocument, JsonObject
+from .locations import ConfigLocation, select_locations, servers_of
+
+__all__ = ["ServerStatus", "mcp_status"]
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """One server entry found in a config (or, with ``name`` None, a config that failed)."""
+
+    location: ConfigLocation
+    name: str | None
+    transport: str
+    wrapped: bool
+    command: str
+    proxy_args: tuple[str, ...] = ()
+    error: str | None = None
+
+    def to_dict(self) -> JsonObject:
+        """A JSON-ready dict."""
+        return {
+            "client": self.location.client,
+            "scope": self.location.scope,
+            "config": str(self.location.path),
+            "project": self.location.project,
+            "name": self.name,
+            "transport": self.transport,
+            "wrapped": self.wrapped,
+            "command": self.command,
+            "proxy_args": list(self.proxy_args),
+            "error": self.error,
+        }
+
+
+def mcp_status(
+    *,
+    client: str | None = None,
+    scope: str | None = None,
+    config: Path | str | None = None,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    platform: str | None = None,
+) -> list[ServerStatus]:
+    """Every server in every selected config that exists, wrapped or not.
+
+    A config that cannot be read or parsed gives one entry with ``error`` set and no name.
+
+    >>> mcp_status(config="/nonexistent/mcp.json")
+    []
+    """
+    locations = select_locations(
+        client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
+    )
+    result: list[ServerStatus] = []
+    docs: dict[Path, JsonDocument | ConfigError] = {}
+    for loc in locations:
+        doc = docs.get(loc.path)
+        if doc is None:
+            try:
+                doc = JsonDocument.load(loc.path)
+            except ConfigError as e:
+                doc = e
+                result.append(ServerStatus(loc, None, "", False, "", error=str(e)))
+            docs[loc.path] = doc
+        if isinstance(doc, ConfigError) or doc.raw is None:
+            continue
+        try:
+            servers = servers_of(doc, loc)
+        except ConfigError as e:
+            result.append(ServerStatus(loc, None, "", False, "", error=str(e)))
+            continue
+        for name, entry in servers.items():
+            if not isinstance(entry, dict):
+                result.append(ServerStatus(loc, name, "?", False, "", error="not an object"))
+                continue
+            if is_http_entry(entry):
+                url = entry.get("url", entry.get("serverUrl", ""))
+                result.append(ServerStatus(loc, name, "http", False, str(url)))
+                continue
+            parts = split_wrapped(entry)
+            if parts is not None:
+                result.append(
+                    ServerStatus(loc, name, "stdio", True, parts.command, parts.proxy_args)
+                )
+            else:
+                command = entry.get("command")
+                result.append(
+                    ServerStatus(
+                        loc, name, "stdio", False, command if isinstance(command, str) else ""
+                    )
+                )
+    return result

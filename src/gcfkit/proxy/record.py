@@ -1,0 +1,102 @@
+"""What the proxy did with one tool result: sizes, a decision and a duration, never content.
+
+The sans-I/O core builds :class:`LedgerRecord` values; a shell stamps each with the wall
+time when it appends it to the ledger file (:mod:`gcfkit.ledger`), so the core reads no
+clock but the one it is given.
+
+>>> r = LedgerRecord("git", "git_log", 100, 40, 30, 12, "o200k_base", "gcf", 0.5)
+>>> r.tokens_saved, LedgerRecord.from_dict(r.to_dict()) == r
+(18, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = ["LedgerRecord"]
+
+_STRING_FIELDS: Final = ("server", "tool", "encoding", "decision")
+_INT_FIELDS: Final = ("bytes_before", "bytes_after", "tokens_before", "tokens_after")
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """What the proxy did with one tool result; sizes and a decision, never content.
+
+    ``decision`` is a short word: ``gcf``, ``json-minified``, ``unchanged``,
+    ``passthrough-file``, ``delta``, ``unchanged-delta`` or ``fallback:<reason>``.
+    ``encoding`` names the tokenizer the token counts come from (e.g. ``o200k_base``);
+    ``encode_ms`` is how long the proxy spent on the result.
+    """
+
+    server: str
+    tool: str
+    bytes_before: int
+    bytes_after: int
+    tokens_before: int
+    tokens_after: int
+    encoding: str
+    decision: str
+    encode_ms: float
+
+    @property
+    def tokens_saved(self) -> int:
+        """``tokens_before - tokens_after`` (negative if the result grew)."""
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def bytes_saved(self) -> int:
+        """``bytes_before - bytes_after`` (negative if the result grew)."""
+        return self.bytes_before - self.bytes_after
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict, in ledger-line order."""
+        return {
+            "server": self.server,
+            "tool": self.tool,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "encoding": self.encoding,
+            "decision": self.decision,
+            # A NaN timing must not make the line invalid JSON for every later reader.
+            "encode_ms": round(self.encode_ms, 3) if math.isfinite(self.encode_ms) else 0.0,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LedgerRecord:
+        """Validate and build a record; unknown keys are ignored (newer writers may add some).
+
+        Raises ``ValueError`` on a missing or mistyped field.
+        """
+        strings = {}
+        for key in _STRING_FIELDS:
+            value = data.get(key)
+            if not isinstance(value, str):
+                raise ValueError(f"field {key!r} is not a string")
+            strings[key] = value
+        ints = {}
+        for key in _INT_FIELDS:
+            value = data.get(key)
+            # bool is an int subclass but never a size.
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"field {key!r} is not an integer")
+            ints[key] = value
+        ms = data.get("encode_ms")
+        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not math.isfinite(ms):
+            raise ValueError("field 'encode_ms' is not a number")
+        return cls(
+            server=strings["server"],
+            tool=strings["tool"],
+            bytes_before=ints["bytes_before"],
+            bytes_after=ints["bytes_after"],
+            tokens_before=ints["tokens_before"],
+            tokens_after=ints["tokens_after"],
+            encoding=strings["encoding"],
+            decision=strings["decision"],
+            encode_ms=float(ms),
+        )

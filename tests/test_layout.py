@@ -1,0 +1,264 @@
+"""The tree shows the design: no import cycle, no module over 1,000 lines, no module importing
+another's private names, and configuration errors raised as ConfigError.
+
+The import graph is read from the source with ``ast`` (imports inside functions and
+``importlib.import_module("...")`` calls with a literal name included), so a lazy import
+cannot hide a cycle.
+
+``PENDING`` lists what the codec refactoring of issue 9 has not fixed yet; each entry must
+still be true (so the list shrinks as the fixes land, and cannot go stale).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gcfkit.errors import CONFIG_CODES
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "gcfkit"
+MAX_LINES = 1000
+
+# What is still open on the codec side (issue 9, branch codec9): (kind, detail).
+PENDING: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("cycle", "gcfkit.graph.decoder -> gcfkit.graph.delta -> gcfkit.graph.decoder"),
+        ("size", "gcfkit.generic.decoder"),
+        ("private", "gcfkit.generic.stream imports gcfkit.generic.encoder._ABSENT"),
+        ("private", "gcfkit.generic.stream imports gcfkit.generic.encoder._Encoder"),
+        ("private", "gcfkit.generic.stream imports gcfkit.generic.encoder._Nested"),
+        ("private", "gcfkit.generic.stream imports gcfkit.generic.encoder._Options"),
+        ("private", "gcfkit.generic.stream imports gcfkit.generic.encoder._cell"),
+        ("private", "gcfkit.generic.stream imports gcfkit.generic.encoder._header"),
+        ("private", "gcfkit.generic.stream imports gcfkit.generic.encoder._key"),
+        ("config-error", "gcfkit.keyed:565 GCFError('invalid_option')"),
+        ("config-error", "gcfkit.keyed:581 GCFError('invalid_option')"),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+
+    @property
+    def is_package(self) -> bool:
+        return self.path.name == "__init__.py"
+
+
+def _modules() -> dict[str, Module]:
+    out: dict[str, Module] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        name = ".".join(parts)
+        out[name] = Module(name, path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(module: Module, level: int, target: str | None) -> str:
+    if level == 0:
+        return target or ""
+    base = module.name.split(".")
+    if not module.is_package:
+        base = base[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, target] if target else base)
+
+
+def _imports(module: Module) -> Iterator[tuple[str, str | None, int]]:
+    """(imported module, name taken from it or None, line) for every import in ``module``."""
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node.level, node.module)
+            for alias in node.names:
+                yield source, alias.name, node.lineno
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value, None, node.lineno
+
+
+def _edges() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for module in MODULES.values():
+        for source, name, _ in _imports(module):
+            if name is not None and f"{source}.{name}" in MODULES:
+                target = f"{source}.{name}"  # `from . import tokens`: the submodule
+            elif source in MODULES:
+                target = source
+            else:
+                continue
+            if target != module.name:
+                graph[module.name].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _describe_cycle(component: list[str], graph: dict[str, set[str]]) -> str:
+    # A readable loop through the component, starting at its first module.
+    members = set(component)
+    path = [component[0]]
+    while True:
+        nxt = sorted(graph[path[-1]] & members)
+        step = next((m for m in nxt if m == path[0] and len(path) > 1), None)
+        if step is not None or not nxt:
+            return " -> ".join([*path, path[0]])
+        unvisited = [m for m in nxt if m not in path]
+        if not unvisited:
+            return " -> ".join([*path, nxt[0]])
+        path.append(unvisited[0])
+
+
+def _findings() -> set[tuple[str, str]]:
+    findings: set[tuple[str, str]] = set()
+    graph = _edges()
+    for component in _cycles(graph):
+        findings.add(("cycle", _describe_cycle(component, graph)))
+    for module in MODULES.values():
+        if len(module.path.read_text(encoding="utf-8").splitlines()) > MAX_LINES:
+            findings.add(("size", module.name))
+        for source, name, _ in _imports(module):
+            if (
+                name is not None
+                and name.startswith("_")
+                and not name.startswith("__")
+                and source.startswith("gcfkit")
+                and source != module.name
+            ):
+                findings.add(("private", f"{module.name} imports {source}.{name}"))
+        for node in ast.walk(module.tree):
+            finding = _config_error_finding(module, node)
+            if finding is not None:
+                findings.add(("config-error", finding))
+    return findings
+
+
+_ERROR_CLASSES = {"GCFError", "GCFDecodeError", "GCFEncodeError", "ConfigError"}
+
+
+def _config_error_finding(module: Module, node: ast.AST) -> str | None:
+    """A raise site whose class and literal code disagree: a configuration code raised as a
+    payload error, or ConfigError with a payload code."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _ERROR_CLASSES
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return None
+    code = node.args[0].value
+    if (code in CONFIG_CODES) == (node.func.id == "ConfigError"):
+        return None
+    return f"{module.name}:{node.lineno} {node.func.id}({code!r})"
+
+
+FINDINGS = _findings()
+
+
+def test_the_scan_sees_the_whole_package() -> None:
+    # A broken walk would make every check below pass vacuously.
+    assert {"gcfkit", "gcfkit.proxy.core", "gcfkit.cli.stats", "gcfkit.clients.jsondoc"} <= set(
+        MODULES
+    )
+    graph = _edges()
+    assert "gcfkit.proxy.policy" in graph["gcfkit.proxy.core"]
+    assert "gcfkit.tokens" in graph["gcfkit.mcp.server"]  # `from .. import tokens`
+
+
+@pytest.mark.parametrize("kind", ["cycle", "size", "private", "config-error"])
+def test_nothing_new_breaks_the_layout(kind: str) -> None:
+    new = sorted(d for k, d in FINDINGS if k == kind and (k, d) not in PENDING)
+    assert new == []
+
+
+def test_pending_exceptions_are_still_real() -> None:
+    # When the codec side fixes one, it must leave PENDING too.
+    stale = sorted(PENDING - FINDINGS)
+    assert stale == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _describe_cycle(["a", "b", "c"], graph) == "a -> b -> c -> a"
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_application_layers_do_not_import_upward() -> None:
+    # Data flows down: the proxy core never reaches for its shells, the CLI or the SDK helpers.
+    graph = _edges()
+    upward = {
+        "gcfkit.proxy": ("gcfkit.transports", "gcfkit.cli", "gcfkit.mcp", "gcfkit.ledger"),
+        "gcfkit.transports": ("gcfkit.cli", "gcfkit.mcp"),
+        "gcfkit.clients": ("gcfkit.proxy", "gcfkit.transports", "gcfkit.cli", "gcfkit.mcp"),
+        "gcfkit.measure": ("gcfkit.cli", "gcfkit.transports", "gcfkit.mcp"),
+    }
+
+    def within(module: str, package: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    bad = []
+    for module, targets in graph.items():
+        for layer, forbidden in upward.items():
+            if within(module, layer):
+                bad += [f"{module} -> {t}" for t in targets if any(within(t, f) for f in forbidden)]
+    assert bad == []
