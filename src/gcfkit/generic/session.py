@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ..errors import GCFError
+from ..errors import ConfigError
 from .delta import KeyedSet, diff, dumps_delta, dumps_full, dumps_unchanged
 
 __all__ = ["DeltaSession", "FixedN", "SizeGuard"]
@@ -36,7 +36,7 @@ class FixedN:
 
     def __post_init__(self) -> None:
         if self.n < 1:
-            raise GCFError("invalid_option", f"FixedN needs n >= 1, not {self.n}")
+            raise ConfigError("invalid_option", f"FixedN needs n >= 1, not {self.n}")
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class SizeGuard:
 
     def __post_init__(self) -> None:
         if not 0 < self.ratio <= 1:
-            raise GCFError("invalid_option", f"SizeGuard needs 0 < ratio <= 1, not {self.ratio}")
+            raise ConfigError("invalid_option", f"SizeGuard needs 0 < ratio <= 1, not {self.ratio}")
 
 
 _EVERY_15: Final = FixedN(15)
