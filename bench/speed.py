@@ -21,11 +21,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import gcfkit
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-
-import gcfkit  # noqa: E402
-
 CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
 REPEATS = 7
 MIN_RUN_SECONDS = 0.02

@@ -19,27 +19,24 @@ import os
 import platform
 import random
 import re
-import sys
 import time
 from dataclasses import replace
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+import gcfkit
+from gcfkit import tokens
+from gcfkit.graph import Edge, Graph, Session, SessionReader, Symbol, graph_to_model
+from gcfkit.graph import dumps as graph_dumps
+from gcfkit.graph import loads as graph_loads
+from gcfkit.jsonio import loads_json, same_value
+from gcfkit.keyed import DeltaSession, KeyedSet, apply_delta, loads_delta
+from gcfkit.measure.report import Format, FormatResult, default_formats
+from gcfkit.measure.report import measure as measure_format
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "src"))
-
-import gcfkit  # noqa: E402
-from gcfkit import tokens  # noqa: E402
-from gcfkit.graph import Edge, Graph, Session, SessionReader, Symbol, graph_to_model  # noqa: E402
-from gcfkit.graph import dumps as graph_dumps  # noqa: E402
-from gcfkit.graph import loads as graph_loads  # noqa: E402
-from gcfkit.jsonio import loads_json  # noqa: E402
-from gcfkit.keyed import DeltaSession, KeyedSet, apply_delta, loads_delta  # noqa: E402
-from gcfkit.measure.report import Format, FormatResult, default_formats, strict_equal  # noqa: E402
-from gcfkit.measure.report import measure as measure_format  # noqa: E402
-
 CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
 ENCODINGS = ("o200k_base", "cl100k_base")
 SHORT = {"o200k_base": "o200k", "cl100k_base": "cl100k"}
@@ -393,7 +390,7 @@ def delta_curve(base_rows: list[dict[str, Any]]) -> tuple[list[str], list[tuple[
                 # A keyed set is identified by its key column: compare as key -> row.
                 have = {r[key]: r for r in got.rows}
                 want = {r[key]: r for r in update.rows}
-                if not strict_equal(have, want):
+                if not same_value(have, want, key_order=False):
                     notes.append(f"call {call}: applying the delta did not rebuild the rows")
         except Exception as e:
             notes.append(f"call {call}: {type(e).__name__}: {e}")

@@ -13,7 +13,8 @@ import pytest
 from gcfkit import gcx1, tokens
 from gcfkit.cli import main
 from gcfkit.cli import stats as stats_cli
-from gcfkit.measure.report import Format, compare_formats, default_formats, measure, strict_equal
+from gcfkit.jsonio import same_value
+from gcfkit.measure.report import Format, compare_formats, default_formats, measure
 
 ROWS = [
     {"id": 1, "name": "Ada", "active": True, "score": 9.5},
@@ -36,18 +37,19 @@ def _json_out(capsys: pytest.CaptureFixture[str]) -> Any:
 # ---------------------------------------------------------------------------------------
 
 
-def test_strict_equal_is_type_strict() -> None:
-    assert not strict_equal(True, 1)
-    assert not strict_equal(0, False)
-    assert not strict_equal("1", 1)
-    assert not strict_equal(None, "null")
-    assert not strict_equal([1], (1, 2))
-    assert not strict_equal({"a": 1}, {"a": 1, "b": 2})
-    assert strict_equal(3, 3.0)
-    assert not strict_equal(3, 3.0, number_types=True)
-    assert strict_equal({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]}, key_order=True)
-    assert not strict_equal({"a": 1, "b": 2}, {"b": 2, "a": 1}, key_order=True)
-    assert strict_equal({"a": 1, "b": 2}, {"b": 2, "a": 1})
+def test_the_lossless_check_is_type_strict() -> None:
+    assert not same_value(True, 1)
+    assert not same_value(0, False)
+    assert not same_value("1", 1)
+    assert not same_value(None, "null")
+    assert not same_value([1], (1, 2))
+    assert same_value([1, 2], (1, 2))
+    assert not same_value({"a": 1}, {"a": 1, "b": 2}, key_order=False)
+    assert same_value(3, 3.0)
+    assert not same_value(3, 3.0, number_types=True)
+    assert same_value({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]})
+    assert not same_value({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert same_value({"a": 1, "b": 2}, {"b": 2, "a": 1}, key_order=False)
 
 
 def test_compare_formats_counts_and_checks_every_format() -> None:

@@ -3,6 +3,8 @@
 ``read_json_bytes`` parses JSON the way the GCF data model needs it (§1.2): duplicate keys
 rejected, NaN and Infinity rejected, numbers that overflow a double rejected, key order kept.
 ``to_json_model`` turns the deltas :func:`gcfkit.decode` returns into plain JSON values.
+:func:`dumps_compact` is the one compact JSON text and :func:`same_value` the one type-strict
+equality of JSON values that the proxy, the server helpers and the measurements use.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any
+from typing import Any, Final
 
 from .errors import GCFError
 
-__all__ = ["dumps_compact", "loads_json", "read_json_bytes", "to_json_model"]
+__all__ = ["dumps_compact", "loads_json", "read_json_bytes", "same_value", "to_json_model"]
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -110,3 +112,47 @@ def dumps_compact(value: Any) -> str:
     '{"a":[1,"é"]}'
     """
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_NUMBER: Final = (int, float)
+_ARRAY: Final = (list, tuple)
+
+
+def same_value(a: Any, b: Any, *, key_order: bool = True, number_types: bool = False) -> bool:
+    """Equality in the JSON data model (spec §1.1), which ``==`` gets wrong.
+
+    A boolean is never a number, ``"1"`` is never ``1`` and ``None`` only equals ``None``.
+    Numbers compare by value (JSON has one number type: ``1 == 1.0``, ``-0.0 == 0``) unless
+    ``number_types`` asks for int and float to match too. Objects must list the same keys in
+    the same order unless ``key_order`` is False. Arrays are lists or tuples. Iterative, so
+    any nesting depth compares.
+
+    >>> same_value({"a": [1, 2.0]}, {"a": [1.0, 2]}), same_value([True], [1])
+    (True, False)
+    >>> same_value({"a": 1, "b": 2}, {"b": 2, "a": 1}, key_order=False)
+    True
+    >>> same_value({"a": 1, "b": 2}, {"b": 2, "a": 1}), same_value([1], [1.0], number_types=True)
+    (False, False)
+    """
+    stack: list[tuple[Any, Any]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        tx, ty = type(x), type(y)
+        if tx is not ty:
+            if tx in _ARRAY and ty in _ARRAY:
+                tx = list
+            elif tx in _NUMBER and ty in _NUMBER and not number_types and x == y:
+                continue
+            else:
+                return False
+        if tx is dict:
+            if (list(x) != list(y)) if key_order else (x.keys() != y.keys()):
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif tx in _ARRAY:
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True

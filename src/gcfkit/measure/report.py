@@ -3,7 +3,7 @@
 :func:`compare_formats` encodes a value as pretty JSON, compact JSON, TOON (when the
 optional ``toon-format`` package is installed), GCX1 and GCF, counts bytes and tokens in
 each encoding with :mod:`gcfkit.tokens`, decodes every text back and compares it with
-the input using :func:`strict_equal`. ``gcfkit stats`` and ``bench/tokens.py`` are built
+the input using :func:`gcfkit.jsonio.same_value`. ``gcfkit stats`` and ``bench/tokens.py`` are built
 on it. Nothing here is required by the core codec; TOON is imported lazily.
 
 >>> cmp = compare_formats([{"id": 1, "name": "Ada"}, {"id": 2, "name": "Bob"}])
@@ -16,13 +16,13 @@ True
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import dumps, gcx1, loads, tokens
 from ..errors import GCFError
+from ..jsonio import dumps_compact, same_value
 
 __all__ = [
     "Comparison",
@@ -32,63 +32,7 @@ __all__ = [
     "default_formats",
     "measure",
     "saving",
-    "strict_equal",
 ]
-
-
-# ---------------------------------------------------------------------------------------
-# Type-strict equality
-# ---------------------------------------------------------------------------------------
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def strict_equal(a: Any, b: Any, *, key_order: bool = False, number_types: bool = False) -> bool:
-    """JSON-model equality that, unlike ``==``, never confuses types.
-
-    ``True`` is not ``1``, ``"1"`` is not ``1``, ``None`` is only ``None``. Numbers compare
-    by value (JSON has one number type: ``3`` equals ``3.0``) unless ``number_types`` asks
-    for int/float to match too. With ``key_order`` objects must also list their keys in
-    the same order. Tuples count as lists.
-
-    >>> strict_equal({"a": True}, {"a": 1}), strict_equal([1, 2.0], [1.0, 2])
-    (False, True)
-    >>> strict_equal({"a": 1, "b": 2}, {"b": 2, "a": 1}, key_order=True)
-    False
-    """
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) or _is_number(b):
-        if not (_is_number(a) and _is_number(b)):
-            return False
-        if number_types and type(a) is not type(b):
-            return False
-        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-            return True
-        return bool(a == b)
-    if isinstance(a, str) or isinstance(b, str):
-        return isinstance(a, str) and isinstance(b, str) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        if len(a) != len(b):
-            return False
-        if key_order and list(a) != list(b):
-            return False
-        for k, v in a.items():
-            if k not in b or not strict_equal(
-                v, b[k], key_order=key_order, number_types=number_types
-            ):
-                return False
-        return True
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(
-            strict_equal(x, y, key_order=key_order, number_types=number_types)
-            for x, y in zip(a, b, strict=True)
-        )
-    return False
 
 
 # ---------------------------------------------------------------------------------------
@@ -125,10 +69,6 @@ def _json_pretty(v: Any) -> str:
     return json.dumps(v, indent=2, ensure_ascii=False)
 
 
-def _json_compact(v: Any) -> str:
-    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
-
-
 def _toon_format() -> Format:
     try:
         import toon_format  # type: ignore[import-not-found, import-untyped, unused-ignore]
@@ -155,7 +95,7 @@ def default_formats(tool: str = "stats") -> list[Format]:
     """
     formats = [
         Format("json-pretty", "JSON (pretty, indent 2)", _json_pretty, json.loads),
-        Format("json-compact", "JSON (compact)", _json_compact, json.loads),
+        Format("json-compact", "JSON (compact)", dumps_compact, json.loads),
         _toon_format(),
         Format(
             "gcx1",
@@ -255,11 +195,11 @@ def measure(
         res.lossless = False
         res.error = f"decode failed: {type(e).__name__}: {e}"
         return res
-    res.lossless = strict_equal(back, value)
+    res.lossless = same_value(back, value, key_order=False)
     if not res.lossless:
         res.error = "round trip changed the value"
     elif fmt.key_order:
-        res.key_order_kept = strict_equal(back, value, key_order=True)
+        res.key_order_kept = same_value(back, value)
         if not res.key_order_kept:
             res.note = (res.note + "; " if res.note else "") + "object key order changed"
     return res
