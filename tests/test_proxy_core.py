@@ -14,14 +14,8 @@ from hypothesis import strategies as st
 import gcfkit
 from gcfkit import tokens
 from gcfkit.errors import ConfigError, GCFError
-from gcfkit.proxy.core import (
-    CONNECTION_CLOSED,
-    Codec,
-    Output,
-    ProxyConfig,
-    ProxyCore,
-    same_value,
-)
+from gcfkit.jsonio import same_value
+from gcfkit.proxy.core import CONNECTION_CLOSED, Codec, Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy, cap_format, load_policy
 from gcfkit.proxy.primer import PRIMER, append_primer
 from gcfkit.proxy.record import LedgerRecord
@@ -798,8 +792,8 @@ def test_unexpected_exception_sends_the_original() -> None:
 
 def test_time_budget_sends_the_original() -> None:
     ticks = iter(range(0, 10_000, 10))
-    core = ProxyCore(cfg(time_budget=15))
-    core._clock = lambda: float(next(ticks))  # each look at the clock: 10 s later
+    # Each look at the clock: 10 s later.
+    core = ProxyCore(cfg(time_budget=15), clock=lambda: float(next(ticks)))
     data = response(1, text_result(pretty(ORDERS)))
     core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
     assert core.from_server(data) == [Output("client", data)]
@@ -1135,3 +1129,28 @@ def test_task_augmented_calls_are_rewritten_at_tasks_result() -> None:
     core.from_client(request(4, "tasks/result", {"taskId": "nope"}))
     data = response(4, text_result(pretty(ORDERS)))
     assert core.from_server(data) == [Output("client", data)]
+
+
+def test_the_core_says_when_a_tool_result_may_come_next() -> None:
+    # The stdio shell warms the core up in a thread and awaits it only before such a line.
+    core = ProxyCore(cfg())
+    assert not core.expects_tool_result
+    core.from_client(request(1, "initialize", {"capabilities": {}}))
+    assert not core.expects_tool_result
+    core.from_client(request(2, "tools/call", {"name": "t", "arguments": {}}))
+    assert core.expects_tool_result
+    core.from_server(response(2, text_result("[1]")))
+    assert not core.expects_tool_result
+
+
+def test_the_core_reads_only_the_clock_it_is_given() -> None:
+    looks: list[int] = []
+
+    def clock() -> float:
+        looks.append(1)
+        return 0.0
+
+    core = ProxyCore(cfg(), clock=clock)
+    call(core, "t", text_result(pretty(ORDERS)))
+    assert looks  # the time budget is measured on the injected clock
+    assert core.pop_records()[0].encode_ms == 0.0

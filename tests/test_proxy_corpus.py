@@ -11,7 +11,8 @@ import pytest
 
 import gcfkit
 from gcfkit import tokens
-from gcfkit.proxy.core import Output, ProxyConfig, ProxyCore, same_value
+from gcfkit.jsonio import same_value
+from gcfkit.proxy.core import Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "mcp"

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pytest
 
 import gcfkit
-from gcfkit.proxy.core import same_value
+from gcfkit.jsonio import same_value
 from gcfkit.proxy.primer import PRIMER
 
 mcp = pytest.importorskip("mcp")

@@ -18,19 +18,24 @@ one extra decorator line makes its result follow what the client asked for:
 What the client gets:
 
 * **JSON** (compact) unless it opted in: the default, configurable per :class:`GCFResponder`.
-* **GCF generic** when it opted in, but only when that is fewer tokens than compact JSON.
-  A session opts in at ``initialize`` with the capability
-  ``{"experimental": {"output_format": {"format": "gcf"}}}`` (a bare ``"gcf"`` string is
-  accepted too, but the MCP schema - and so the official SDK - only lets objects through
-  ``experimental``); a single call opts in or out with the ``format`` argument the decorator
-  adds to the tool's input schema (``"gcf"`` or ``"json"``).
+* **GCF** when it opted in, in one of the forms below, but only when that is fewer tokens
+  than compact JSON of the same value (the one answer policy of :mod:`gcfkit.proxy.answer`,
+  which the proxy uses too: no answer ever costs more than JSON). A session opts in at
+  ``initialize`` with the capability ``{"experimental": {"output_format": {"format":
+  "gcf"}}}`` (a bare ``"gcf"`` string is accepted too, but the MCP schema - and so the
+  official SDK - only lets objects through ``experimental``); a single call opts in or out
+  with the ``format`` argument the decorator adds to the tool's input schema (``"gcf"`` or
+  ``"json"``).
+* **GCF generic** for plain data.
 * **GCF graph profile** for a returned :class:`~gcfkit.graph.Graph`, with session
   statefulness (§9): a symbol already sent *on this MCP connection* travels as a bare
-  ``@N  # previously transmitted`` reference, never across connections.
+  ``@N  # previously transmitted`` reference, never across connections. A graph answered in
+  JSON (an empty one, say) restarts the session (§9.4).
 * **Generic deltas** (§10a) for tools decorated with ``delta_key=...``: the decorator adds a
   ``pack_root`` argument; a client echoing the ``pack_root`` of its last full or delta
   answer to the same call gets ``unchanged``, a delta, or (re-anchor, size guard, schema
-  change, unknown root) a full payload.
+  change, unknown root) a full payload. An answer sent as JSON carries no root, so the call
+  after it starts over.
 * The tool's ``structuredContent`` is kept whenever the tool declares an output schema.
 
 Encoding never fails a call: a value GCF cannot carry (an integer beyond int64, say) is
@@ -87,8 +92,19 @@ from ..generic.encoder import dumps as generic_dumps
 from ..graph import Graph
 from ..graph import Session as GraphSession
 from ..graph import dumps as graph_dumps
+from ..jsonio import dumps_compact
 from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
-from ..keyed import pack_root as keyed_pack_root
+from ..proxy.answer import (
+    AnswerPolicy,
+    Candidates,
+    Choice,
+    DeltaState,
+    Form,
+    advance,
+    choose,
+    held_after,
+    is_unchanged,
+)
 from ..proxy.policy import CAPABILITY as _CAPABILITY
 from ..proxy.policy import OUTPUT_FORMATS, output_format_capability
 from ..proxy.policy import OutputFormat as OutputFormat
@@ -204,17 +220,12 @@ class SessionLimits:
 
 
 @dataclass
-class _DeltaBase:
-    session: DeltaSession
-    root: str
-
-
-@dataclass
 class _SessionState:
     created: float
     last_used: float
     graph: GraphSession | None = None  # created on first use
-    deltas: OrderedDict[str, _DeltaBase] = field(default_factory=OrderedDict)
+    # What the client holds per tool + arguments (least recently used first).
+    deltas: OrderedDict[str, DeltaState] = field(default_factory=OrderedDict)
 
 
 def _connection(ctx: ToolContext) -> Connection | None:
@@ -327,10 +338,6 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
     return out
 
 
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool, list, dict)):
         return value
@@ -359,10 +366,10 @@ def _keyed_set(value: Any, key: str, tool: str) -> KeyedSet | None:
         return None
 
 
-@dataclass
-class _Answer:
-    text: str
-    form: str  # json, generic, graph, graph-session, keyed, delta, unchanged
+#: The server helpers' use of the one answer policy: the client holds a keyed set only
+#: through a GCF answer whose pack root it can echo, and re-anchoring is the
+#: :class:`~gcfkit.keyed.DeltaSession`'s own (``reanchor``), so a delta only has to beat JSON.
+_ANSWERS: Final = AnswerPolicy(delta_ratio=1.0, tracks_delivery=False)
 
 
 class GCFResponder:
@@ -436,9 +443,9 @@ class GCFResponder:
         """
         fmt = negotiated_format(ctx, format, default=self.default_format)
         name = tool or _tool_name(ctx) or ""
-        answer = self._answer(data, ctx, fmt, name, delta_key, pack_root, call_key)
+        text = self._answer(data, ctx, fmt, name, delta_key, pack_root, call_key)
         return CallToolResult(
-            content=[TextContent(type="text", text=answer.text)],
+            content=[TextContent(type="text", text=text)],
             structured_content=dict(structured) if structured is not None else None,
         )
 
@@ -451,38 +458,39 @@ class GCFResponder:
         delta_key: str | None,
         pack_root: str | None,
         call_key: str,
-    ) -> _Answer:
+    ) -> str:
         is_graph = isinstance(data, Graph)
         value = graph_to_json(data) if is_graph else _jsonable(data)
         if fmt == "json":
-            return _Answer(_compact_json(value), "json")
+            return dumps_compact(value)
         conn = _connection(ctx)
         try:
+            js = self._form(dumps_compact(value))
             if is_graph:
-                return self._graph(cast(Graph, data), conn, tool)
+                return self._graph(cast(Graph, data), js, conn, tool)
             if delta_key is not None:
-                keyed = self._keyed(value, conn, tool, delta_key, pack_root, call_key)
+                keyed = self._keyed(value, js, conn, tool, delta_key, pack_root, call_key)
                 if keyed is not None:
                     return keyed
-            return self._smaller(generic_dumps(value, tool=tool or None), value, "generic")
+            gcf = self._form(generic_dumps(value, tool=tool or None))
+            return _text(choose(Candidates(json=js, gcf=gcf), _ANSWERS), js)
         except Exception as exc:
             # A value GCF cannot carry must not fail the call: JSON still can.
             logger.warning("GCF encoding of %r failed, answering in JSON: %s", tool, exc)
             logger.debug("GCF encoding failure", exc_info=True)
-            return _Answer(_compact_json(value), "json")
+            return dumps_compact(value)
 
-    def _smaller(self, gcf: str, value: Any, form: str) -> _Answer:
-        js = _compact_json(value)
-        if tokens.count(gcf, self.encoding) < tokens.count(js, self.encoding):
-            return _Answer(gcf, form)
-        return _Answer(js, "json")
+    def _form(self, text: str) -> Form:
+        return Form.of(text, lambda t: tokens.count(t, self.encoding))
 
-    def _graph(self, graph: Graph, conn: Connection | None, tool: str) -> _Answer:
+    def _graph(self, graph: Graph, js: Form, conn: Connection | None, tool: str) -> str:
         if tool and not graph.tool:
             graph = dataclasses.replace(graph, tool=tool)
         state = self._sessions.get(conn)
         if state is None:
-            return _Answer(graph_dumps(graph), "graph")
+            return _text(
+                choose(Candidates(json=js, gcf=self._form(graph_dumps(graph))), _ANSWERS), js
+            )
         if state.graph is None:
             lim = self.limits
             state.graph = GraphSession(
@@ -492,45 +500,52 @@ class GCFResponder:
                 clock=self._clock,
             )
         # The session itself falls back to a full non-session payload past its §9.5 limits.
-        text = state.graph.dumps(graph)
-        head = text.split("\n", 1)[0]
-        return _Answer(text, "graph-session" if " session=true" in head else "graph")
+        choice = choose(Candidates(json=js, gcf=self._form(state.graph.dumps(graph))), _ANSWERS)
+        if choice.decision == "json":
+            # §9.4: the client did not get this payload's IDs, so none of them may be referenced.
+            state.graph.reset()
+        return _text(choice, js)
 
     def _keyed(
         self,
         value: Any,
+        js: Form,
         conn: Connection | None,
         tool: str,
         key: str,
         echoed: str | None,
         call_key: str,
-    ) -> _Answer | None:
+    ) -> str | None:
         ks = _keyed_set(value, key, tool)
         if ks is None:
             return None
-        root = keyed_pack_root(ks)
         state = self._sessions.get(conn)
         slot = f"{tool}\x00{call_key}"
-        base = state.deltas.get(slot) if state is not None else None
-        if state is not None and base is not None and echoed is not None and echoed == base.root:
-            # §10a: the consumer holds exactly the base this producer session last sent.
-            wire, is_full = base.session.next(ks)
-            base.root = root
-            state.deltas.move_to_end(slot)
-            if is_full:
-                return _Answer(wire, "keyed")
-            return _Answer(wire, "unchanged" if echoed == root else "delta")
-        session = DeltaSession(ks, tool=tool, reanchor=self.reanchor)
-        answer = self._smaller(session.full(), value, "keyed")
+        held = state.deltas.get(slot) if state is not None else None
+        # §10a: a delta only against exactly the base this producer session last sent.
+        base = held if held is not None and echoed is not None and echoed == held.root else None
+        step = advance(base, ks, functools.partial(self._start_session, tool))
+        if step.wire is None:
+            candidates = Candidates(json=js, gcf=self._form(step.after.session.full()))
+        elif step.is_full:
+            candidates = Candidates(json=js, gcf=self._form(step.wire))
+        else:
+            delta = self._form(step.wire)
+            candidates = Candidates(json=js, delta=delta, unchanged=is_unchanged(step.wire))
+        choice = choose(candidates, _ANSWERS)
         if state is not None:
-            if answer.form == "keyed":
-                state.deltas[slot] = _DeltaBase(session, root)
+            after = held_after(choice, step, _ANSWERS)
+            if after is None:
+                state.deltas.pop(slot, None)
+            else:
+                state.deltas[slot] = after
                 state.deltas.move_to_end(slot)
                 while len(state.deltas) > self.limits.max_delta_bases:
                     state.deltas.popitem(last=False)
-            else:
-                state.deltas.pop(slot, None)
-        return answer
+        return _text(choice, js)
+
+    def _start_session(self, tool: str, base: KeyedSet) -> DeltaSession:
+        return DeltaSession(base, tool=tool, reanchor=self.reanchor)
 
     # -- the decorator ------------------------------------------------------------------
 
@@ -707,6 +722,11 @@ def _context_parameter(sig: inspect.Signature, hints: Mapping[str, Any]) -> str 
             if inspect.isclass(c) and issubclass(c, Context):
                 return name
     return None
+
+
+def _text(choice: Choice, js: Form) -> str:
+    # The helpers have no original text, so every choice carries one; JSON otherwise.
+    return js.text if choice.text is None else choice.text
 
 
 def _tool_name(ctx: ToolContext) -> str | None:

@@ -20,11 +20,17 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 * ``tools/call`` requests: a ``_format`` argument is stripped, and with ``decode_args`` GCF
   arguments are decoded where the tool's schema wants an object or array.
 
-Before sending GCF the core decodes it and compares it with the original value (same types,
-key order and contents; :func:`same_value`), and applies a delta to its base before sending
-it; any failure, or running past the time budget, falls back (compact JSON or the original)
-and says why in the :class:`~gcfkit.proxy.record.LedgerRecord` it builds for each tool result
-(payload-free; token counts of untouched text are taken after the result is relayed).
+Which form a result takes is the one answer policy of :mod:`gcfkit.proxy.answer`, shared with
+the server helpers. Before sending GCF the core decodes it and compares it with the original
+value (same types, key order and contents; :func:`gcfkit.jsonio.same_value`), and applies a
+delta to its base before sending it; any failure, or running past the time budget, falls back
+(compact JSON or the original) and says why in the :class:`~gcfkit.proxy.record.LedgerRecord`
+it builds for each tool result (payload-free, durations only: the shell stamps the time;
+token counts of untouched text are taken after the result is relayed).
+
+The core owns no ambient state: its clock (for the time budget) is a constructor argument, it
+holds no lock (a shell that warms it up in a thread awaits that before relaying a tool result:
+:attr:`ProxyCore.expects_tool_result`), and its codec is resolved once, when it is built.
 
 >>> core = ProxyCore(ProxyConfig(primer=False))
 >>> out = core.from_client(b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
@@ -40,16 +46,34 @@ and says why in the :class:`~gcfkit.proxy.record.LedgerRecord` it builds for eac
 
 from __future__ import annotations
 
-import importlib
 import json
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from .. import dumps as gcf_dumps
+from .. import loads as gcf_loads
+from .. import tokens
 from ..errors import GCFError
-from ..jsonio import loads_json
+from ..jsonio import dumps_compact, loads_json, same_value
+from ..keyed import DeltaSession, FixedN, KeyedSet
+from .answer import (
+    AnswerPolicy,
+    Candidates,
+    Choice,
+    Cost,
+    DeltaState,
+    DeltaStep,
+    Fallback,
+    Form,
+    advance,
+    delta_rebuilds,
+    held_after,
+    is_unchanged,
+    settle,
+    utf8_len,
+)
 from .jsonrpc import (
     CONNECTION_CLOSED,
     RequestKey,
@@ -68,7 +92,7 @@ from .policy import (
     output_format_capability,
 )
 from .primer import append_primer
-from .record import LedgerRecord
+from .record import LedgerRecord, ledger_decision
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -77,13 +101,11 @@ __all__ = [
     "Output",
     "ProxyConfig",
     "ProxyCore",
-    "same_value",
 ]
 
 #: The per-call opt-out argument (``"json"``, ``"off"`` or ``"gcf"``), stripped before forwarding.
 FORMAT_ARGUMENT: Final = "_format"
 
-_FILE_DECISION: Final = "passthrough-file"
 _LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 _MAX_TASKS: Final = 1024
 _MODERN_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
@@ -100,15 +122,16 @@ class Output:
 
 @dataclass(frozen=True, slots=True)
 class Codec:
-    """The functions the core encodes, decodes and counts with (injectable for tests).
+    """The functions the core encodes, decodes and counts with (injectable for tests):
+    by default :func:`gcfkit.dumps`, :func:`gcfkit.loads` and :func:`gcfkit.tokens.count`.
 
-    ``None`` means the gcfkit defaults: :func:`gcfkit.dumps`, :func:`gcfkit.loads`,
-    :func:`gcfkit.tokens.count`.
+    >>> Codec().count("{}", "o200k_base")
+    1
     """
 
-    dumps: Callable[[Any], str] | None = None
-    loads: Callable[[str], Any] | None = None
-    count: Callable[[str, str], int] | None = None
+    dumps: Callable[[Any], str] = gcf_dumps
+    loads: Callable[[str], Any] = gcf_loads
+    count: Callable[[str, str], int] = tokens.count
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,48 +164,6 @@ class ProxyConfig:
 # ---------------------------------------------------------------------------------------
 # JSON helpers
 # ---------------------------------------------------------------------------------------
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _utf8_len(text: str) -> int:
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """Structural equality in the JSON data model (spec §1.1): same types, same key order,
-    same numbers by value (``1 == 1.0`` and ``-0.0 == 0``: JSON has one number type), and a
-    boolean is never a number.
-
-    >>> same_value({"a": [1, 2.0]}, {"a": [1.0, 2]}), same_value([True], [1])
-    (True, False)
-    """
-    stack: list[tuple[Any, Any]] = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        tx, ty = type(x), type(y)
-        if tx is not ty:
-            if tx in _NUMBER and ty in _NUMBER and x == y:
-                continue
-            return False
-        if tx is dict:
-            if list(x) != list(y):
-                return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif tx is list:
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        elif x != y:
-            return False
-    return True
-
-
-_NUMBER: Final = (int, float)
 
 
 def _json_value_of(text: str) -> Any:
@@ -227,22 +208,13 @@ class _Pending:
 
 
 @dataclass(slots=True)
-class _DeltaBase:
-    """What the client last received for one tool + arguments, as a keyed set (§10a)."""
-
-    session: Any  # gcfkit.keyed.DeltaSession
-    base: Any  # gcfkit.keyed.KeyedSet
-    key: str
-    fields: list[str]
-
-
-@dataclass(slots=True)
 class _Session:
     ceiling: Format
     server_name: str
     schemas: dict[str, Any] = field(default_factory=dict)
     native_format_arg: set[str] = field(default_factory=set)
-    deltas: dict[str, _DeltaBase] = field(default_factory=dict)
+    # What the client holds, per tool + arguments, for §10a deltas.
+    deltas: dict[str, DeltaState] = field(default_factory=dict)
     # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
     tasks: dict[str, _Pending] = field(default_factory=dict)
 
@@ -262,6 +234,27 @@ class _Outcome:
 
 class _BudgetExceeded(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """The time one result may take, on the core's clock."""
+
+    clock: Callable[[], float]
+    started: float
+    seconds: float
+
+    def check(self) -> None:
+        if self.clock() - self.started > self.seconds:
+            raise _BudgetExceeded
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """Text blocks answered as one value: their positions among the result's text blocks."""
+
+    blocks: tuple[int, ...]
+    value: Any
 
 
 # ---------------------------------------------------------------------------------------
@@ -285,18 +278,25 @@ class ProxyCore:
     b'not json\\n'
     """
 
-    def __init__(self, config: ProxyConfig | None = None, codec: Codec | None = None) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig | None = None,
+        codec: Codec | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.config = config or ProxyConfig()
         codec = codec or Codec()
         self._dumps = codec.dumps
         self._loads = codec.loads
         self._count_fn = codec.count
+        self._clock = clock
+        self._answers = AnswerPolicy(delta_ratio=self.config.delta_ratio, tracks_delivery=True)
+        self._reanchor = FixedN(self.config.reanchor)
         self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
         self._pending: dict[RequestKey, _Pending] = {}
         self._unfinished: list[tuple[str, str, _Outcome, float]] = []
-        self._clock: Callable[[], float] = time.perf_counter
         self._warm = False
-        self._warm_lock = threading.Lock()
 
     # -- public API --------------------------------------------------------------------
 
@@ -304,6 +304,12 @@ class ProxyCore:
     def pending_count(self) -> int:
         """How many client requests await a server response."""
         return len(self._pending)
+
+    @property
+    def expects_tool_result(self) -> bool:
+        """Whether a tool result may come next from the server (a ``tools/call`` is pending):
+        a shell warming the core up in a thread awaits that before relaying such a line."""
+        return any(p.method == "tools/call" for p in self._pending.values())
 
     @property
     def session_format(self) -> Format:
@@ -315,7 +321,7 @@ class ProxyCore:
         unfinished, self._unfinished = self._unfinished, []
         records: list[LedgerRecord] = []
         for server, tool, outcome, elapsed_ms in unfinished:
-            lazy_bytes = sum(_utf8_len(t) for t in outcome.lazy)
+            lazy_bytes = sum(utf8_len(t) for t in outcome.lazy)
             lazy_tokens = sum(self._count_for_ledger(t) for t in outcome.lazy)
             records.append(
                 LedgerRecord(
@@ -465,7 +471,7 @@ class ProxyCore:
             if not wanted & {"object", "array"}:
                 continue
             try:
-                decoded = self._decode(value)
+                decoded = self._loads(value)
             except (GCFError, RecursionError, ValueError):
                 continue
             if (isinstance(decoded, dict) and "object" in wanted) or (
@@ -567,17 +573,18 @@ class ProxyCore:
             return None
         self.warm_up()
         started = self._clock()
+        budget = _Budget(self._clock, started, self.config.time_budget)
         tool = pending.tool
         policy = self.config.policy.for_tool(tool)
         fmt = cap_format(policy.format, pending.fmt)
-        texts = [b["text"] for b in _text_blocks(result.get("content"))]
+        texts = [block["text"] for _, block in _text_blocks(_content_of(result))]
         if not safe:
             outcome = _Outcome(None, "fallback:unsafe-envelope", lazy=texts)
         elif self.config.policy.is_file_tool(tool) and policy.format == "off":
-            outcome = _Outcome(None, _FILE_DECISION, lazy=texts)
+            outcome = _Outcome(None, "passthrough-file", lazy=texts)
         else:
             try:
-                outcome = self._rewrite(result, tool, policy, fmt, pending, started)
+                outcome = self._rewrite(result, policy, fmt, pending, budget)
             except _BudgetExceeded:
                 outcome = _Outcome(None, "fallback:time-budget", lazy=texts)
             except Exception as e:  # never break the agent: the original goes through
@@ -590,252 +597,178 @@ class ProxyCore:
     # -- rewriting ---------------------------------------------------------------------
 
     def _count(self, text: str) -> int:
-        if self._count_fn is not None:
-            return self._count_fn(text, self.config.encoding)
-        from .. import tokens
-
-        return tokens.count(text, self.config.encoding)
+        return self._count_fn(text, self.config.encoding)
 
     def _count_for_ledger(self, text: str) -> int:
         # Texts nobody rewrites can be huge (a 64 MB blob): a tokenizer pass over them would
         # stall the relay for seconds, and before == after anyway, so a rough size will do.
         if len(text) > _LEDGER_EXACT_CHARS:
-            return _utf8_len(text) // 4
+            return utf8_len(text) // 4
         return self._count(text)
-
-    def _encode(self, value: Any) -> str:
-        if self._dumps is not None:
-            return self._dumps(value)
-        import gcfkit
-
-        return gcfkit.dumps(value)
-
-    def _decode(self, text: str) -> Any:
-        if self._loads is not None:
-            return self._loads(text)
-        import gcfkit
-
-        return gcfkit.loads(text)
 
     def warm_up(self) -> None:
         """Load the tokenizer and codec now (about a second, once per process), so the first
-        tool result is not charged for it; the shell calls this at start-up."""
-        with self._warm_lock:  # a result arriving mid-warm-up waits for it, outside its budget
-            if self._warm:
-                return
+        tool result is not charged for it. The stdio shell runs this in a thread at start-up
+        and awaits it before relaying the first tool result; call it from one thread only."""
+        if self._warm:
+            return
+        try:
+            self._count("{}")
+            self._loads(self._dumps({"a": [1]}))
+        except Exception:  # a broken codec shows up, and is handled, per result
+            pass
+        finally:
             self._warm = True
-            try:
-                self._count("{}")
-                self._decode(self._encode({"a": [1]}))
-            except Exception:  # a broken codec shows up, and is handled, per result
-                pass
-
-    def _check_budget(self, started: float) -> None:
-        if self._clock() - started > self.config.time_budget:
-            raise _BudgetExceeded
 
     def _rewrite(
         self,
         result: dict[str, Any],
-        tool: str,
         policy: ToolPolicy,
         fmt: Format,
         pending: _Pending,
-        started: float,
+        budget: _Budget,
     ) -> _Outcome:
-        content = result.get("content")
+        content = _content_of(result)
         blocks = _text_blocks(content)
-        texts = [b["text"] for b in blocks]
+        texts = [block["text"] for _, block in blocks]
         outcome = _Outcome(None, "unchanged", lazy=list(texts))
         if result.get("isError") is True or fmt == "off" or not blocks:
             return outcome
-        assert isinstance(content, list)
-        sizes = [_utf8_len(t) for t in texts]
+        sizes = [utf8_len(t) for t in texts]
         limit = self.config.max_text_bytes
         values = [
             _json_value_of(t) if policy.min_bytes <= n <= limit else None
             for t, n in zip(texts, sizes, strict=True)
         ]
-        self._check_budget(started)
+        budget.check()
         if all(v is None for v in values):
             return outcome
-
-        joinable = (
-            policy.join
-            and len(blocks) >= 2
-            and len(blocks) == len(content)
-            and all(isinstance(v, dict) for v in values)
-            and all(set(b) == {"type", "text"} for b in blocks)
-        )
-        # Each candidate: the indices of the blocks it replaces and the value they carry.
-        candidates: list[tuple[list[int], Any]]
-        if joinable:
-            candidates = [(list(range(len(blocks))), list(values))]
-        else:
-            candidates = [([i], v) for i, v in enumerate(values) if v is not None]
-        whole = len(candidates) == 1 and len(candidates[0][0]) == len(blocks)
-        counted = {i for indices, _ in candidates for i in indices}
-        outcome.lazy = [t for i, t in enumerate(texts) if i not in counted]
-
-        new_texts: dict[int, str | None] = {}
-        decisions: list[str] = []
-        for indices, value in candidates:
-            byt0 = sum(sizes[i] for i in indices)
-            compact = _compact(value)
-            compact_tokens = self._count(compact)
-            if len(indices) == 1 and compact == texts[indices[0]]:
-                tok0 = compact_tokens  # already compact: no need to count it twice
-            else:
-                tok0 = sum(self._count(texts[i]) for i in indices)
-            outcome.tokens_before += tok0
-            outcome.bytes_before += byt0
-            chosen = self._choose(
-                value, fmt, (compact, compact_tokens), (tok0, byt0), started, decisions
+        pieces = _pieces(blocks, values, join=policy.join, content_length=len(content))
+        answered = {i for piece in pieces for i in piece.blocks}
+        outcome.lazy = [t for i, t in enumerate(texts) if i not in answered]
+        # A delta replaces the whole result, so only a result answered as one value has one.
+        whole = len(pieces) == 1 and len(pieces[0].blocks) == len(blocks)
+        delta = whole and policy.delta and fmt == "gcf"
+        choices: list[Choice] = []
+        for piece in pieces:
+            original = [texts[i] for i in piece.blocks]
+            choice, before = self._answer(
+                piece.value, original, fmt, policy, pending, delta, budget
             )
-            if whole and policy.delta and fmt == "gcf":
-                delta = self._try_delta(pending, policy, value, chosen, tok0, started)
-                if delta is not None:
-                    chosen, decision = delta
-                    decisions.append(decision)
-            if chosen is None:
-                outcome.tokens_after += tok0
-                outcome.bytes_after += byt0
-                continue
-            text, tokens_after = chosen
-            for i in indices:
-                new_texts[i] = None
-            new_texts[indices[0]] = text
-            outcome.tokens_after += tokens_after
-            outcome.bytes_after += _utf8_len(text)
-        outcome.decision = _summarize(decisions)
-        if not new_texts:
-            return outcome
-
-        position = {id(b): i for i, b in enumerate(blocks)}
-        new_content: list[Any] = []
-        for block in content:
-            at = position.get(id(block))
-            if at is None or at not in new_texts:
-                new_content.append(block)
-            elif new_texts[at] is not None:
-                new_content.append({**block, "text": new_texts[at]})
-        outcome.result = {**result, "content": new_content}
+            choices.append(choice)
+            outcome.tokens_before += before.tokens
+            outcome.bytes_before += before.size
+            if choice.text is None:
+                outcome.tokens_after += before.tokens
+                outcome.bytes_after += before.size
+            else:
+                outcome.tokens_after += choice.tokens
+                outcome.bytes_after += utf8_len(choice.text)
+        outcome.decision = ledger_decision(choices)
+        new_content = _reassemble(content, blocks, pieces, choices)
+        if new_content is not None:
+            outcome.result = {**result, "content": new_content}
         return outcome
 
-    def _choose(
+    def _answer(
         self,
         value: Any,
+        original: list[str],
         fmt: Format,
-        compact_form: tuple[str, int],
-        original: tuple[int, int],
-        started: float,
-        decisions: list[str],
-    ) -> tuple[str, int] | None:
-        """The smallest allowed form as (text, tokens), or None to keep the original.
-        ``original`` is (tokens, bytes); ties on tokens go to fewer bytes."""
-        compact, compact_tokens = compact_form
-        tok0 = original[0]
-        best: tuple[str, int] | None = None
-        best_decision = "unchanged"
-        if (compact_tokens, _utf8_len(compact)) < original:
-            best, best_decision = compact_form, "json-minified"
-        self._check_budget(started)
-        if fmt == "gcf":
-            try:
-                gcf = self._encode(value)
-            except (GCFError, RecursionError, ValueError, TypeError) as e:
-                decisions.append(f"fallback:encode-{getattr(e, 'code', type(e).__name__)}")
-                gcf = None
-            self._check_budget(started)
-            if gcf is not None:
-                gcf_tokens = self._count(gcf)
-                if gcf_tokens < compact_tokens and gcf_tokens < tok0:
-                    if self._lossless(gcf, value, compact):
-                        best, best_decision = (gcf, gcf_tokens), "gcf"
-                    else:
-                        decisions.append("fallback:selfcheck")
-                self._check_budget(started)
-        if best_decision != "unchanged" or not decisions:
-            decisions.append(best_decision)
-        return best
-
-    def _lossless(self, gcf: str, value: Any, compact: str) -> bool:
-        if not self.config.selfcheck:
-            return True
-        try:
-            decoded = self._decode(gcf)
-            # Same compact JSON means the same value (json.dumps keeps types, key order and
-            # float bits); only a mismatch (e.g. 3.0 decoded as 3) needs the slow walk.
-            return _compact(decoded) == compact or same_value(decoded, value)
-        except (GCFError, RecursionError, ValueError, TypeError):
-            return False
-
-    def _try_delta(
-        self,
-        pending: _Pending,
         policy: ToolPolicy,
-        value: Any,
-        chosen: tuple[str, int] | None,
-        tok0: int,
-        started: float,
-    ) -> tuple[tuple[str, int] | None, str] | None:
-        """A delta (or ``unchanged``) against what the client last received for the same tool
-        and arguments when both results are keyed sets; None to deliver ``chosen`` as usual.
+        pending: _Pending,
+        delta: bool,
+        budget: _Budget,
+    ) -> tuple[Choice, Cost]:
+        """The answer for one value (and what the original texts cost): candidates, then the
+        one answer policy; the delta state it leaves is stored here, and only here."""
+        compact = dumps_compact(value)
+        json_form = Form.of(compact, self._count)
+        if len(original) == 1 and compact == original[0]:
+            before = Cost(json_form.tokens, json_form.size)  # already compact: counted once
+        else:
+            before = Cost(sum(self._count(t) for t in original), sum(utf8_len(t) for t in original))
+        budget.check()
+        candidates = Candidates(json=json_form, original=before)
+        if fmt == "gcf":
+            candidates = self._with_gcf(candidates, value, budget)
+        step = self._delta_step(value, policy, pending.args_key) if delta else None
+        if step is not None and step.wire is not None and not step.is_full:
+            budget.check()
+            candidates = Candidates(
+                json=candidates.json,
+                original=candidates.original,
+                gcf=candidates.gcf,
+                delta=Form.of(step.wire, self._count),
+                unchanged=is_unchanged(step.wire),
+                fallbacks=candidates.fallbacks,
+            )
 
-        The base is the logical set last delivered in any full form: its pack root (§10a.3)
-        is a content hash, so a full result needs no ``pack_root`` header of its own. That
-        keeps first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
-        """
-        bases = self._session.deltas
-        slot = pending.args_key
+        base = step.before.base if step is not None and step.before is not None else None
+        update = step.after.base if step is not None else None
+
+        def verify(choice: Choice) -> bool:
+            if choice.text is None:
+                return True
+            if choice.decision == "gcf":
+                ok = self._lossless(choice.text, value, compact)
+            elif base is not None and update is not None:
+                ok = delta_rebuilds(base, choice.text, update)
+            else:
+                ok = False
+            budget.check()
+            return ok
+
+        choice = settle(candidates, self._answers, verify if self.config.selfcheck else None)
+        if delta:
+            held = held_after(choice, step, self._answers) if step is not None else None
+            if held is None:
+                self._session.deltas.pop(pending.args_key, None)
+            else:
+                self._session.deltas[pending.args_key] = held
+        return choice, before
+
+    def _with_gcf(self, candidates: Candidates, value: Any, budget: _Budget) -> Candidates:
+        try:
+            gcf = self._dumps(value)
+        except (GCFError, RecursionError, ValueError, TypeError) as e:
+            refused = Fallback("encode", getattr(e, "code", type(e).__name__))
+            return Candidates(
+                json=candidates.json,
+                original=candidates.original,
+                fallbacks=(*candidates.fallbacks, refused),
+            )
+        budget.check()
+        form = Form.of(gcf, self._count)
+        budget.check()
+        return Candidates(json=candidates.json, original=candidates.original, gcf=form)
+
+    def _delta_step(self, value: Any, policy: ToolPolicy, slot: str) -> DeltaStep | None:
+        """``value`` diffed against what the client holds for this call; None when it is not
+        a keyed set (§10a.1), which also forgets what the client held."""
         key = _identity_column(value, policy.key)
         if key is None:
-            bases.pop(slot, None)
             return None
         try:
-            keyed = importlib.import_module("gcfkit.keyed")
-        except ImportError:
-            return None
-        fields = _field_union(value)
-        state = bases.pop(slot, None)
-        try:
-            update = keyed.KeyedSet(key, fields, value)
-            if state is None or state.key != key or state.fields != fields:
-                session = keyed.DeltaSession(update, reanchor=keyed.FixedN(self.config.reanchor))
-                bases[slot] = _DeltaBase(session, update, key, fields)
-                return None
-            previous = state.base
-            wire, is_full = state.session.next(update)
-            # Whatever goes out now (delta or full), the client ends up holding ``update``.
-            bases[slot] = _DeltaBase(state.session, update, key, fields)
-            if is_full:
-                return None
-            self._check_budget(started)
-            n = self._count(wire)
-            full = chosen[1] if chosen is not None else tok0
-            if n >= self.config.delta_ratio * full or n >= tok0:
-                return None
-            if not self._delta_lossless(keyed, previous, wire, update):
-                return (chosen, "fallback:delta-selfcheck")
-            head = wire.split("\n", 1)[0].split(" ")
-            return (wire, n), "unchanged-delta" if "unchanged=true" in head else "delta"
+            update = KeyedSet(key, _field_union(value), value)
+            return advance(self._session.deltas.get(slot), update, self._start_session)
         except (GCFError, ValueError, TypeError, KeyError):
             return None
 
-    def _delta_lossless(self, keyed: Any, base: Any, wire: str, update: Any) -> bool:
-        if not self.config.selfcheck:
-            return True
+    def _start_session(self, base: KeyedSet) -> DeltaSession:
+        # The base is the logical set last delivered in any form: its pack root (§10a.3) is a
+        # content hash, so a full result needs no pack_root header of its own. That keeps
+        # first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
+        return DeltaSession(base, reanchor=self._reanchor)
+
+    def _lossless(self, gcf: str, value: Any, compact: str) -> bool:
         try:
-            if "unchanged=true" in wire.split("\n", 1)[0].split(" "):
-                root = keyed.pack_root(update)
-                return bool(keyed.pack_root(base) == root and f"pack_root={root}" in wire)
-            applied = keyed.apply_delta(base, keyed.loads_delta(wire))
-        except (GCFError, ValueError, TypeError, KeyError):
+            decoded = self._loads(gcf)
+            # Same compact JSON means the same value (json.dumps keeps types, key order and
+            # float bits); only a mismatch (e.g. 3.0 decoded as 3) needs the slow walk.
+            return dumps_compact(decoded) == compact or same_value(decoded, value)
+        except (GCFError, RecursionError, ValueError, TypeError):
             return False
-        key = update.key
-        got = {_scalar_key(r[key]): r for r in applied.rows}
-        want = {_scalar_key(r[key]): r for r in update.rows}
-        return got.keys() == want.keys() and all(same_value(got[k], want[k]) for k in want)
 
     def _record(self, tool: str, outcome: _Outcome, elapsed_ms: float) -> None:
         if self.config.stats:
@@ -884,13 +817,63 @@ def _field_union(rows: list[dict[str, Any]]) -> list[str]:
     return list(fields)
 
 
-def _text_blocks(content: Any) -> list[dict[str, Any]]:
+def _content_of(result: dict[str, Any]) -> list[Any]:
+    """A result's ``content`` list ([] when it is not a list)."""
+    content = result.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _text_blocks(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The text blocks of ``content`` with their positions in it."""
     if not isinstance(content, list):
         return []
     return [
-        b
-        for b in content
+        (i, b)
+        for i, b in enumerate(content)
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+
+
+def _pieces(
+    blocks: list[tuple[int, dict[str, Any]]], values: list[Any], *, join: bool, content_length: int
+) -> list[_Piece]:
+    """Which text blocks are answered as one value: all of them as one array when ``join``
+    applies (every block of the content is a plain text block holding a JSON object), else
+    each JSON block alone."""
+    joinable = (
+        join
+        and len(blocks) >= 2
+        and len(blocks) == content_length
+        and all(isinstance(v, dict) for v in values)
+        and all(set(block) == {"type", "text"} for _, block in blocks)
+    )
+    if joinable:
+        return [_Piece(tuple(range(len(blocks))), list(values))]
+    return [_Piece((i,), v) for i, v in enumerate(values) if v is not None]
+
+
+def _reassemble(
+    content: list[Any],
+    blocks: list[tuple[int, dict[str, Any]]],
+    pieces: list[_Piece],
+    choices: list[Choice],
+) -> list[Any] | None:
+    """The new content: each answered piece's text in its first block, its other blocks
+    gone, everything else in place; None when every piece keeps its original."""
+    texts: dict[int, str] = {}
+    merged: set[int] = set()
+    for piece, choice in zip(pieces, choices, strict=True):
+        if choice.text is None:
+            continue
+        first, *rest = (blocks[i][0] for i in piece.blocks)
+        texts[first] = choice.text
+        merged.update(rest)
+    if not texts:
+        return None
+    return [
+        {**item, "text": texts[i]} if i in texts else item
+        for i, item in enumerate(content)
+        if i not in merged
     ]
 
 
@@ -909,16 +892,3 @@ def _schema_types(schema: Any) -> set[str]:
             for option in options:
                 out |= _schema_types(option)
     return out
-
-
-def _summarize(decisions: Iterable[str]) -> str:
-    """One ledger decision for a result: a fallback if any block needed one (the ledger must
-    say why), else the most telling of its blocks' decisions."""
-    seen = list(decisions)
-    fallback = next((d for d in seen if d.startswith("fallback:")), None)
-    if fallback is not None:
-        return fallback
-    for word in ("unchanged-delta", "delta", "gcf", "json-minified"):
-        if word in seen:
-            return word
-    return "unchanged"

@@ -12,11 +12,13 @@ clock but the one it is given.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["LedgerRecord"]
+from .answer import Choice, Decision
+
+__all__ = ["LedgerRecord", "ledger_decision"]
 
 _STRING_FIELDS: Final = ("server", "tool", "encoding", "decision")
 _INT_FIELDS: Final = ("bytes_before", "bytes_after", "tokens_before", "tokens_after")
@@ -100,3 +102,34 @@ class LedgerRecord:
             decision=strings["decision"],
             encode_ms=float(ms),
         )
+
+
+#: The ledger's word for each answer decision.
+_WORDS: Final[dict[Decision, str]] = {
+    "gcf": "gcf",
+    "json": "json-minified",
+    "delta": "delta",
+    "unchanged": "unchanged-delta",
+    "original": "unchanged",
+}
+_MOST_TELLING: Final = ("unchanged-delta", "delta", "gcf", "json-minified")
+
+
+def ledger_decision(choices: Iterable[Choice]) -> str:
+    """One ledger word for a result answered in pieces: a fallback if any piece needed one
+    (the ledger must say why), else the most telling of the pieces' decisions.
+
+    >>> from gcfkit.proxy.answer import Fallback
+    >>> ledger_decision([Choice(None, 3, "original"), Choice("GCF", 2, "gcf")])
+    'gcf'
+    >>> ledger_decision([Choice("[1]", 2, "json", (Fallback("encode", "out_of_range"),))])
+    'fallback:encode-out_of_range'
+    """
+    words: list[str] = []
+    for choice in choices:
+        words += [f.word for f in choice.fallbacks]
+        words.append(_WORDS[choice.decision])
+    fallback = next((w for w in words if w.startswith("fallback:")), None)
+    if fallback is not None:
+        return fallback
+    return next((w for w in _MOST_TELLING if w in words), "unchanged")
