@@ -14,8 +14,14 @@ The server runs in its own process group and signals go to the group, so the chi
 launcher (``npx``, ``uvx``) go with it; a stray grandchild that keeps the server's stdout
 open cannot hold the proxy up for more than ``grace`` seconds.
 
-Lines are split by hand on LF from fixed-size reads, so a message of any size (64 MB and
-beyond) flows without hitting a StreamReader limit and without quadratic buffering.
+Lines are framed by the core's :class:`~gcfkit.proxy.linebuffer.LineBuffer` from fixed-size
+reads, so a message of any size (64 MB and beyond) flows without hitting a StreamReader limit
+and without quadratic buffering.
+
+What the sans-I/O core leaves to its shell, this shell does: it owns the clock the core
+reads (``time.perf_counter``), warms the core up in a thread while the server starts and
+awaits that before relaying the first tool result (so the core needs no lock), and stamps
+each ledger record with the wall time as it appends it.
 
 >>> import asyncio, sys
 >>> status = asyncio.run(run_proxy([sys.executable, "examples/demo_server.py"]))  # doctest: +SKIP
@@ -30,11 +36,13 @@ import signal
 import stat
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import IO, Protocol
 
-from ..ledger import Ledger
+from ..ledger import Ledger, utc_now_iso
 from ..proxy.core import Output, ProxyConfig, ProxyCore
+from ..proxy.linebuffer import LineBuffer
 
 __all__ = ["DEFAULT_GRACE", "run_proxy", "split_lines"]
 
@@ -46,7 +54,7 @@ _CHUNK = 1 << 16
 
 async def split_lines(read: _Reader) -> AsyncIterator[bytes]:
     """Yield LF-terminated lines (the LF kept) from ``read(n)``; a final unterminated line is
-    yielded as is. Chunks are joined only once a line is complete.
+    yielded as is. The framing is :class:`~gcfkit.proxy.linebuffer.LineBuffer`'s.
 
     >>> import asyncio
     >>> data = [b"a\\nb", b"c\\n", b"d", b""]
@@ -57,28 +65,16 @@ async def split_lines(read: _Reader) -> AsyncIterator[bytes]:
     >>> asyncio.run(collect())
     [b'a\\n', b'bc\\n', b'd']
     """
-    parts: list[bytes] = []
+    buffer = LineBuffer()
     while True:
         chunk = await read(_CHUNK)
         if not chunk:
             break
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
-            if parts:
-                parts.append(chunk[start : end + 1])
-                line = b"".join(parts)
-                parts = []
-            else:
-                line = chunk[start : end + 1]
+        for line in buffer.feed(chunk):
             yield line
-            start = end + 1
-        if start < len(chunk):
-            parts.append(chunk[start:])
-    if parts:
-        yield b"".join(parts)
+    final = buffer.close()
+    if final is not None:
+        yield final
 
 
 class _Reader(Protocol):
@@ -247,7 +243,7 @@ async def run_proxy(
     default: the ledger at :func:`gcfkit.paths.default_ledger_path`).
     """
     config = config or ProxyConfig()
-    core = ProxyCore(config)
+    core = ProxyCore(config, clock=time.perf_counter)
     if config.stats and ledger is None:
         ledger = Ledger()
     client_in = stdin if stdin is not None else sys.stdin.buffer
@@ -267,7 +263,8 @@ async def run_proxy(
     server_in = process.stdin
     server_out = process.stdout
     loop = asyncio.get_running_loop()
-    # Loading the tokenizer takes about a second: do it while the server starts up.
+    # Loading the tokenizer takes about a second: do it while the server starts up, and let
+    # the first tool result wait for it (outside its time budget) rather than lock the core.
     warming = loop.run_in_executor(None, core.warm_up)
     to_client = await _Sink.open(client_out)
     read_client = await _open_reader(client_in)
@@ -277,7 +274,7 @@ async def run_proxy(
         if ledger is None:
             return
         for record in core.pop_records():
-            ledger.append(record)
+            ledger.append(record, time=utc_now_iso())
 
     async def write(outputs: list[Output]) -> None:
         nonlocal server_write_broken
@@ -299,6 +296,8 @@ async def run_proxy(
 
     async def relay_server_output() -> None:
         async for line in split_lines(server_out.read):
+            if not warming.done() and core.expects_tool_result:
+                await asyncio.shield(warming)
             await write(core.from_server(line))
             flush_records()
 
