@@ -50,9 +50,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
+from ..jsonio import same_value
 from ..paths import state_dir
 from .entries import (
     WrappedParts,
@@ -78,11 +78,6 @@ __all__ = [
 
 RECORDS_FILENAME = "installed.json"
 _RECORDS_VERSION = 1
-
-
-def _same(a: Any, b: Any) -> bool:
-    # Equal including key order, which dict equality ignores.
-    return json.dumps(a, sort_keys=False) == json.dumps(b, sort_keys=False)
 
 
 # --- the sidecar of original entries ----------------------------------------------------
@@ -342,7 +337,11 @@ def plan_uninstall(
         entry = servers_of(doc, loc)[name]
         item = records.entries.get(keys_of[loc])
         original = item.get("original") if item else None
-        if item and isinstance(original, dict) and _same(entry, item.get("wrapped")):
+        if (
+            item
+            and isinstance(original, dict)
+            and same_value(entry, item.get("wrapped"), number_types=True)
+        ):
             new, action = copy.deepcopy(original), "restored"
         else:
             had_args = not isinstance(original, dict) or "args" in original

@@ -87,7 +87,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from .. import tokens
-from ..errors import GCFError
 from ..generic.encoder import dumps as generic_dumps
 from ..graph import Graph
 from ..graph import Session as GraphSession
@@ -104,6 +103,7 @@ from ..proxy.answer import (
     choose,
     held_after,
     is_unchanged,
+    keyed_set,
 )
 from ..proxy.policy import CAPABILITY as _CAPABILITY
 from ..proxy.policy import OUTPUT_FORMATS, output_format_capability
@@ -353,17 +353,7 @@ def _keyed_set(value: Any, key: str, tool: str) -> KeyedSet | None:
     name = tool or "rows"
     if isinstance(value, dict) and len(value) == 1:
         ((name, value),) = value.items()
-    if not isinstance(value, list) or not value:
-        return None
-    fields: dict[str, None] = {}
-    for row in value:
-        if not isinstance(row, dict) or key not in row:
-            return None
-        fields.update(dict.fromkeys(row))
-    try:
-        return KeyedSet(key, tuple(fields), value, name=name)
-    except GCFError:  # nested values, duplicate identities...
-        return None
+    return keyed_set(value, key, name)
 
 
 #: The server helpers' use of the one answer policy: the client holds a keyed set only

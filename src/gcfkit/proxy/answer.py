@@ -56,6 +56,7 @@ __all__ = [
     "delta_rebuilds",
     "held_after",
     "is_unchanged",
+    "keyed_set",
     "settle",
     "utf8_len",
 ]
@@ -327,6 +328,29 @@ def held_after(choice: Choice, step: DeltaStep, policy: AnswerPolicy) -> DeltaSt
     if policy.tracks_delivery or choice.decision in GCF_FORMS:
         return step.after
     return None
+
+
+def keyed_set(rows: object, key: str, name: str = "rows") -> KeyedSet | None:
+    """``rows`` as a keyed set identified by column ``key``, its fields the union of the rows'
+    members in first-seen order; None when they are not one (§10a.1: a non-empty list of
+    flat objects, each with a unique string or integer ``key``).
+
+    >>> keyed_set([{"id": 1, "a": 0}, {"id": 2, "b": 0}], "id").fields
+    ('id', 'a', 'b')
+    >>> keyed_set([{"id": 1, "a": {"nested": 0}}], "id") is None
+    True
+    """
+    if not isinstance(rows, list) or not rows:
+        return None
+    fields: dict[str, None] = {}
+    for row in rows:
+        if not isinstance(row, dict) or key not in row:
+            return None
+        fields.update(dict.fromkeys(row))
+    try:
+        return KeyedSet(key, tuple(fields), rows, name=name)
+    except (GCFError, ValueError, TypeError):  # nested values, duplicate identities...
+        return None
 
 
 def is_unchanged(wire: str) -> bool:

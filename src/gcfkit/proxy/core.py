@@ -71,6 +71,7 @@ from .answer import (
     delta_rebuilds,
     held_after,
     is_unchanged,
+    keyed_set,
     settle,
     utf8_len,
 )
@@ -749,8 +750,10 @@ class ProxyCore:
         key = _identity_column(value, policy.key)
         if key is None:
             return None
+        update = keyed_set(value, key)
+        if update is None:
+            return None
         try:
-            update = KeyedSet(key, _field_union(value), value)
             return advance(self._session.deltas.get(slot), update, self._start_session)
         except (GCFError, ValueError, TypeError, KeyError):
             return None
@@ -807,14 +810,6 @@ def _identity_column(value: Any, preferred: str | None) -> str | None:
         else:
             return key
     return None
-
-
-def _field_union(rows: list[dict[str, Any]]) -> list[str]:
-    fields: dict[str, None] = {}
-    for row in rows:
-        for k in row:
-            fields.setdefault(k, None)
-    return list(fields)
 
 
 def _content_of(result: dict[str, Any]) -> list[Any]:
