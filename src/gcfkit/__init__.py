@@ -57,11 +57,19 @@ def decode(text: str | bytes) -> Any:
     Generic payloads give their JSON value; graph payloads a :class:`gcfkit.graph.Graph`;
     graph deltas a :class:`gcfkit.graph.GraphDelta`; generic deltas a
     :class:`gcfkit.keyed.GenericDelta` (an ``unchanged=true`` answer is a delta whose two
-    roots are equal). Malformed input raises :class:`GCFError`.
+    roots are equal); relative answers (``since=``, docs/extensions/relative-answers.md) a
+    :class:`gcfkit.relative.Unchanged`, ``Patch`` or ``Edit``. Malformed input raises
+    :class:`GCFError`.
 
     >>> decode("GCF profile=generic\\n## [3]: a,b,c\\n")
     ['a', 'b', 'c']
+    >>> decode("GCF profile=generic tool=git_status since=482913\\n@@ unchanged\\n")
+    Unchanged(tool='git_status', since='482913')
     """
+    from . import relative
+
+    if relative.is_answer(text):
+        return relative.loads(text)
     text = to_text(text)
     try:
         header = parse_header(first_line(text))

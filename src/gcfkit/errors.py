@@ -69,6 +69,10 @@ ErrorCode = Literal[
     "root_mismatch",
     "invalid_delta",
     "invalid_keyed_set",
+    "invalid_answer",
+    "invalid_patch",
+    "invalid_edit",
+    "base_mismatch",
     "unsupported_type",
     "unsupported_profile",
     "unsupported_shape",
@@ -135,6 +139,11 @@ CODES: dict[ErrorCode, str] = {
     "root_mismatch": "a pack root that does not match",
     "invalid_delta": "a delta whose operations contradict its base",
     "invalid_keyed_set": "a keyed set whose identity column or rows break §10a.1",
+    # relative answers (docs/extensions/relative-answers.md)
+    "invalid_answer": "a relative answer whose header or @@ line is malformed",
+    "invalid_patch": "a patch whose operation list or paths are malformed",
+    "invalid_edit": "a text edit whose lines are malformed",
+    "base_mismatch": "a relative answer that does not fit the held result it names",
     # values outside the JSON model
     "unsupported_type": "a value outside the JSON data model",
     "unsupported_profile": "a payload this operation does not accept",

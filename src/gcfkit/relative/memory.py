@@ -1,0 +1,141 @@
+"""What a producer remembers of the results it delivered: handles and a bounded LRU.
+
+:class:`ResultMemory` is the producer's side of docs/extensions/relative-answers.md §2:
+every result it may later answer relative to is remembered under a fresh handle, for one
+session (one connection, until the client initializes again). A handle is six decimal
+digits drawn at random (four tokens in o200k and cl100k), never reused within the memory's
+lifetime, so a reader cannot guess one it was not shown, and a handle that has expired can
+never come to mean another result.
+
+A result expires when it is evicted: the memory keeps at most ``max_results`` results and
+``max_bytes`` of their sizes, dropping the least recently used (remembering or recalling a
+result uses it).
+
+>>> memory = ResultMemory(seed=7)
+>>> h = memory.remember("read_graph", "{}", "json", {"entities": []}, size=16)
+>>> len(h), h.isdigit(), memory.recall(h).tool
+(6, True, 'read_graph')
+>>> memory.recall("000000") is None
+True
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_RESULTS", "Held", "Kind", "ResultMemory"]
+
+#: How many results a session remembers by default.
+DEFAULT_MAX_RESULTS: Final = 64
+#: How many bytes of results (their delivered sizes) a session remembers by default.
+DEFAULT_MAX_BYTES: Final = 8 * 1024 * 1024
+
+# Six digits without a leading zero: a model that passes the handle as a number still
+# names it exactly. 900,000 values; the memory stops minting long before they run out.
+_LOW: Final = 100_000
+_HIGH: Final = 999_999
+_MAX_MINTED: Final = 300_000
+
+#: What a remembered result is: a JSON value, a text, or the text of a file read.
+Kind = Literal["json", "text", "file"]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One remembered result: the call it answered (``tool`` and a canonical ``args``
+    key), what it is (``kind``), its ``value`` (JSON value or text), its delivered ``size``
+    in bytes and ``depth``, the number of relative answers since the last full result."""
+
+    handle: str
+    tool: str
+    args: str
+    kind: Kind
+    value: Any
+    size: int
+    depth: int = 0
+
+
+class ResultMemory:
+    """Results delivered in one session, by handle; bounded by count and bytes (LRU).
+
+    ``seed`` makes the handles reproducible (tests); without it they come from the
+    operating system's random source.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        seed: int | None = None,
+    ) -> None:
+        if max_results < 1 or max_bytes < 1:
+            raise ValueError("a result memory holds at least one result and one byte")
+        self.max_results = max_results
+        self.max_bytes = max_bytes
+        self._rng: random.Random = (
+            random.Random(seed) if seed is not None else random.SystemRandom()
+        )
+        self._held: OrderedDict[str, Held] = OrderedDict()
+        self._bytes = 0
+        self._minted: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @property
+    def bytes(self) -> int:
+        """The sizes of the remembered results, added up."""
+        return self._bytes
+
+    def _mint(self) -> str | None:
+        if len(self._minted) >= _MAX_MINTED:
+            return None
+        while True:
+            handle = str(self._rng.randint(_LOW, _HIGH))
+            if handle not in self._minted:
+                self._minted.add(handle)
+                return handle
+
+    def remember(
+        self, tool: str, args: str, kind: Kind, value: Any, *, size: int, depth: int = 0
+    ) -> str | None:
+        """Remember a delivered result; return its new handle (None if it cannot be kept:
+        larger than ``max_bytes``, or the session has minted its last handle)."""
+        if size > self.max_bytes:
+            return None
+        handle = self._mint()
+        if handle is None:
+            return None
+        self._held[handle] = Held(handle, tool, args, kind, value, size, depth)
+        self._bytes += size
+        while len(self._held) > self.max_results or self._bytes > self.max_bytes:
+            _, old = self._held.popitem(last=False)
+            self._bytes -= old.size
+        return handle
+
+    def recall(self, handle: str) -> Held | None:
+        """The result remembered under ``handle`` (now the most recently used), or None
+        when the handle is unknown or expired.
+
+        >>> ResultMemory().recall("123456") is None
+        True
+        """
+        held = self._held.get(handle)
+        if held is not None:
+            self._held.move_to_end(handle)
+        return held
+
+    def forget(self, handle: str) -> None:
+        """Drop one result (its handle stays spent)."""
+        held = self._held.pop(handle, None)
+        if held is not None:
+            self._bytes -= held.size
+
+    def clear(self) -> None:
+        """Forget every result (a new session); spent handles stay spent."""
+        self._held.clear()
+        self._bytes = 0

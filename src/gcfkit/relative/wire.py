@@ -1,0 +1,413 @@
+"""The wire forms of relative answers, and the ``ref=`` handle that names a result.
+
+docs/extensions/relative-answers.md is the normative text; in short:
+
+* a full result names itself: ``GCF profile=generic ref=482913`` (a text result: one extra
+  text block ``ref=482913``). A v3.5.3 decoder ignores the unknown header field.
+* an answer names the tool and the held result it is relative to, then says what it is on
+  a line that every v3.5.3 decoder rejects (``@@`` can start no v3.5.3 line), so an old
+  reader fails loudly instead of taking an answer for a value::
+
+      GCF profile=generic tool=read_graph since=482913
+      @@ unchanged
+
+      GCF profile=generic tool=read_graph since=482913 ref=771204
+      @@ patch
+      ## [1]{op,path,value}
+      append|entities[name=commit 486c5a6].observations|tagged as release candidate
+
+      GCF profile=generic tool=git_log since=482913 ref=771204 lines=171
+      @@ edit
+      +commit 1f0e2d3
+      =1-170 "commit 486c5a6" "    Passes conformance flatten/02"
+
+>>> ans = loads("GCF profile=generic tool=read_graph since=482913\\n@@ unchanged\\n")
+>>> ans
+Unchanged(tool='read_graph', since='482913')
+>>> import gcfkit
+>>> gcfkit.loads("GCF profile=generic tool=read_graph since=482913\\n@@ unchanged\\n")
+Traceback (most recent call last):
+gcfkit.errors.GCFError: error[invalid_line] line 2: an @N item outside an expanded array
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..errors import GCFError
+from ..generic.decoder import loads as _loads_generic
+from ..generic.encoder import dumps as _dumps_generic
+from ..header import check_header_value, parse_header, to_text
+from .patch import NO_VALUE, Op, apply, check_op, diff, same
+from .path import format_path, parse_path
+from .textdiff import TextEdit, apply_text, diff_text, format_edit_lines, parse_edit_lines
+
+__all__ = [
+    "KINDS",
+    "Answer",
+    "Edit",
+    "Patch",
+    "Unchanged",
+    "dumps_edit",
+    "dumps_patch",
+    "dumps_unchanged",
+    "is_answer",
+    "is_handle",
+    "json_answer",
+    "loads",
+    "ref_block",
+    "ref_of",
+    "same_json",
+    "stamp_ref",
+    "text_answer",
+]
+
+#: The answer kinds, as their ``@@`` line names them.
+KINDS: Final = ("unchanged", "patch", "edit")
+
+_HANDLE: Final = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
+_REF_BLOCK: Final = re.compile(r"ref=([A-Za-z0-9_-]{1,32})\n?\Z")
+_COUNT: Final = re.compile(r"(?:0|[1-9][0-9]{0,18})\Z")
+_HEAD: Final = "GCF profile=generic"
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """The held result ``since`` of ``tool`` is still the result."""
+
+    tool: str
+    since: str
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """Apply ``ops`` to the held JSON value ``since``; the result is named ``ref``."""
+
+    tool: str
+    since: str
+    ops: tuple[Op, ...]
+    ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Rebuild the new text from the held text ``since``; the result is named ``ref``."""
+
+    tool: str
+    since: str
+    edit: TextEdit
+    ref: str | None = None
+
+
+Answer = Unchanged | Patch | Edit
+
+
+def is_handle(text: str) -> bool:
+    """True when ``text`` is a handle: 1 to 32 of ``A-Z a-z 0-9 _ -``.
+
+    >>> is_handle("482913"), is_handle("48 29"), is_handle("")
+    (True, False, False)
+    """
+    return isinstance(text, str) and _HANDLE.match(text) is not None
+
+
+def _check_handle(name: str, value: str) -> str:
+    if not is_handle(value):
+        raise GCFError("invalid_answer", f"{name}={value[:40]!r} is not a handle", 1)
+    return value
+
+
+def _header(tool: str, since: str, ref: str | None, *extra: tuple[str, str]) -> str:
+    parts = [_HEAD, f"tool={check_header_value('tool', tool, 'invalid_answer')}"]
+    parts.append(f"since={_check_handle('since', since)}")
+    if ref is not None:
+        parts.append(f"ref={_check_handle('ref', ref)}")
+    parts.extend(f"{k}={v}" for k, v in extra)
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------
+
+
+def dumps_unchanged(tool: str, since: str) -> str:
+    """The answer "the result ``since`` of ``tool`` you hold is still the result".
+
+    >>> print(dumps_unchanged("git_status", "482913"), end="")
+    GCF profile=generic tool=git_status since=482913
+    @@ unchanged
+    """
+    return f"{_header(tool, since, None)}\n@@ unchanged\n"
+
+
+def dumps_patch(ops: Any, *, tool: str, since: str, ref: str | None = None) -> str:
+    """A patch answer: the operations as a canonical GCF table ``{op,path,value}``.
+
+    >>> from gcfkit.relative.path import parse_path
+    >>> print(dumps_patch([Op("set", parse_path("rows[id=2].status"), "done")],
+    ...                   tool="list_rows", since="482913", ref="771204"), end="")
+    GCF profile=generic tool=list_rows since=482913 ref=771204
+    @@ patch
+    ## [1]{op,path,value}
+    set|rows[id=2].status|done
+    """
+    ops = tuple(ops)
+    if not ops:
+        raise GCFError("invalid_patch", "a patch has operations; an empty one is unchanged")
+    rows: list[dict[str, Any]] = []
+    for op in ops:
+        check_op(op)
+        row: dict[str, Any] = {"op": op.op, "path": format_path(op.path)}
+        if op.value is not NO_VALUE:
+            row["value"] = op.value
+        rows.append(row)
+    body = _dumps_generic(rows).split("\n", 1)[1]
+    return f"{_header(tool, since, ref)}\n@@ patch\n{body}"
+
+
+def dumps_edit(edit: TextEdit, *, tool: str, since: str, ref: str | None = None) -> str:
+    """A text-edit answer: ``lines=`` (and ``eol=false`` when the text has no final LF).
+
+    >>> from gcfkit.relative.textdiff import Add, Keep, TextEdit
+    >>> print(dumps_edit(TextEdit((Keep(1, 3, ("On branch main", "")), Add("M README.md")), 4),
+    ...                  tool="git_status", since="482913", ref="771204"), end="")
+    GCF profile=generic tool=git_status since=482913 ref=771204 lines=4
+    @@ edit
+    =1-3 "On branch main" ""
+    +M README.md
+    """
+    extra = [("lines", str(edit.lines))]
+    if not edit.eol and edit.lines:
+        extra.append(("eol", "false"))
+    body = "".join(line + "\n" for line in format_edit_lines(edit))
+    return f"{_header(tool, since, ref, *extra)}\n@@ edit\n{body}"
+
+
+def stamp_ref(payload: str, handle: str) -> str:
+    """Name a full GCF generic result: ``ref=<handle>`` is added to its header.
+
+    >>> stamp_ref("GCF profile=generic\\n=1\\n", "482913")
+    'GCF profile=generic ref=482913\\n=1\\n'
+    """
+    head, nl, rest = payload.partition("\n")
+    header = parse_header(head)
+    if header.profile != "generic":
+        raise GCFError("unsupported_profile", "only generic results are named by ref=", 1)
+    if "ref" in header.fields or "since" in header.fields:
+        raise GCFError("invalid_answer", "the payload already names a result", 1)
+    return f"{head.rstrip()} ref={_check_handle('ref', handle)}{nl}{rest}"
+
+
+def ref_block(handle: str) -> str:
+    """The extra text block that names a text result.
+
+    >>> ref_block("482913")
+    'ref=482913'
+    """
+    return f"ref={_check_handle('ref', handle)}"
+
+
+def ref_of(text: str) -> str | None:
+    """The handle a text names: a GCF header's ``ref=``, or a whole ``ref=`` block.
+
+    >>> ref_of("GCF profile=generic ref=482913\\n=1\\n"), ref_of("ref=482913"), ref_of("x")
+    ('482913', '482913', None)
+    """
+    if text.startswith("GCF "):
+        try:
+            header = parse_header(text.split("\n", 1)[0])
+        except GCFError:
+            return None
+        ref = header.fields.get("ref")
+        return ref if ref is not None and is_handle(ref) else None
+    m = _REF_BLOCK.match(text)
+    return m.group(1) if m else None
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------
+
+
+def is_answer(text: str | bytes) -> bool:
+    """True when ``text`` looks like a relative answer (its header has ``since=``, or its
+    second line starts with ``@@``); :func:`loads` then decides strictly.
+
+    >>> is_answer("GCF profile=generic tool=t since=1\\n@@ unchanged\\n"), is_answer("GCF x")
+    (True, False)
+    """
+    head = text[:4096]
+    if isinstance(head, bytes):
+        head = head.decode("utf-8", "replace")
+    if not head.startswith("GCF "):
+        return False
+    first, _, rest = head.partition("\n")
+    return any(f.startswith("since=") for f in first.split(" ")) or rest.startswith("@@")
+
+
+def loads(text: str | bytes) -> Answer:
+    """Strict decode of a relative answer. Malformations are ``invalid_answer``,
+    ``invalid_patch`` or ``invalid_edit`` (or the generic decoder's own code for a patch
+    body that is not GCF), always with the payload line.
+
+    >>> loads("GCF profile=generic tool=t since=1\\n@@ patch\\n## [1]{op,path}\\ndel|a\\n").ops
+    (Op(op='del', path=(Member(key='a'),), value=NO_VALUE),)
+    >>> loads("GCF profile=generic tool=t\\n@@ unchanged\\n")
+    Traceback (most recent call last):
+    gcfkit.errors.GCFError: error[invalid_answer] line 1: an answer names its held result: since=
+    """
+    src = to_text(text)
+    if "\r\n" in src:
+        src = src.replace("\r\n", "\n")
+    head, _, body = src.partition("\n")
+    try:
+        header = parse_header(head)
+    except GCFError as e:
+        raise GCFError(e.code, e.detail, 1) from None
+    if header.profile != "generic":
+        raise GCFError("invalid_answer", "an answer has profile=generic", 1)
+    fields = header.fields
+    if "since" not in fields:
+        raise GCFError("invalid_answer", "an answer names its held result: since=", 1)
+    if "tool" not in fields:
+        raise GCFError("invalid_answer", "an answer names its tool: tool=", 1)
+    tool = fields["tool"]
+    since = _check_handle("since", fields["since"])
+    ref = fields.get("ref")
+    if ref is not None:
+        _check_handle("ref", ref)
+    marker, _, rest = body.partition("\n")
+    kind = marker[3:] if marker.startswith("@@ ") else ""
+    if kind not in KINDS:
+        raise GCFError(
+            "invalid_answer", "line 2 of an answer is @@ unchanged, @@ patch or @@ edit", 2
+        )
+    if kind != "edit" and ("lines" in fields or "eol" in fields):
+        raise GCFError("invalid_answer", "lines= and eol= belong to an edit answer", 1)
+    if kind == "unchanged":
+        if ref is not None:
+            raise GCFError("invalid_answer", "an unchanged answer names no new result", 1)
+        for no, line in enumerate(rest.split("\n"), 3):
+            if line.strip(" \t"):
+                raise GCFError("invalid_answer", "an unchanged answer has no body", no)
+        return Unchanged(tool, since)
+    if kind == "patch":
+        return Patch(tool, since, _patch_ops(rest), ref)
+    lines = fields.get("lines")
+    if lines is None or not _COUNT.match(lines):
+        raise GCFError("invalid_answer", "an edit answer declares lines=<count>", 1)
+    eol = fields.get("eol", "true")
+    if eol not in ("true", "false"):
+        raise GCFError("invalid_answer", "eol= is true or false", 1)
+    edit = parse_edit_lines(rest.split("\n"), int(lines), eol == "true", 3)
+    return Edit(tool, since, edit, ref)
+
+
+def _patch_ops(body: str) -> tuple[Op, ...]:
+    try:
+        value = _loads_generic(f"{_HEAD}\n{body}")
+    except GCFError as e:
+        raise GCFError(e.code, e.detail, None if e.line is None else e.line + 1) from None
+    if not isinstance(value, list) or not value:
+        raise GCFError("invalid_patch", "a patch body is a non-empty array of operations", 3)
+    ops: list[Op] = []
+    for item in value:
+        if not isinstance(item, dict) or list(item) not in (
+            ["op", "path"],
+            ["op", "path", "value"],
+        ):
+            raise GCFError(
+                "invalid_patch", "every operation has the fields op, path and (but for del) value"
+            )
+        op, path = item["op"], item["path"]
+        if not isinstance(op, str) or not isinstance(path, str):
+            raise GCFError("invalid_patch", "op and path are strings")
+        new = Op(op, parse_path(path), item.get("value", NO_VALUE))
+        check_op(new)
+        ops.append(new)
+    return tuple(ops)
+
+
+# ---------------------------------------------------------------------------------------
+# Verified answers (the producer's side)
+# ---------------------------------------------------------------------------------------
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equality in the JSON data model as a reader decodes it: key order and types count,
+    except that numbers compare by value (the wire writes ``3.0`` as ``3``, §2.3.1).
+
+    >>> same_json({"a": 3.0}, {"a": 3}), same_json([True], [1]), same_json({"a": 1, "b": 2},
+    ...                                                                    {"b": 2, "a": 1})
+    (True, False, False)
+    """
+    stack: list[tuple[Any, Any]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        tx, ty = type(x), type(y)
+        if tx is not ty:
+            if tx in (int, float) and ty in (int, float) and x == y:
+                continue
+            return False
+        if tx is dict:
+            if list(x) != list(y):
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif tx is list:
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True
+
+
+def json_answer(
+    held: Any,
+    new: Any,
+    *,
+    tool: str,
+    since: str,
+    ref: str | None = None,
+    key: str | None = None,
+) -> str:
+    """The answer to a call whose held result ``since`` is ``held`` and whose new result is
+    ``new``: unchanged when they are equal, else a patch, verified by decoding it and
+    applying it to ``held`` (``base_mismatch`` if that does not give ``new``).
+
+    Whether the patch is worth sending instead of the full result is the caller's policy.
+
+    >>> print(json_answer({"n": 1, "tags": ["a"]}, {"n": 1, "tags": ["a", "b"]},
+    ...                   tool="t", since="482913", ref="771204"), end="")
+    GCF profile=generic tool=t since=482913 ref=771204
+    @@ patch
+    ## [1]{op,path,value}
+    append|tags|b
+    """
+    if same(held, new):
+        return dumps_unchanged(tool, since)
+    wire = dumps_patch(diff(held, new, key=key), tool=tool, since=since, ref=ref)
+    answer = loads(wire)
+    assert isinstance(answer, Patch)
+    if not same_json(apply(answer.ops, held), new):
+        raise GCFError("base_mismatch", "the patch does not rebuild the new result on the wire")
+    return wire
+
+
+def text_answer(held: str, new: str, *, tool: str, since: str, ref: str | None = None) -> str:
+    """As :func:`json_answer`, for texts: unchanged, or a verified line edit.
+
+    >>> text_answer("same\\n", "same\\n", tool="git_status", since="482913").splitlines()[1]
+    '@@ unchanged'
+    """
+    if held == new:
+        return dumps_unchanged(tool, since)
+    wire = dumps_edit(diff_text(held, new), tool=tool, since=since, ref=ref)
+    answer = loads(wire)
+    assert isinstance(answer, Edit)
+    if apply_text(answer.edit, held) != new:
+        raise GCFError("base_mismatch", "the edit does not rebuild the new text on the wire")
+    return wire
