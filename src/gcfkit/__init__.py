@@ -57,13 +57,13 @@ def decode(text: str | bytes) -> Any:
     Generic payloads give their JSON value; graph payloads a :class:`gcfkit.graph.Graph`;
     graph deltas a :class:`gcfkit.graph.GraphDelta`; generic deltas a
     :class:`gcfkit.keyed.GenericDelta` (an ``unchanged=true`` answer is a delta whose two
-    roots are equal); relative answers (``since=``, docs/extensions/relative-answers.md) a
+    roots are equal); relative answers (``@@ ...``, docs/extensions/relative-answers.md) a
     :class:`gcfkit.relative.Unchanged`, ``Patch`` or ``Edit``. Malformed input raises
     :class:`GCFError`.
 
     >>> decode("GCF profile=generic\\n## [3]: a,b,c\\n")
     ['a', 'b', 'c']
-    >>> decode("GCF profile=generic tool=git_status since=482913\\n@@ unchanged\\n")
+    >>> decode("@@ unchanged tool=git_status since=482913\\n")
     Unchanged(tool='git_status', since='482913')
     """
     from . import relative

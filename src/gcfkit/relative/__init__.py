@@ -11,16 +11,15 @@ same tool with the same arguments that passes ``"_since": "482913"`` may then be
 * ``@@ edit``: the new text as kept line ranges of the held text, each with quoted anchors
   the reader can find, and added lines.
 
-Every answer is rejected by a plain v3.5.3 decoder (line 2 starts with ``@@``), so it can
-never be mistaken for a value. :func:`loads` is the explicit entry point; :func:`gcfkit.decode`
+An answer starts with ``@@``, which no GCF payload can, so no v3.5.3 decoder takes it for a
+value. :func:`loads` is the explicit entry point; :func:`gcfkit.decode`
 recognises answers too. :class:`Reader` is a consumer that holds results and applies answers.
 
 >>> held = {"entities": [{"name": "gcf-python", "observations": ["version 2.5.0"]}]}
 >>> new = {"entities": [{"name": "gcf-python", "observations": ["version 2.5.0", "tagged"]}]}
 >>> wire = json_answer(held, new, tool="read_graph", since="482913", ref="771204")
 >>> print(wire, end="")
-GCF profile=generic tool=read_graph since=482913 ref=771204
-@@ patch
+@@ patch tool=read_graph since=482913 ref=771204
 ## [1]{op,path,value}
 append|entities[name=gcf-python].observations|tagged
 >>> reader = Reader()
@@ -114,19 +113,21 @@ class Reader:
     >>> r = Reader()
     >>> r.read("GCF profile=generic ref=482913\\n## [2]: a,b\\n")
     ['a', 'b']
-    >>> r.read("GCF profile=generic tool=t since=482913\\n@@ unchanged\\n")
+    >>> r.read("@@ unchanged tool=t since=482913\\n")
     ['a', 'b']
-    >>> r.read("GCF profile=generic tool=t since=111111\\n@@ unchanged\\n")
+    >>> r.read("@@ unchanged tool=t since=111111\\n")
     Traceback (most recent call last):
     gcfkit.errors.GCFError: error[unresolved_reference]: ... not held by this reader
     """
 
     def __init__(self) -> None:
-        self._held: dict[str, Any] = {}
+        self._held: dict[str, tuple[bool, Any]] = {}  # handle -> (is a text, value)
 
-    def hold(self, handle: str, value: Any) -> None:
-        """Hold ``value`` (a JSON value, or a ``str`` for a text result) as ``handle``."""
-        self._held[handle] = value
+    def hold(self, handle: str, value: Any, *, text: bool = False) -> None:
+        """Hold ``value`` as ``handle``: a JSON value, or with ``text`` a text result."""
+        if text and not isinstance(value, str):
+            raise TypeError("a text result is a str")
+        self._held[handle] = (text, value)
 
     def holds(self, handle: str) -> bool:
         """True when this reader holds a result named ``handle``."""
@@ -146,7 +147,7 @@ class Reader:
         text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
         ref = ref_of(text)
         if ref is not None:
-            self._held[ref] = value
+            self._held[ref] = (False, value)
         return value
 
     def resolve(self, answer: Answer) -> Any:
@@ -156,17 +157,17 @@ class Reader:
                 "unresolved_reference",
                 f"since={answer.since}: {answer.tool} result not held by this reader",
             )
-        held = self._held[answer.since]
+        is_text, held = self._held[answer.since]
         if isinstance(answer, Unchanged):
             return held
         if isinstance(answer, Patch):
-            if isinstance(held, str):
+            if is_text:
                 raise GCFError("base_mismatch", "a patch applies to a JSON value, not a text")
             value = apply(answer.ops, held)
         else:
-            if not isinstance(held, str):
+            if not is_text:
                 raise GCFError("base_mismatch", "an edit applies to a text, not a JSON value")
             value = apply_text(answer.edit, held)
         if answer.ref is not None:
-            self._held[answer.ref] = value
+            self._held[answer.ref] = (is_text, value)
         return value

@@ -390,8 +390,8 @@ class _Applier:
             raise _Mismatch(f"{why}: a selector needs an array here")
         found = [i for i, x in enumerate(container) if _matches(x, step)]
         if len(found) != 1:
-            what = "no element" if not found else f"{len(found)} elements"
-            raise _Mismatch(f"{why}: {what} match the selector")
+            what = "no element matches" if not found else f"{len(found)} elements match"
+            raise _Mismatch(f"{why}: {what} the selector")
         return found[0]
 
     def run(self, i: int, op: Op) -> None:

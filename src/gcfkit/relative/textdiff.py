@@ -237,7 +237,7 @@ def parse_edit_lines(lines: Iterable[str], count: int, eol: bool, first_line: in
         ops.append(Keep(first, last, tuple(anchors)))
         produced += last - first + 1
     if produced != count:
-        raise _bad(f"the edit makes {produced} line(s) but the header says lines={count}", no)
+        raise _bad(f"the edit makes {produced} line(s) but the @@ line says lines={count}", no)
     return TextEdit(tuple(ops), count, eol)
 
 

@@ -2,32 +2,30 @@
 
 docs/extensions/relative-answers.md is the normative text; in short:
 
-* a full result names itself: ``GCF profile=generic ref=482913`` (a text result: one extra
-  text block ``ref=482913``). A v3.5.3 decoder ignores the unknown header field.
-* an answer names the tool and the held result it is relative to, then says what it is on
-  a line that every v3.5.3 decoder rejects (``@@`` can start no v3.5.3 line), so an old
-  reader fails loudly instead of taking an answer for a value::
+* a full result names itself: ``GCF profile=generic ref=482913`` (a result that is not GCF:
+  one extra text block ``ref=482913``). A v3.5.3 decoder ignores the unknown header field.
+* an answer is one line that says what it is, of which tool, relative to which held result
+  (and, when it makes a new result, that result's name), then its body. No GCF payload can
+  start with ``@@``, so no GCF decoder takes an answer for a value::
 
-      GCF profile=generic tool=read_graph since=482913
-      @@ unchanged
+      @@ unchanged tool=read_graph since=482913
 
-      GCF profile=generic tool=read_graph since=482913 ref=771204
-      @@ patch
+      @@ patch tool=read_graph since=482913 ref=771204
       ## [1]{op,path,value}
       append|entities[name=commit 486c5a6].observations|tagged as release candidate
 
-      GCF profile=generic tool=git_log since=482913 ref=771204 lines=171
-      @@ edit
-      +commit 1f0e2d3
-      =1-170 "commit 486c5a6" "    Passes conformance flatten/02"
+      @@ edit tool=git_log since=482913 ref=771204 lines=121
+      +Commit history:
+      +Commit: 1f0e2d3b9a8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e
+      +Author: Dayna Blackwell
+      =3-120 "Author: Dayna Blackwell" ""
 
->>> ans = loads("GCF profile=generic tool=read_graph since=482913\\n@@ unchanged\\n")
->>> ans
+>>> loads("@@ unchanged tool=read_graph since=482913\\n")
 Unchanged(tool='read_graph', since='482913')
 >>> import gcfkit
->>> gcfkit.loads("GCF profile=generic tool=read_graph since=482913\\n@@ unchanged\\n")
+>>> gcfkit.loads("@@ unchanged tool=read_graph since=482913\\n")
 Traceback (most recent call last):
-gcfkit.errors.GCFError: error[invalid_line] line 2: an @N item outside an expanded array
+gcfkit.errors.GCFError: error[missing_header] line 1: a payload starts with 'GCF profile=...', ...
 """
 
 from __future__ import annotations
@@ -119,8 +117,8 @@ def _check_handle(name: str, value: str) -> str:
     return value
 
 
-def _header(tool: str, since: str, ref: str | None, *extra: tuple[str, str]) -> str:
-    parts = [_HEAD, f"tool={check_header_value('tool', tool, 'invalid_answer')}"]
+def _line(kind: str, tool: str, since: str, ref: str | None, *extra: tuple[str, str]) -> str:
+    parts = [f"@@ {kind}", f"tool={check_header_value('tool', tool, 'invalid_answer')}"]
     parts.append(f"since={_check_handle('since', since)}")
     if ref is not None:
         parts.append(f"ref={_check_handle('ref', ref)}")
@@ -136,11 +134,10 @@ def _header(tool: str, since: str, ref: str | None, *extra: tuple[str, str]) -> 
 def dumps_unchanged(tool: str, since: str) -> str:
     """The answer "the result ``since`` of ``tool`` you hold is still the result".
 
-    >>> print(dumps_unchanged("git_status", "482913"), end="")
-    GCF profile=generic tool=git_status since=482913
-    @@ unchanged
+    >>> dumps_unchanged("git_status", "482913")
+    '@@ unchanged tool=git_status since=482913\\n'
     """
-    return f"{_header(tool, since, None)}\n@@ unchanged\n"
+    return _line("unchanged", tool, since, None) + "\n"
 
 
 def dumps_patch(ops: Any, *, tool: str, since: str, ref: str | None = None) -> str:
@@ -149,8 +146,7 @@ def dumps_patch(ops: Any, *, tool: str, since: str, ref: str | None = None) -> s
     >>> from gcfkit.relative.path import parse_path
     >>> print(dumps_patch([Op("set", parse_path("rows[id=2].status"), "done")],
     ...                   tool="list_rows", since="482913", ref="771204"), end="")
-    GCF profile=generic tool=list_rows since=482913 ref=771204
-    @@ patch
+    @@ patch tool=list_rows since=482913 ref=771204
     ## [1]{op,path,value}
     set|rows[id=2].status|done
     """
@@ -164,8 +160,9 @@ def dumps_patch(ops: Any, *, tool: str, since: str, ref: str | None = None) -> s
         if op.value is not NO_VALUE:
             row["value"] = op.value
         rows.append(row)
-    body = _dumps_generic(rows).split("\n", 1)[1]
-    return f"{_header(tool, since, ref)}\n@@ patch\n{body}"
+    # No flattening: the table keeps its three columns, op|path|value, whatever the values.
+    body = _dumps_generic(rows, flatten=False).split("\n", 1)[1]
+    return f"{_line('patch', tool, since, ref)}\n{body}"
 
 
 def dumps_edit(edit: TextEdit, *, tool: str, since: str, ref: str | None = None) -> str:
@@ -174,8 +171,7 @@ def dumps_edit(edit: TextEdit, *, tool: str, since: str, ref: str | None = None)
     >>> from gcfkit.relative.textdiff import Add, Keep, TextEdit
     >>> print(dumps_edit(TextEdit((Keep(1, 3, ("On branch main", "")), Add("M README.md")), 4),
     ...                  tool="git_status", since="482913", ref="771204"), end="")
-    GCF profile=generic tool=git_status since=482913 ref=771204 lines=4
-    @@ edit
+    @@ edit tool=git_status since=482913 ref=771204 lines=4
     =1-3 "On branch main" ""
     +M README.md
     """
@@ -183,7 +179,7 @@ def dumps_edit(edit: TextEdit, *, tool: str, since: str, ref: str | None = None)
     if not edit.eol and edit.lines:
         extra.append(("eol", "false"))
     body = "".join(line + "\n" for line in format_edit_lines(edit))
-    return f"{_header(tool, since, ref, *extra)}\n@@ edit\n{body}"
+    return f"{_line('edit', tool, since, ref, *extra)}\n{body}"
 
 
 def stamp_ref(payload: str, handle: str) -> str:
@@ -196,7 +192,7 @@ def stamp_ref(payload: str, handle: str) -> str:
     header = parse_header(head)
     if header.profile != "generic":
         raise GCFError("unsupported_profile", "only generic results are named by ref=", 1)
-    if "ref" in header.fields or "since" in header.fields:
+    if "ref" in header.fields:
         raise GCFError("invalid_answer", "the payload already names a result", 1)
     return f"{head.rstrip()} ref={_check_handle('ref', handle)}{nl}{rest}"
 
@@ -233,43 +229,39 @@ def ref_of(text: str) -> str | None:
 
 
 def is_answer(text: str | bytes) -> bool:
-    """True when ``text`` looks like a relative answer (its header has ``since=``, or its
-    second line starts with ``@@``); :func:`loads` then decides strictly.
+    """True when ``text`` is shaped like a relative answer (it starts with ``@@``);
+    :func:`loads` then decides strictly.
 
-    >>> is_answer("GCF profile=generic tool=t since=1\\n@@ unchanged\\n"), is_answer("GCF x")
+    >>> is_answer("@@ unchanged tool=t since=1\\n"), is_answer("GCF profile=generic\\n")
     (True, False)
     """
-    head = text[:4096]
-    if isinstance(head, bytes):
-        head = head.decode("utf-8", "replace")
-    if not head.startswith("GCF "):
-        return False
-    first, _, rest = head.partition("\n")
-    return any(f.startswith("since=") for f in first.split(" ")) or rest.startswith("@@")
+    return text[:2] in ("@@", b"@@")
 
 
 def loads(text: str | bytes) -> Answer:
     """Strict decode of a relative answer. Malformations are ``invalid_answer``,
     ``invalid_patch`` or ``invalid_edit`` (or the generic decoder's own code for a patch
-    body that is not GCF), always with the payload line.
+    body that is not GCF), with the payload line where there is one.
 
-    >>> loads("GCF profile=generic tool=t since=1\\n@@ patch\\n## [1]{op,path}\\ndel|a\\n").ops
+    >>> loads("@@ patch tool=t since=1\\n## [1]{op,path}\\ndel|a\\n").ops
     (Op(op='del', path=(Member(key='a'),), value=NO_VALUE),)
-    >>> loads("GCF profile=generic tool=t\\n@@ unchanged\\n")
+    >>> loads("@@ unchanged tool=t\\n")
     Traceback (most recent call last):
     gcfkit.errors.GCFError: error[invalid_answer] line 1: an answer names its held result: since=
     """
     src = to_text(text)
     if "\r\n" in src:
         src = src.replace("\r\n", "\n")
-    head, _, body = src.partition("\n")
+    first, _, rest = src.partition("\n")
+    if not first.startswith("@@ "):
+        raise GCFError("invalid_answer", "an answer starts with @@ unchanged, patch or edit", 1)
+    kind, _, pairs = first[3:].rstrip(" ").partition(" ")
+    if kind not in KINDS:
+        raise GCFError("invalid_answer", f"unknown answer kind {kind[:20]!r}", 1)
     try:
-        header = parse_header(head)
+        fields = parse_header(f"{_HEAD} {pairs}" if pairs else _HEAD).fields
     except GCFError as e:
-        raise GCFError(e.code, e.detail, 1) from None
-    if header.profile != "generic":
-        raise GCFError("invalid_answer", "an answer has profile=generic", 1)
-    fields = header.fields
+        raise GCFError("invalid_answer", e.detail, 1) from None
     if "since" not in fields:
         raise GCFError("invalid_answer", "an answer names its held result: since=", 1)
     if "tool" not in fields:
@@ -279,18 +271,12 @@ def loads(text: str | bytes) -> Answer:
     ref = fields.get("ref")
     if ref is not None:
         _check_handle("ref", ref)
-    marker, _, rest = body.partition("\n")
-    kind = marker[3:] if marker.startswith("@@ ") else ""
-    if kind not in KINDS:
-        raise GCFError(
-            "invalid_answer", "line 2 of an answer is @@ unchanged, @@ patch or @@ edit", 2
-        )
     if kind != "edit" and ("lines" in fields or "eol" in fields):
         raise GCFError("invalid_answer", "lines= and eol= belong to an edit answer", 1)
     if kind == "unchanged":
         if ref is not None:
             raise GCFError("invalid_answer", "an unchanged answer names no new result", 1)
-        for no, line in enumerate(rest.split("\n"), 3):
+        for no, line in enumerate(rest.split("\n"), 2):
             if line.strip(" \t"):
                 raise GCFError("invalid_answer", "an unchanged answer has no body", no)
         return Unchanged(tool, since)
@@ -302,31 +288,37 @@ def loads(text: str | bytes) -> Answer:
     eol = fields.get("eol", "true")
     if eol not in ("true", "false"):
         raise GCFError("invalid_answer", "eol= is true or false", 1)
-    edit = parse_edit_lines(rest.split("\n"), int(lines), eol == "true", 3)
+    edit = parse_edit_lines(rest.split("\n"), int(lines), eol == "true", 2)
     return Edit(tool, since, edit, ref)
 
 
 def _patch_ops(body: str) -> tuple[Op, ...]:
+    # The body is a GCF generic body; its line n is line n of the answer as well, since
+    # the @@ line stands where the GCF header would.
     try:
         value = _loads_generic(f"{_HEAD}\n{body}")
     except GCFError as e:
-        raise GCFError(e.code, e.detail, None if e.line is None else e.line + 1) from None
+        raise GCFError(e.code, e.detail, e.line) from None
     if not isinstance(value, list) or not value:
-        raise GCFError("invalid_patch", "a patch body is a non-empty array of operations", 3)
+        raise GCFError("invalid_patch", "a patch body is a non-empty array of operations", 2)
     ops: list[Op] = []
-    for item in value:
+    for n, item in enumerate(value, 1):
         if not isinstance(item, dict) or list(item) not in (
             ["op", "path"],
             ["op", "path", "value"],
         ):
             raise GCFError(
-                "invalid_patch", "every operation has the fields op, path and (but for del) value"
+                "invalid_patch",
+                f"operation {n}: the fields are op, path and (but for del) value, in this order",
             )
         op, path = item["op"], item["path"]
         if not isinstance(op, str) or not isinstance(path, str):
-            raise GCFError("invalid_patch", "op and path are strings")
-        new = Op(op, parse_path(path), item.get("value", NO_VALUE))
-        check_op(new)
+            raise GCFError("invalid_patch", f"operation {n}: op and path are strings")
+        try:
+            new = Op(op, parse_path(path), item.get("value", NO_VALUE))
+            check_op(new)
+        except GCFError as e:
+            raise GCFError(e.code, f"operation {n}: {e.detail}") from None
         ops.append(new)
     return tuple(ops)
 
@@ -382,8 +374,7 @@ def json_answer(
 
     >>> print(json_answer({"n": 1, "tags": ["a"]}, {"n": 1, "tags": ["a", "b"]},
     ...                   tool="t", since="482913", ref="771204"), end="")
-    GCF profile=generic tool=t since=482913 ref=771204
-    @@ patch
+    @@ patch tool=t since=482913 ref=771204
     ## [1]{op,path,value}
     append|tags|b
     """
@@ -400,8 +391,8 @@ def json_answer(
 def text_answer(held: str, new: str, *, tool: str, since: str, ref: str | None = None) -> str:
     """As :func:`json_answer`, for texts: unchanged, or a verified line edit.
 
-    >>> text_answer("same\\n", "same\\n", tool="git_status", since="482913").splitlines()[1]
-    '@@ unchanged'
+    >>> text_answer("same\\n", "same\\n", tool="git_status", since="482913")
+    '@@ unchanged tool=git_status since=482913\\n'
     """
     if held == new:
         return dumps_unchanged(tool, since)

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Benchmark: relative answers (docs/extensions/relative-answers.md) on the corpus repeats.
+
+For each of the 18 repeated calls of ``../shared/corpus/mcp`` (``repeat_of``), the agent is
+assumed to pass ``"_since"`` naming the latest earlier result of the same tool and
+arguments. Counted, exactly (bpe-openai), in o200k_base and cl100k_base:
+
+* **full**: the result as gcfkit's proxy delivers it today (its own ProxyCore, in process,
+  default flags: GCF, compact JSON or the original text);
+* **answer**: the answer gcfkit.relative builds against the held result (``@@ unchanged``,
+  ``@@ patch`` or ``@@ edit``; file reads: ``@@ unchanged`` only for an identical re-read),
+  verified by a :class:`gcfkit.relative.Reader` that holds every earlier result;
+* what is sent under each size rule: a relative answer only when it is under 60%, 80% or
+  90% of the full result, or whenever it is smaller;
+* the cost of naming every result: ``ref=<handle>`` in each GCF header, and one
+  ``ref=<handle>`` text block beside each other single-text result (all 92 calls).
+
+    python bench/relative.py [--out bench/relative.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from gcfkit import relative, tokens  # noqa: E402
+from gcfkit.jsonio import loads_json  # noqa: E402
+from gcfkit.mcp.core import ProxyConfig, ProxyCore  # noqa: E402
+from gcfkit.mcp.policy import Policy  # noqa: E402
+
+CORPUS = ROOT.parent / "shared" / "corpus" / "mcp"
+SERVERS = ["git", "time", "filesystem", "memory", "everything", "filesystem-npm", "serena"]
+ENCODINGS = ("o200k_base", "cl100k_base")
+RULES = (("60%", 0.6), ("80%", 0.8), ("90%", 0.9), ("smaller", 1.0))
+
+# The review's per-repeat o200k figures (tokens-2026-12-01 §5.2): gcfkit as sent, and its
+# "GCF-X + delta" column (one-shot GCF-X underneath, so not the same full form as here).
+REVIEW = {
+    "git/013_git_status": (122, 11),
+    "git/014_git_log": (1507, 11),
+    "git/015_git_diff_unstaged": (135, 14),
+    "time/006_get_current_time": (35, 12),
+    "time/007_convert_time": (84, 12),
+    "filesystem/016_list_directory": (70, 11),
+    "filesystem/017_get_file_info": (99, 12),
+    "filesystem/018_directory_tree": (478, 12),
+    "memory/008_read_graph": (684, 12),
+    "memory/010_read_graph": (687, 34),
+    "memory/011_search_nodes": (283, 12),
+    "memory/015_read_graph": (8876, 6627),
+    "memory/018_read_graph": (8882, 43),
+    "everything/013_echo": (7, 7),
+    "everything/014_get-structured-content": (16, 16),
+    "filesystem-npm/003_read_text_file": (321, 12),
+    "serena/008_get_symbols_overview": (13, 13),
+    "serena/009_find_symbol": (159, 11),
+}
+
+
+def delivered(server: str) -> list[tuple[dict[str, Any], list[str]]]:
+    """Every call of a server session with the text blocks gcfkit's proxy delivers."""
+    calls = [
+        json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))
+    ]
+    meta = CORPUS / server / "meta"
+    core = ProxyCore(ProxyConfig(primer=False, stats=False, time_budget=30.0))
+
+    def exchange(i: int, method: str, params: Any, result: Any) -> Any:
+        req = {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
+        core.from_client(json.dumps(req).encode() + b"\n")
+        resp = {"jsonrpc": "2.0", "id": i, "result": result}
+        (out,) = core.from_server(json.dumps(resp, ensure_ascii=False).encode() + b"\n")
+        return json.loads(out.data)["result"]
+
+    exchange(0, "initialize", {}, json.loads((meta / "initialize.json").read_text()))
+    exchange(1, "tools/list", {}, json.loads((meta / "tools_list.json").read_text()))
+    out = []
+    for i, call in enumerate(calls, 2):
+        params = {"name": call["tool"], "arguments": call["arguments"]}
+        result = exchange(i, "tools/call", params, call["result"])
+        texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
+        out.append((call, texts))
+    return out
+
+
+def json_value(text: str) -> Any:
+    s = text.lstrip()
+    if not s or s[0] not in "[{":
+        return None
+    try:
+        return loads_json(text)
+    except Exception:
+        return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--out", type=Path, help="also write the report (markdown) here")
+    args = ap.parse_args()
+    if not all(tokens.is_exact(e) for e in ENCODINGS):
+        print("needs exact token counts: pip install 'gcfkit[tokens]'", file=sys.stderr)
+        return 2
+    files = Policy().file_tools
+    rows: list[dict[str, Any]] = []
+    ref_cost = {e: {"gcf": 0, "block": 0} for e in ENCODINGS}
+    named = {"gcf": 0, "block": 0}
+    handle = "482913"
+    for server in SERVERS:
+        calls = delivered(server)
+        latest: dict[str, int] = {}
+        reader = relative.Reader()
+        for n, (call, texts) in enumerate(calls):
+            raw = [b["text"] for b in call["result"]["content"] if b.get("type") == "text"]
+            single = len(texts) == 1 and len(call["result"]["content"]) == 1
+            if single and not call["result"].get("isError"):
+                if texts[0].startswith("GCF profile=generic"):
+                    named["gcf"] += 1
+                    for e in ENCODINGS:
+                        stamped = relative.stamp_ref(texts[0], handle)
+                        ref_cost[e]["gcf"] += tokens.count(stamped, e) - tokens.count(texts[0], e)
+                else:
+                    named["block"] += 1
+                    for e in ENCODINGS:
+                        ref_cost[e]["block"] += tokens.count(relative.ref_block(handle), e)
+            slot = call["tool"] + "\0" + json.dumps(call["arguments"], sort_keys=True)
+            since = latest.get(slot)
+            latest[slot] = n
+            h = f"{100000 + n}"
+            if since is None or not single:
+                if single:
+                    value = None if call["tool"] in files else json_value(raw[0])
+                    reader.hold(h, value if value is not None else raw[0], text=value is None)
+                continue
+            if call["repeat_of"] is None:
+                continue
+            base_call, _ = calls[since]
+            base_raw = base_call["result"]["content"][0]["text"]
+            new_raw = raw[0]
+            since_h = f"{100000 + since}"
+            tool = call["tool"]
+            is_file = tool in files
+            held_value, new_value = json_value(base_raw), json_value(new_raw)
+            if is_file:
+                answer = relative.dumps_unchanged(tool, since_h) if base_raw == new_raw else None
+                kind = "file"
+            elif held_value is not None and new_value is not None:
+                answer = relative.json_answer(
+                    held_value, new_value, tool=tool, since=since_h, ref=h
+                )
+                kind = "json"
+            else:
+                answer = relative.text_answer(base_raw, new_raw, tool=tool, since=since_h, ref=h)
+                kind = "text"
+            if answer is not None:
+                got = reader.read(answer)
+                want = new_value if kind == "json" else new_raw
+                ok = relative.same_json(got, want) if kind == "json" else got == want
+                assert ok, f"{server}/{call['tool']}: the reader did not rebuild the result"
+            reader.hold(h, new_value if kind == "json" else new_raw, text=kind != "json")
+            name = f"{server}/{n:03d}_{tool}"
+            row: dict[str, Any] = {"call": name, "of": f"{since:03d}", "kind": kind}
+            row["answer_kind"] = "-" if answer is None else answer.split(" ", 2)[1]
+            for e in ENCODINGS:
+                full = sum(tokens.count(t, e) for t in texts)
+                row[f"full_{e}"] = full
+                row[f"answer_{e}"] = tokens.count(answer, e) if answer is not None else None
+            row["answer_text"] = answer
+            rows.append(row)
+    report = render(rows, ref_cost, named)
+    print(report)
+    if args.out:
+        args.out.write_text(report, encoding="utf-8")
+    return 0
+
+
+def sent(row: dict[str, Any], e: str, ratio: float) -> int:
+    full, ans = row[f"full_{e}"], row[f"answer_{e}"]
+    if ans is None:
+        return int(full)
+    if ratio >= 1.0:
+        return int(ans) if ans < full else int(full)
+    return int(ans) if ans < ratio * full else int(full)
+
+
+def render(
+    rows: list[dict[str, Any]], ref_cost: dict[str, dict[str, int]], named: dict[str, int]
+) -> str:
+    out = ["# Relative answers on the corpus repeats", ""]
+    out.append(
+        f"{len(rows)} repeated calls; base = the latest earlier result of the same tool and "
+        "arguments. Tokens exact (bpe-openai). `full` = what gcfkit's proxy sends today."
+    )
+    out.append("")
+    out.append(
+        "| call | of | kind | answer | full o200k | answer o200k | full cl100k | answer cl100k "
+        "| review gcfkit / GCF-X+delta (o200k) |"
+    )
+    out.append("|---|---|---|---|---:|---:|---:|---:|---|")
+    for r in rows:
+        rev = REVIEW.get(r["call"])
+        rv = f"{rev[0]:,} / {rev[1]:,}" if rev else "-"
+        a1 = "-" if r["answer_o200k_base"] is None else f"{r['answer_o200k_base']:,}"
+        a2 = "-" if r["answer_cl100k_base"] is None else f"{r['answer_cl100k_base']:,}"
+        out.append(
+            f"| {r['call']} | {r['of']} | {r['kind']} | {r['answer_kind']} | "
+            f"{r['full_o200k_base']:,} | {a1} | {r['full_cl100k_base']:,} | {a2} | {rv} |"
+        )
+    out.append("")
+    out.append("## Sent under each size rule (the 18 repeats)")
+    out.append("")
+    out.append("| rule | o200k | cl100k | relative answers sent |")
+    out.append("|---|---:|---:|---:|")
+    full = {e: sum(int(r[f"full_{e}"]) for r in rows) for e in ENCODINGS}
+    out.append(f"| full results only | {full['o200k_base']:,} | {full['cl100k_base']:,} | 0 |")
+    for label, ratio in RULES:
+        tot = {e: sum(sent(r, e, ratio) for r in rows) for e in ENCODINGS}
+        n = sum(1 for r in rows if sent(r, "o200k_base", ratio) != r["full_o200k_base"])
+        out.append(
+            f"| answer when {'< ' + label + ' of full' if ratio < 1 else 'smaller'} | "
+            f"{tot['o200k_base']:,} | {tot['cl100k_base']:,} | {n} |"
+        )
+    out.append("")
+    out.append("By kind, answer when smaller (o200k / cl100k):")
+    out.append("")
+    out.append("| kind | calls | full | sent | saved |")
+    out.append("|---|---:|---:|---:|---:|")
+    for kind in ("json", "text", "file"):
+        mine = [r for r in rows if r["kind"] == kind]
+        cells = []
+        for what in ("full", "sent", "saved"):
+            vals = []
+            for e in ENCODINGS:
+                f = sum(int(r[f"full_{e}"]) for r in mine)
+                s_ = sum(sent(r, e, 1.0) for r in mine)
+                vals.append({"full": f, "sent": s_, "saved": f - s_}[what])
+            cells.append(f"{vals[0]:,} / {vals[1]:,}")
+        out.append(f"| {kind} | {len(mine)} | {' | '.join(cells)} |")
+    out.append("")
+    out.append("## The cost of naming every result (all 92 calls)")
+    out.append("")
+    out.append("| where | results | o200k | cl100k |")
+    out.append("|---|---:|---:|---:|")
+    for k, label in (("gcf", "`ref=` in a GCF header"), ("block", "`ref=` text block")):
+        out.append(
+            f"| {label} | {named[k]} | {ref_cost['o200k_base'][k]:,} | "
+            f"{ref_cost['cl100k_base'][k]:,} |"
+        )
+    out.append("")
+    out.append("## The answers")
+    out.append("")
+    for r in rows:
+        if r["answer_text"] is None:
+            continue
+        text = r["answer_text"]
+        lines = text.split("\n")
+        if len(lines) > 8:
+            text = "\n".join([*lines[:8], f"... ({len(lines) - 9} more lines)"])
+        out.append(f"{r['call']} ({r['answer_o200k_base']} o200k):")
+        out.append("```")
+        out.append(text.rstrip("\n"))
+        out.append("```")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
