@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gcfkit import relative, tokens  # noqa: E402
-from gcfkit.jsonio import loads_json  # noqa: E402
-from gcfkit.mcp.core import ProxyConfig, ProxyCore  # noqa: E402
-from gcfkit.mcp.policy import Policy  # noqa: E402
+from gcfkit.jsonio import loads_json, same_value  # noqa: E402
+from gcfkit.proxy.core import ProxyConfig, ProxyCore  # noqa: E402
+from gcfkit.proxy.policy import Policy  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "mcp"
 SERVERS = ["git", "time", "filesystem", "memory", "everything", "filesystem-npm", "serena"]
@@ -161,7 +161,7 @@ def main() -> int:
             if answer is not None:
                 got = reader.read(answer)
                 want = new_value if kind == "json" else new_raw
-                ok = relative.same_json(got, want) if kind == "json" else got == want
+                ok = same_value(got, want) if kind == "json" else got == want
                 assert ok, f"{server}/{call['tool']}: the reader did not rebuild the result"
             reader.hold(h, new_value if kind == "json" else new_raw, text=kind != "json")
             name = f"{server}/{n:03d}_{tool}"

@@ -24,6 +24,7 @@ CODEC = (
     "gcfkit.generic",
     "gcfkit.graph",
     "gcfkit.keyed",
+    "gcfkit.relative",
     "gcfkit.stream",
     "gcfkit.tokens",
     "gcfkit.gcx1",

@@ -52,7 +52,6 @@ from .wire import (
     loads,
     ref_block,
     ref_of,
-    same_json,
     stamp_ref,
     text_answer,
 )
@@ -95,7 +94,6 @@ __all__ = [
     "ref_block",
     "ref_of",
     "same",
-    "same_json",
     "stamp_ref",
     "text_answer",
 ]

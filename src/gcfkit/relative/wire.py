@@ -38,6 +38,7 @@ from ..errors import GCFError
 from ..generic.decoder import loads as _loads_generic
 from ..generic.encoder import dumps as _dumps_generic
 from ..header import check_header_value, parse_header, to_text
+from ..jsonio import same_value
 from .patch import NO_VALUE, Op, apply, check_op, diff, same
 from .path import format_path, parse_path
 from .textdiff import TextEdit, apply_text, diff_text, format_edit_lines, parse_edit_lines
@@ -57,7 +58,6 @@ __all__ = [
     "loads",
     "ref_block",
     "ref_of",
-    "same_json",
     "stamp_ref",
     "text_answer",
 ]
@@ -328,35 +328,6 @@ def _patch_ops(body: str) -> tuple[Op, ...]:
 # ---------------------------------------------------------------------------------------
 
 
-def same_json(a: Any, b: Any) -> bool:
-    """Equality in the JSON data model as a reader decodes it: key order and types count,
-    except that numbers compare by value (the wire writes ``3.0`` as ``3``, §2.3.1).
-
-    >>> same_json({"a": 3.0}, {"a": 3}), same_json([True], [1]), same_json({"a": 1, "b": 2},
-    ...                                                                    {"b": 2, "a": 1})
-    (True, False, False)
-    """
-    stack: list[tuple[Any, Any]] = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        tx, ty = type(x), type(y)
-        if tx is not ty:
-            if tx in (int, float) and ty in (int, float) and x == y:
-                continue
-            return False
-        if tx is dict:
-            if list(x) != list(y):
-                return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif tx is list:
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        elif x != y:
-            return False
-    return True
-
-
 def json_answer(
     held: Any,
     new: Any,
@@ -383,7 +354,7 @@ def json_answer(
     wire = dumps_patch(diff(held, new, key=key), tool=tool, since=since, ref=ref)
     answer = loads(wire)
     assert isinstance(answer, Patch)
-    if not same_json(apply(answer.ops, held), new):
+    if not same_value(apply(answer.ops, held), new):
         raise GCFError("base_mismatch", "the patch does not rebuild the new result on the wire")
     return wire
 
