@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import GCFError
+from ..jsonio import same_value
 from .path import Element, Member, Path, Select, Step, format_path, parse_path
 
 __all__ = [
@@ -112,16 +113,13 @@ def same(a: Any, b: Any) -> bool:
     """
     if a is b:
         return True
-    ta = type(a)
-    if ta is not type(b):
+    if type(a) is not type(b):
         return False
-    if ta is dict or ta is list:
-        # Python's == is looser than strict equality (1 == 1.0, order-blind dicts), so
-        # unequal means unequal; equal is confirmed on the exact JSON text.
-        return bool(a == b) and _compact(a) == _compact(b)
-    if ta is float:
-        return repr(a) == repr(b)
-    return bool(a == b)
+    # Python's == is looser than strict equality (1 == 1.0, order-blind dicts), so unequal
+    # means unequal, and only what it calls equal needs the walk.
+    if a != b:
+        return False
+    return same_value(a, b, number_types=True)
 
 
 def _ident(value: Any) -> tuple[str, Any]:
