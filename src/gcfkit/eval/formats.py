@@ -1,0 +1,290 @@
+"""The formats an eval compares, each rendered with the primer the proxy would send.
+
+An :class:`EvalFormat` knows how to write a dataset (``render``), how to read one back
+strictly (``decode``: the reference reader, and the judge of generated payloads), what the
+proxy adds to the server's instructions when it sends this format (``primer``), and how a
+second call of the same tool arrives (``render_pair``/``read_pair``: a full result again,
+or a delta or an unchanged answer where the format has them).
+
+A new format plugs in with :func:`register_format` and a factory; a factory whose package
+is missing returns an unavailable format, which a run reports and skips.
+
+>>> fmt = get_format("gcf")
+>>> print(fmt.render([{"id": 1}, {"id": 2}], "t", None), end="")
+GCF profile=generic tool=t
+## [2]{id}
+1
+2
+>>> fmt.decode(fmt.render({"a": None}, "t", None))
+{'a': None}
+>>> get_format("json").primer
+''
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .. import dumps as gcf_dumps
+from ..errors import ConfigError, GCFError
+from ..graph import Graph
+from ..graph import dumps as graph_dumps
+from ..jsonio import loads_json
+from .datasets import graph_json
+
+try:  # the proxy's primer is moving from gcfkit.mcp to gcfkit.proxy (issue 9)
+    from ..proxy.primer import PRIMER as _PROXY_PRIMER  # type: ignore[import-not-found, unused-ignore]
+except ImportError:
+    from ..mcp.primer import PRIMER as _PROXY_PRIMER
+
+__all__ = [
+    "FORMATS",
+    "EvalFormat",
+    "available_formats",
+    "get_format",
+    "proxy_primer",
+    "register_format",
+]
+
+Render = Callable[[Any, str, "Graph | None"], str]
+RenderPair = Callable[[Any, Any, str], tuple[str, str]]
+ReadPair = Callable[[str, str], Any]
+
+
+def proxy_primer() -> str:
+    """The primer the proxy appends to a server's instructions when it may send GCF."""
+    return str(_PROXY_PRIMER)
+
+
+@dataclass(frozen=True)
+class EvalFormat:
+    """One format of an eval (see the module docstring).
+
+    ``render(value, tool, graph)`` writes the first (or only) tool result; ``graph`` is set
+    for graph datasets. ``render_pair(first, second, tool)`` writes two calls' results as
+    the reader receives them; ``read_pair(first_text, second_text)`` is the state a reader
+    holds after both (a strict reading, for the reference reader). ``label`` is how a prompt
+    names the format when it asks the model to write it.
+    """
+
+    name: str
+    label: str
+    render: Render
+    decode: Callable[[str], Any]
+    primer: str = ""
+    render_pair: RenderPair | None = None
+    read_pair: ReadPair | None = None
+    available: bool = True
+    note: str = ""
+
+    def pair(self, first: Any, second: Any, tool: str) -> tuple[str, str]:
+        """Both calls' results as this format delivers them (full results by default)."""
+        if self.render_pair is not None:
+            return self.render_pair(first, second, tool)
+        return self.render(first, tool, None), self.render(second, tool, None)
+
+    def read_after(self, first_text: str, second_text: str) -> Any:
+        """The value a reader holds after reading both results (strict)."""
+        if self.read_pair is not None:
+            return self.read_pair(first_text, second_text)
+        return self.decode(second_text)
+
+
+def _unavailable(*_: Any) -> Any:
+    raise ConfigError("invalid_option", "format not available")
+
+
+# ---------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------
+
+
+def _json_pretty(value: Any, tool: str, graph: Graph | None) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def _json_compact(value: Any, tool: str, graph: Graph | None) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _json() -> EvalFormat:
+    return EvalFormat("json", "JSON", _json_pretty, loads_json)
+
+
+def _json_compact_format() -> EvalFormat:
+    return EvalFormat("json-compact", "compact JSON", _json_compact, loads_json)
+
+
+# ---------------------------------------------------------------------------------------
+# TOON (optional package)
+# ---------------------------------------------------------------------------------------
+
+
+def _toon() -> EvalFormat:
+    try:
+        import toon_format  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    except ImportError:
+        return EvalFormat(
+            "toon",
+            "TOON",
+            _unavailable,
+            _unavailable,
+            available=False,
+            note="not installed (pip install toon-format, in gcfkit[bench])",
+        )
+    enc: Callable[[Any], str] = toon_format.encode
+    dec: Callable[[str], Any] = toon_format.decode
+
+    def render(value: Any, tool: str, graph: Graph | None) -> str:
+        return enc(value)
+
+    version = getattr(toon_format, "__version__", "")
+    return EvalFormat("toon", "TOON", render, dec, note=f"toon-format {version}".strip())
+
+
+# ---------------------------------------------------------------------------------------
+# GCF v3.5.3
+# ---------------------------------------------------------------------------------------
+
+
+def _gcf_render(value: Any, tool: str, graph: Graph | None) -> str:
+    # A graph goes in the graph profile, as gcfkit.mcp.server sends a returned Graph.
+    if graph is not None:
+        return graph_dumps(graph)
+    return gcf_dumps(value, tool=tool or None)
+
+
+def _gcf_decode(text: str) -> Any:
+    from .. import decode
+
+    v = decode(text)
+    if isinstance(v, Graph):
+        return graph_json(v)
+    if not isinstance(v, (dict, list, str, int, float, bool, type(None))):
+        raise GCFError("invalid_option", f"a {type(v).__name__} is not a JSON value")
+    return v
+
+
+def proxy_pair(
+    first: Any, second: Any, tool: str, *, delta: bool = True, extra: dict[str, Any] | None = None
+) -> tuple[str, str]:
+    """Two calls of ``tool`` with the same arguments, relayed through the real proxy core
+    (``gcfkit proxy --delta``): the texts the client receives. ``extra`` adds policy
+    defaults (for options other formats need)."""
+    from ..mcp import Policy, ProxyConfig, ProxyCore
+
+    defaults: dict[str, Any] = {"delta": delta, **(extra or {})}
+    core = ProxyCore(
+        ProxyConfig(policy=Policy.from_mapping({"defaults": defaults}), primer=False, stats=False)
+    )
+    texts = []
+    for i, value in enumerate((first, second), start=1):
+        call = {"jsonrpc": "2.0", "id": i, "method": "tools/call"}
+        call["params"] = {"name": tool, "arguments": {}}
+        core.from_client(json.dumps(call).encode() + b"\n")
+        text = _json_compact(value, tool, None)
+        reply = {"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": text}]}}
+        out = core.from_server(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+        msgs = [json.loads(o.data) for o in out if o.to == "client"]
+        (msg,) = [m for m in msgs if m.get("id") == i]
+        texts.append(msg["result"]["content"][0]["text"])
+    return texts[0], texts[1]
+
+
+def _read_any(text: str) -> Any:
+    """A tool result text as the proxy may send it: GCF, or compact JSON."""
+    if text.startswith("GCF "):
+        return _gcf_decode(text)
+    return loads_json(text)
+
+
+def _gcf_read_pair(first_text: str, second_text: str) -> Any:
+    from .. import keyed
+
+    base = _read_any(first_text)
+    head = second_text.split("\n", 1)[0].split(" ")
+    if second_text.startswith("GCF ") and "unchanged=true" in head:
+        return base
+    if second_text.startswith("GCF ") and "delta=true" in head:
+        delta = keyed.loads_delta(second_text)
+        if not isinstance(base, list):
+            raise GCFError("invalid_delta", "a delta needs a record list to apply to")
+        held = keyed.KeyedSet(delta.key, list(delta.fields), base)
+        return [dict(r) for r in keyed.apply_delta(held, delta).rows]
+    return _read_any(second_text)
+
+
+def _gcf() -> EvalFormat:
+    return EvalFormat(
+        "gcf",
+        "GCF",
+        _gcf_render,
+        _gcf_decode,
+        primer=proxy_primer(),
+        render_pair=proxy_pair,
+        read_pair=_gcf_read_pair,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# GCF with extensions (issue 10: the dense extension and result patches)
+# ---------------------------------------------------------------------------------------
+
+
+def _gcf_ext() -> EvalFormat:
+    return EvalFormat(
+        "gcf-ext",
+        "GCF with extensions",
+        _unavailable,
+        _unavailable,
+        available=False,
+        note="the dense GCF extension (issue 10, branch ext10a) is not on main yet",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------
+
+FORMATS: dict[str, Callable[[], EvalFormat]] = {}
+_ALIASES: Final = {"json-pretty": "json", "gcf-v3": "gcf"}
+
+
+def register_format(name: str, factory: Callable[[], EvalFormat]) -> None:
+    """Add (or replace) a format; ``factory`` is called when a run asks for it."""
+    FORMATS[name] = factory
+
+
+for _name, _factory in (
+    ("json", _json),
+    ("json-compact", _json_compact_format),
+    ("toon", _toon),
+    ("gcf", _gcf),
+    ("gcf-ext", _gcf_ext),
+):
+    register_format(_name, _factory)
+
+
+def get_format(name: str) -> EvalFormat:
+    """The format called ``name`` (available or not); ConfigError for an unknown name."""
+    factory = FORMATS.get(_ALIASES.get(name, name))
+    if factory is None:
+        raise ConfigError("invalid_option", f"unknown format {name!r}; one of {', '.join(FORMATS)}")
+    return factory()
+
+
+def available_formats() -> list[str]:
+    """The names of the formats this install can render."""
+    return [n for n in FORMATS if get_format(n).available]
+
+
+def format_by_label(label: str) -> EvalFormat | None:
+    """The available format a prompt names as ``label`` (for the reference reader)."""
+    for name in FORMATS:
+        f = get_format(name)
+        if f.available and f.label == label:
+            return f
+    return None
