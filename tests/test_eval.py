@@ -497,6 +497,18 @@ def test_rescoring_from_stored_jsonl_gives_the_same_report(tmp_path: Path) -> No
     )
 
 
+def test_rescoring_several_runs_makes_the_model_a_dimension(tmp_path: Path) -> None:
+    with serve("correct") as srv:
+        a = _run(parse_model(f"openai-compatible:{srv.url}:model-a"), tmp_path / "a")
+        b = _run(parse_model(f"openai-compatible:{srv.url}:model-b"), tmp_path / "b")
+    md, _, summary = ev.rescore([a.run, b.run], tmp_path / "both")
+    assert len(summary.models) == 2 and all(
+        m.endswith((":model-a", ":model-b")) for m in summary.models
+    )
+    assert "| model | format | accuracy |" in md.read_text()
+    assert len(summary.pairs) == 2  # json vs gcf, per model
+
+
 def test_resume_asks_only_what_failed(tmp_path: Path) -> None:
     with serve("400") as srv:
         first = _run(parse_model(f"openai-compatible:{srv.url}:m"), tmp_path)

@@ -25,6 +25,7 @@ comparisons between formats and tokens per question. One module per concept:
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,8 +131,6 @@ def run(
         mode = "w"
     with open(path, mode, encoding="utf-8") as f:
         if mode == "w":
-            import json
-
             f.write(json.dumps(header, ensure_ascii=False) + "\n")
             f.flush()
         asyncio.run(

@@ -623,37 +623,45 @@ def _delta(ds: Dataset, rng: random.Random, n: int) -> list[Draft]:
         return []
     c = colls[0]
     assert c.ids is not None and c.id_field is not None
+    ids = list(c.ids)
+    fields = _scalar_fields(c.records, c)
+
+    def readable(i: int) -> list[str]:
+        rec = c.records[i]
+        return [f for f in fields if f in rec and _readable(rec[f])]
+
+    def lookup(i: int, name: str) -> Query:
+        return Query("lookup", (), False, c.id_field, ids[i], (name,), after=True)
+
+    usable = [i for i in range(len(ids)) if readable(i)]
     out: list[Draft] = []
     for k in range(n):
-        ids = list(c.ids)
-        fields = [f for f in _scalar_fields(c.records, c)]
         shape = ("unchanged", "changed", "kept", "count")[k % 4]
-        if shape == "unchanged" or not fields:
-            i = rng.randrange(len(ids))
-            name = rng.choice(fields) if fields else c.id_field
-            q = Query("lookup", (), False, c.id_field, ids[i], (name,), after=True)
-            if not _readable(_get(c.records[i], (name,))):
-                q = Query("count", (), after=True)
-            out.append(Draft(q, Update(), c.path, {"shape": "unchanged"}))
+        if len(usable) < 2:
+            shape = "count"
+        if shape == "unchanged":
+            i = rng.choice(usable)
+            out.append(
+                Draft(lookup(i, rng.choice(readable(i))), Update(), c.path, {"shape": shape})
+            )
             continue
-        picked = _pick_records(c, rng, 3)
-        changed = picked[0]
-        name = rng.choice(fields)
-        new_value = _mutate(c.records[changed].get(name), rng, k)
-        removed = ids[picked[1]] if len(picked) > 1 else None
+        order = list(usable)
+        rng.shuffle(order)
+        changed, other = order[0], order[1] if len(order) > 1 else order[0]
+        if shape == "count" and not usable:
+            out.append(Draft(Query("count", (), after=True), Update(), c.path, {"shape": shape}))
+            continue
+        name = rng.choice(readable(changed))
+        new_value = _mutate(c.records[changed][name], rng, k)
         upd = Update(
             set=((ids[changed], name, new_value),),
-            remove=(removed,) if removed is not None and shape == "count" else (),
+            remove=(ids[other],) if shape == "count" and other != changed else (),
             add=(_new_record(c, rng),) if shape == "count" else (),
         )
         if shape == "changed":
-            q = Query("lookup", (), False, c.id_field, ids[changed], (name,), after=True)
+            q = lookup(changed, name)
         elif shape == "kept":
-            keep = picked[2] if len(picked) > 2 else picked[0]
-            f2 = rng.choice(fields)
-            q = Query("lookup", (), False, c.id_field, ids[keep], (f2,), after=True)
-            if keep == changed or not _readable(_get(c.records[keep], (f2,))):
-                q = Query("lookup", (), False, c.id_field, ids[changed], (name,), after=True)
+            q = lookup(other, rng.choice(readable(other)))
         else:
             q = Query("count", (), after=True)
         out.append(Draft(q, upd, c.path, {"shape": shape}))
