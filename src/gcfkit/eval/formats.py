@@ -24,7 +24,7 @@ GCF profile=generic tool=t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -67,7 +67,9 @@ class EvalFormat:
     for graph datasets. ``render_pair(first, second, tool)`` writes two calls' results as
     the reader receives them; ``read_pair(first_text, second_text)`` is the state a reader
     holds after both (a strict reading, for the reference reader). ``label`` is how a prompt
-    names the format when it asks the model to write it.
+    names the format when it asks the model to write it. ``primer_for(texts)``, when set,
+    is the primer for the payloads a prompt shows (a format whose primer depends on the
+    constructs a payload uses); otherwise ``primer`` is.
     """
 
     name: str
@@ -79,6 +81,13 @@ class EvalFormat:
     read_pair: ReadPair | None = None
     available: bool = True
     note: str = ""
+    primer_for: Callable[[Sequence[str]], str] | None = None
+
+    def primer_of(self, texts: Sequence[str]) -> str:
+        """The primer the proxy would send along with the payloads ``texts``."""
+        if self.primer_for is not None:
+            return self.primer_for(texts)
+        return self.primer
 
     def pair(self, first: Any, second: Any, tool: str) -> tuple[str, str]:
         """Both calls' results as this format delivers them (full results by default)."""
@@ -164,7 +173,7 @@ def _gcf_decode(text: str) -> Any:
     if isinstance(v, Graph):
         return graph_json(v)
     if not isinstance(v, (dict, list, str, int, float, bool, type(None))):
-        raise GCFError("invalid_option", f"a {type(v).__name__} is not a JSON value")
+        raise ValueError(f"a {type(v).__name__} is not a JSON value")
     return v
 
 

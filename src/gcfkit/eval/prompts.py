@@ -67,22 +67,26 @@ def _block(tool: str, text: str, call: int | None = None) -> str:
 
 def build_prompt(q: Question, ds: Dataset, fmt: EvalFormat, *, primer: bool) -> Prompt:
     """The prompt asking ``q`` about ``ds`` in ``fmt`` (``primer``: with the format's primer)."""
-    system = SYSTEM
-    if primer and fmt.primer:
-        system = f"{SYSTEM}\n\n{fmt.primer}"
     hint = answer_hint(q.answer_type)
     first, second = shown_value(ds, q)
     if q.query.op == "generate":
         text = render_question(replace(q.query, format=fmt.label))
         user = f"<data>\n{dumps_compact(first)}\n</data>\n\n{text}\n{hint}"
-        return Prompt(system, user)
+        return Prompt(_system(fmt, [], primer), user)
     if second is not None:
         t1, t2 = fmt.pair(first, second, ds.tool)
+        texts = [t1, t2]
         intro = f"The tool {ds.tool} was called twice with the same arguments."
         body = f"{intro}\n\n{_block(ds.tool, t1, 1)}\n\n{_block(ds.tool, t2, 2)}"
     else:
-        body = _block(ds.tool, fmt.render(first, ds.tool, ds.graph))
-    return Prompt(system, f"{body}\n\n{q.text}\n{hint}")
+        texts = [fmt.render(first, ds.tool, ds.graph)]
+        body = _block(ds.tool, texts[0])
+    return Prompt(_system(fmt, texts, primer), f"{body}\n\n{q.text}\n{hint}")
+
+
+def _system(fmt: EvalFormat, texts: list[str], primer: bool) -> str:
+    text = fmt.primer_of(texts) if primer else ""
+    return f"{SYSTEM}\n\n{text}" if text else SYSTEM
 
 
 def extract_results(user: str) -> list[str]:
