@@ -344,7 +344,9 @@ def render_html(s: Summary, meta: dict[str, Any]) -> str:
             fmt="{:.1%}",
         )
     )
-    body.append(bar_chart("Mean prompt tokens per question", groups, list(_ENCODINGS), tok))
+    body.append(
+        bar_chart("Mean prompt tokens per question", groups, list(_ENCODINGS), tok, fmt="{:,.0f}")
+    )
     body.append(_html_table(_overall_head(s), _overall_rows(s)))
     body.append("<h2>Accuracy per question kind</h2>")
     body.append(
