@@ -299,7 +299,7 @@ _TEMPLATES: Final[dict[str, str]] = {
     "max": "What is the largest {field} among the records in {coll}?",
     "generate": "Write the data in <data> as {format}.",
 }
-_AFTER: Final = "After the second call: "
+_AFTER: Final = "After the second call, "
 _HINTS: Final[dict[str, str]] = {
     "int": "Answer with the number only.",
     "number": "Answer with the number only.",
@@ -311,17 +311,22 @@ _HINTS: Final[dict[str, str]] = {
 }
 
 
-def _compile(template: str) -> re.Pattern[str]:
-    out = []
+def _compile(template: str, after: bool) -> re.Pattern[str]:
+    # After the prefix the question goes on in lower case ("After the second call, how ...").
+    if after:
+        template = template[0].lower() + template[1:]
+    out = [re.escape(_AFTER)] if after else []
     for part in re.split(r"(\{[a-z]+\})", template):
         if part.startswith("{") and part.endswith("}"):
             out.append(f"(?:{_PIECES[part[1:-1]]})")
         else:
             out.append(re.escape(part))
-    return re.compile(f"(?P<after>{re.escape(_AFTER)})?" + "".join(out) + r"\Z")
+    return re.compile("".join(out) + r"\Z")
 
 
-_PATTERNS: Final = {name: _compile(t) for name, t in _TEMPLATES.items()}
+_PATTERNS: Final = [
+    (name, after, _compile(t, after)) for name, t in _TEMPLATES.items() for after in (False, True)
+]
 
 
 def _jpath(path: Sequence[str]) -> str:
@@ -353,7 +358,7 @@ def render_question(q: Query) -> str:
         value=json.dumps(q.value, ensure_ascii=False),
         format=q.format,
     )
-    return (_AFTER + text) if q.after else text
+    return f"{_AFTER}{text[0].lower()}{text[1:]}" if q.after else text
 
 
 def answer_hint(answer_type: str) -> str:
@@ -369,7 +374,7 @@ def parse_question(text: str) -> Query:
     True
     """
     text = text.strip()
-    for name, pattern in _PATTERNS.items():
+    for name, after, pattern in _PATTERNS:
         m = pattern.match(text)
         if m is None:
             continue
@@ -391,7 +396,7 @@ def parse_question(text: str) -> Query:
             field=_unpath(g["field"]) if g.get("field") else (),
             value=json.loads(g["value"]) if g.get("value") else None,
             cmp=">" if name.endswith(">") else "==",
-            after=bool(g.get("after")),
+            after=after,
             format=g.get("format") or "",
         )
     raise ValueError(f"not a question of gcfkit eval: {text[:80]!r}")
@@ -517,7 +522,8 @@ def _count_where(ds: Dataset, rng: random.Random, n: int) -> list[Draft]:
         for name in _scalar_fields(c.records, c):
             values = [r[name] for r in c.records if name in r]
             distinct = {json.dumps(v) for v in values}
-            if 1 < len(distinct) <= max(2, len(c.records) // 3):
+            categorical = not any(isinstance(v, float) for v in values)
+            if categorical and 1 < len(distinct) <= min(12, max(2, len(c.records) // 3)):
                 # Categorical: filter on one of its values.
                 v = rng.choice(sorted(distinct))
                 cands.append(replace(_base(c, "count_where"), field=(name,), value=json.loads(v)))
