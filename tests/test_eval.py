@@ -144,10 +144,8 @@ def test_graph_dataset_matches_the_server_helpers_json_and_uses_the_graph_profil
 
 
 def test_primer_is_the_proxys_and_noprimer_conditions_drop_it() -> None:
-    try:
-        from gcfkit.proxy.primer import PRIMER  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        from gcfkit.mcp.primer import PRIMER
+    from gcfkit.proxy.primer import PRIMER
+
     assert formats.get_format("gcf").primer == PRIMER
     conds = runner.parse_conditions(["json", "gcf"], primer="both")
     assert [c.name for c in conds] == ["json", "gcf", "gcf:noprimer"]

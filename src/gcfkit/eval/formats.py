@@ -33,12 +33,8 @@ from ..errors import ConfigError, GCFError
 from ..graph import Graph
 from ..graph import dumps as graph_dumps
 from ..jsonio import loads_json
+from ..proxy.primer import PRIMER as _PROXY_PRIMER
 from .datasets import graph_json
-
-try:  # the proxy's primer is moving from gcfkit.mcp to gcfkit.proxy (issue 9)
-    from ..proxy.primer import PRIMER as _PROXY_PRIMER  # type: ignore[import-not-found, unused-ignore]
-except ImportError:
-    from ..mcp.primer import PRIMER as _PROXY_PRIMER
 
 __all__ = [
     "FORMATS",
@@ -183,7 +179,7 @@ def proxy_pair(
     """Two calls of ``tool`` with the same arguments, relayed through the real proxy core
     (``gcfkit proxy --delta``): the texts the client receives. ``extra`` adds policy
     defaults (for options other formats need)."""
-    from ..mcp import Policy, ProxyConfig, ProxyCore
+    from ..proxy import Policy, ProxyConfig, ProxyCore
 
     defaults: dict[str, Any] = {"delta": delta, **(extra or {})}
     core = ProxyCore(

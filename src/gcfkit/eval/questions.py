@@ -35,7 +35,7 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 from ..errors import ConfigError
-from ..report import strict_equal
+from ..measure.report import strict_equal
 from .datasets import Collection, Dataset, at_path, dumps_compact, find_collections
 
 __all__ = [

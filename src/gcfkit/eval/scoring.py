@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..report import strict_equal
+from ..measure.report import strict_equal
 from .formats import get_format
 from .questions import KINDS
 
