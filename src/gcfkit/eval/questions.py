@@ -35,7 +35,7 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 from ..errors import ConfigError
-from ..measure.report import strict_equal
+from ..jsonio import same_value
 from .datasets import Collection, Dataset, at_path, dumps_compact, find_collections
 
 __all__ = [
@@ -209,7 +209,11 @@ def _record(value: Any, q: Query) -> dict[str, Any]:
             raise KeyError(q.record)
         return rec
     for row in coll:
-        if isinstance(row, dict) and q.id_field in row and strict_equal(row[q.id_field], q.record):
+        if (
+            isinstance(row, dict)
+            and q.id_field in row
+            and same_value(row[q.id_field], q.record, key_order=False)
+        ):
             return row
     raise KeyError(q.record)
 
@@ -257,7 +261,7 @@ def evaluate(query: Query, value: Any) -> Any:
             if got is _MISSING:
                 continue
             if query.cmp == "==":
-                n += strict_equal(got, query.value)
+                n += same_value(got, query.value, key_order=False)
             elif _is_number(got) and _is_number(query.value):
                 n += got > query.value
         return n
@@ -710,7 +714,7 @@ def apply_update(rows: list[dict[str, Any]], id_field: str, update: Update) -> l
             continue
         new = dict(row)
         for rid, name, value in update.set:
-            if strict_equal(row.get(id_field), rid):
+            if same_value(row.get(id_field), rid, key_order=False):
                 new[name] = value
         out.append(new)
     out.extend(copy.deepcopy(list(update.add)))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..measure.report import strict_equal
+from ..jsonio import same_value
 from .formats import get_format
 from .questions import KINDS
 
@@ -146,7 +146,7 @@ def score_answer(text: str | None, answer_type: str, expected: Any, fmt: str = "
             value = get_format(fmt).decode(got)
         except Exception as e:
             return Score(False, True, None, f"invalid: {type(e).__name__}: {e}"[:200])
-        ok = strict_equal(value, expected)
+        ok = same_value(value, expected, key_order=False)
         return Score(ok, True, value, "" if ok else "valid, but not the given data")
     if answer_type == "number" or answer_type == "int":
         ok = isinstance(expected, (int, float)) and math.isclose(
@@ -162,7 +162,7 @@ def score_answer(text: str | None, answer_type: str, expected: Any, fmt: str = "
         and not str(expected).endswith(".")
     ):
         got = got[:-1]
-    return Score(strict_equal(got, expected), True, got)
+    return Score(same_value(got, expected, key_order=False), True, got)
 
 
 def score_records(records: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], Score]]:
