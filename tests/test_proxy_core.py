@@ -75,8 +75,10 @@ def delivered_result(outputs: list[Output]) -> dict[str, Any]:
 
 
 def cfg(**options: Any) -> ProxyConfig:
-    """A config whose time budget no loaded test machine can run out."""
+    """A config whose time budget no loaded test machine can run out. Results are not named
+    (``refs``) unless a test asks: tests/test_proxy_relative.py covers naming."""
     options.setdefault("primer", False)
+    options.setdefault("refs", "off")
     options.setdefault("time_budget", 60.0)
     return ProxyConfig(**options)
 

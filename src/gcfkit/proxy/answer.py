@@ -9,6 +9,11 @@ call :func:`choose` (through :func:`settle` when a winner must be verified first
 2. GCF (a full payload) when it has strictly fewer tokens than every plain form.
 3. A delta, or an ``unchanged`` answer (§10a), when it has strictly fewer tokens than
    ``delta_ratio`` times the best full form and than the original.
+4. A relative answer (docs/extensions/relative-answers.md) to a call that named a result the
+   reader holds, when it has strictly fewer tokens than everything above and than
+   ``relative_ratio`` times the best full form (``@@ unchanged``: than the full form itself,
+   as there is nothing to apply). Text results have only the original and a relative
+   answer (:func:`choose_text`), under the same rule (:func:`relative_wins`).
 
 So no answer ever costs more tokens than compact JSON (or than what the tool wrote). There
 is no mode that asks for GCF regardless of size: a client asking for GCF is asking for the
@@ -51,26 +56,43 @@ __all__ = [
     "Fallback",
     "FallbackReason",
     "Form",
+    "RelativeKind",
     "advance",
     "choose",
+    "choose_text",
     "delta_rebuilds",
     "held_after",
     "is_unchanged",
     "keyed_set",
+    "relative_wins",
     "settle",
     "utf8_len",
 ]
 
 #: What the client gets: a full GCF payload, compact JSON, a §10a delta, an ``unchanged``
-#: answer, or the tool's original text untouched.
-Decision = Literal["gcf", "json", "delta", "unchanged", "original"]
+#: answer (§10a), the tool's original text untouched, or a relative answer.
+Decision = Literal[
+    "gcf",
+    "json",
+    "delta",
+    "unchanged",
+    "original",
+    "since-unchanged",
+    "since-patch",
+    "since-edit",
+]
+
+#: The relative answers: the held result is current, a patch of the held JSON value, an
+#: edit of the held text.
+RelativeKind = Literal["unchanged", "patch", "edit"]
 
 #: The decisions that send GCF (and, for keyed sets, carry a pack root).
 GCF_FORMS: Final[frozenset[Decision]] = frozenset({"gcf", "delta", "unchanged"})
 
 #: Why a smaller form was not sent: it could not be encoded, or it did not decode back to
-#: the value (``selfcheck``), or the delta did not rebuild the update (``delta-selfcheck``).
-FallbackReason = Literal["encode", "selfcheck", "delta-selfcheck"]
+#: the value (``selfcheck``), or the delta did not rebuild the update (``delta-selfcheck``),
+#: or a relative answer could not be built and verified (``since-selfcheck``).
+FallbackReason = Literal["encode", "selfcheck", "delta-selfcheck", "since-selfcheck"]
 
 
 def utf8_len(text: str) -> int:
@@ -133,8 +155,9 @@ class Candidates:
 
     ``json`` is always there. ``original`` is the cost of what the tool wrote, when there is
     such a text (the proxy); ``gcf`` a full payload and ``delta`` a delta or ``unchanged``
-    answer (``unchanged`` True) against what the client holds, when they exist. ``fallbacks``
-    records forms refused along the way.
+    answer (``unchanged`` True) against what the client holds, when they exist; ``relative``
+    a verified relative answer of kind ``relative_kind`` to a call that named a held result.
+    ``fallbacks`` records forms refused along the way.
     """
 
     json: Form
@@ -143,6 +166,8 @@ class Candidates:
     delta: Form | None = None
     unchanged: bool = False
     fallbacks: tuple[Fallback, ...] = ()
+    relative: Form | None = None
+    relative_kind: RelativeKind = "unchanged"
 
     def refuse(self, decision: Decision) -> Candidates:
         """The candidates without the form ``decision`` chose, which failed its check."""
@@ -160,7 +185,9 @@ class AnswerPolicy:
 
     ``delta_ratio``: a delta must have fewer tokens than this fraction of the best full form
     (the proxy's ``--delta`` uses §10a.2's 0.6; the server helpers leave that guard to
-    their :class:`~gcfkit.keyed.SizeGuard` and use 1.0). ``tracks_delivery``: the answerer
+    their :class:`~gcfkit.keyed.SizeGuard` and use 1.0). ``relative_ratio``: the same for a
+    ``@@ patch`` or ``@@ edit`` answer (0.6, measured in bench/relative.md).
+    ``tracks_delivery``: the answerer
     sees every answer reach the client (the proxy), so whatever form goes out, the client
     holds the new set; otherwise (the server helpers) the client holds a set only through a
     GCF form whose pack root it can echo.
@@ -168,6 +195,7 @@ class AnswerPolicy:
 
     delta_ratio: float = 1.0
     tracks_delivery: bool = False
+    relative_ratio: float = 0.6
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +234,7 @@ def choose(candidates: Candidates, policy: AnswerPolicy) -> Choice:
         and (below_original is None or c.gcf.tokens < below_original)
     ):
         best = Choice(c.gcf.text, c.gcf.tokens, "gcf", c.fallbacks)
+    full = best
     if (
         c.delta is not None
         and c.delta.tokens < policy.delta_ratio * best.tokens
@@ -213,7 +242,51 @@ def choose(candidates: Candidates, policy: AnswerPolicy) -> Choice:
     ):
         kind: Decision = "unchanged" if c.unchanged else "delta"
         best = Choice(c.delta.text, c.delta.tokens, kind, c.fallbacks)
+    if (
+        c.relative is not None
+        and c.relative.tokens < best.tokens
+        and relative_wins(c.relative.tokens, c.relative_kind, full.tokens, policy)
+        and (below_original is None or c.relative.tokens < below_original)
+    ):
+        best = Choice(c.relative.text, c.relative.tokens, _SINCE[c.relative_kind], c.fallbacks)
     return best
+
+
+def relative_wins(tokens: int, kind: RelativeKind, full: int, policy: AnswerPolicy) -> bool:
+    """Whether a relative answer of ``tokens`` beats a full form of ``full`` tokens: an
+    ``@@ unchanged`` answer whenever it is smaller, a patch or an edit when it is under
+    ``relative_ratio`` of it (a reader applies those, so they must be clearly smaller).
+
+    >>> relative_wins(11, "unchanged", 12, AnswerPolicy()), relative_wins(11, "patch", 12,
+    ...                                                                   AnswerPolicy())
+    (True, False)
+    """
+    ratio = 1.0 if kind == "unchanged" else policy.relative_ratio
+    return tokens < ratio * full
+
+
+def choose_text(
+    original: Cost, relative: Form | None, kind: RelativeKind, policy: AnswerPolicy
+) -> Choice:
+    """The form of a text result (one that is not JSON): the original, or the relative
+    answer when :func:`relative_wins`.
+
+    >>> choose_text(Cost(120, 400), Form("@@ unchanged ...", 11, 40), "unchanged",
+    ...             AnswerPolicy()).decision
+    'since-unchanged'
+    >>> choose_text(Cost(120, 400), None, "unchanged", AnswerPolicy()).decision
+    'original'
+    """
+    if relative is not None and relative_wins(relative.tokens, kind, original.tokens, policy):
+        return Choice(relative.text, relative.tokens, _SINCE[kind])
+    return Choice(None, original.tokens, "original")
+
+
+_SINCE: Final[dict[RelativeKind, Decision]] = {
+    "unchanged": "since-unchanged",
+    "patch": "since-patch",
+    "edit": "since-edit",
+}
 
 
 def settle(

@@ -29,7 +29,8 @@ class LedgerRecord:
     """What the proxy did with one tool result; sizes and a decision, never content.
 
     ``decision`` is a short word: ``gcf``, ``json-minified``, ``unchanged``,
-    ``passthrough-file``, ``delta``, ``unchanged-delta`` or ``fallback:<reason>``.
+    ``passthrough-file``, ``delta``, ``unchanged-delta``, ``since-unchanged``,
+    ``since-patch``, ``since-edit`` (relative answers) or ``fallback:<reason>``.
     ``encoding`` names the tokenizer the token counts come from (e.g. ``o200k_base``);
     ``encode_ms`` is how long the proxy spent on the result.
     """
@@ -111,8 +112,19 @@ _WORDS: Final[dict[Decision, str]] = {
     "delta": "delta",
     "unchanged": "unchanged-delta",
     "original": "unchanged",
+    "since-unchanged": "since-unchanged",
+    "since-patch": "since-patch",
+    "since-edit": "since-edit",
 }
-_MOST_TELLING: Final = ("unchanged-delta", "delta", "gcf", "json-minified")
+_MOST_TELLING: Final = (
+    "since-unchanged",
+    "since-patch",
+    "since-edit",
+    "unchanged-delta",
+    "delta",
+    "gcf",
+    "json-minified",
+)
 
 
 def ledger_decision(choices: Iterable[Choice]) -> str:

@@ -91,7 +91,14 @@ class ResultMemory:
         """The sizes of the remembered results, added up."""
         return self._bytes
 
-    def _mint(self) -> str | None:
+    def mint(self) -> str | None:
+        """A new handle, never issued before by this memory (None once it has issued its
+        last): for a result about to be delivered, before it is known whether it will be.
+
+        >>> m = ResultMemory(seed=1)
+        >>> m.mint() != m.mint()
+        True
+        """
         if len(self._minted) >= _MAX_MINTED:
             return None
         while True:
@@ -101,13 +108,25 @@ class ResultMemory:
                 return handle
 
     def remember(
-        self, tool: str, args: str, kind: Kind, value: Any, *, size: int, depth: int = 0
+        self,
+        tool: str,
+        args: str,
+        kind: Kind,
+        value: Any,
+        *,
+        size: int,
+        depth: int = 0,
+        handle: str | None = None,
     ) -> str | None:
-        """Remember a delivered result; return its new handle (None if it cannot be kept:
-        larger than ``max_bytes``, or the session has minted its last handle)."""
+        """Remember a delivered result under ``handle`` (one :meth:`mint` issued and nothing
+        holds yet), or a new one; return the handle, or None if the result cannot be kept
+        (larger than ``max_bytes``, no handle left, or ``handle`` not this memory's)."""
         if size > self.max_bytes:
             return None
-        handle = self._mint()
+        if handle is None:
+            handle = self.mint()
+        elif handle not in self._minted or handle in self._held:
+            return None
         if handle is None:
             return None
         self._held[handle] = Held(handle, tool, args, kind, value, size, depth)
