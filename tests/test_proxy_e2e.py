@@ -115,7 +115,7 @@ def test_demo_results_are_lossless_and_the_rest_unchanged() -> None:
         async with session(server) as proxied:
             assert proxied.instructions is not None
             assert proxied.instructions.startswith("Order desk demo")
-            assert proxied.instructions.endswith(PRIMER)
+            assert PRIMER in proxied.instructions
             assert (await proxied.list_tools()).model_dump() == want_tools
             got = {name: await proxied.call_tool(name, args) for name, args in DEMO_CALLS}
 
@@ -671,3 +671,57 @@ def test_a_server_that_closes_stdout_but_lives_on_is_stopped() -> None:
         error = json.loads(proc.stdout.readline())  # answered by the proxy, not left hanging
         assert error["id"] == "q" and error["error"]["code"] == -32000
         assert proc.wait(timeout=30) == 128 + 15
+
+
+def test_relative_answers_through_the_sdk_client(git_repo: Path) -> None:
+    """A client that passes _since gets @@ unchanged, @@ edit (git's text) and full results
+    for other arguments, through the real SDK client, the proxy CLI and real servers."""
+    pytest.importorskip("mcp_server_git")
+    from gcfkit import relative
+
+    log_args: dict[str, Any] = {"repo_path": str(git_repo), "max_count": 5}
+
+    def commit(message: str) -> None:
+        when = {
+            "GIT_AUTHOR_DATE": "2026-01-03T03:04:05Z",
+            "GIT_COMMITTER_DATE": "2026-01-03T03:04:05Z",
+        }
+        people = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org"}
+        people |= {"GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.org"}
+        subprocess.run(
+            ["git", "commit", "-q", "--allow-empty", "-m", message],
+            cwd=git_repo, env={**os.environ, **when, **people}, check=True, capture_output=True,
+        )  # fmt: skip
+
+    async def body() -> None:
+        git = [sys.executable, "-m", "mcp_server_git", "--repository", str(git_repo)]
+        async with session(git, "--refs", "all") as s:
+            assert s.instructions is None or "_since" in s.instructions
+            log, block = texts(await s.call_tool("git_log", log_args))
+            handle = relative.ref_of(block)
+            assert handle is not None and block == f"ref={handle}"
+            again = texts(await s.call_tool("git_log", {**log_args, "_since": handle}))
+            assert again == [f"@@ unchanged tool=git_log since={handle}\n"]
+            commit("commit 3")
+            (edit,) = texts(await s.call_tool("git_log", {**log_args, "_since": handle}))
+            assert edit.startswith(f"@@ edit tool=git_log since={handle} ref=")
+            other = texts(await s.call_tool("git_log", {**log_args, "max_count": 2}))
+            assert not other[0].startswith("@@") and relative.ref_of(other[1]) is not None
+        async with session(git, proxied=False) as direct:
+            (now,) = texts(await direct.call_tool("git_log", log_args))
+        reader = relative.Reader()
+        reader.hold(handle, log, text=True)
+        assert reader.read(edit) == now
+        assert "commit 3" in now
+
+        async with session([sys.executable, DEMO]) as s:
+            (full,) = texts(await s.call_tool("list_orders", {"limit": 20}))
+            handle = relative.ref_of(full)
+            assert handle is not None and full.startswith(f"GCF profile=generic ref={handle}\n")
+            same = texts(await s.call_tool("list_orders", {"limit": 20, "_since": handle}))
+            assert same == [f"@@ unchanged tool=list_orders since={handle}\n"]
+            (other,) = texts(await s.call_tool("list_orders", {"limit": 5, "_since": handle}))
+            assert other.startswith("GCF profile=generic ref=")
+            assert same_value(gcfkit.loads(other), demo_server.orders(5))
+
+    run(body)

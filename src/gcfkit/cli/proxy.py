@@ -65,15 +65,28 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--delta",
-        action="store_true",
-        help="send repeated calls' keyed-set results as GCF deltas (spec 10a)",
+        nargs="?",
+        const="keyed",
+        choices=("keyed", "session"),
+        help="keyed (or no value): send repeated calls' keyed-set results as GCF deltas "
+        "(spec 10a); session: also answer every repeated call relative to its latest result, "
+        "as if it passed _since (assumes the client keeps every result in context)",
     )
     p.add_argument(
         "--reanchor",
         type=int,
         default=15,
         metavar="N",
-        help="with --delta, resend the full result every N turns (default 15)",
+        help="with --delta, resend the full result every N turns (default 15); also the most "
+        "relative answers in a row before a full one",
+    )
+    p.add_argument(
+        "--refs",
+        choices=("auto", "all", "off"),
+        default="auto",
+        help="name results (ref=) and answer calls that pass _since relative to the named "
+        "result: auto (default) names a result only within what it saves until the client "
+        "uses _since; all names every result; off",
     )
     p.add_argument(
         "--min-bytes",
@@ -136,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
         )
     base = ToolPolicy(
-        format="gcf", join=not args.no_join, delta=args.delta, min_bytes=args.min_bytes
+        format="gcf", join=not args.no_join, delta=args.delta is not None, min_bytes=args.min_bytes
     )
     policy = load_policy(args.policy, base) if args.policy else Policy(defaults=base)
     config = ProxyConfig(
@@ -150,6 +163,8 @@ def _run(args: argparse.Namespace) -> int:
         time_budget=args.time_budget,
         reanchor=args.reanchor,
         server_name=args.name,
+        refs=args.refs,
+        session_deltas=args.delta == "session",
     )
     ledger = Ledger(args.ledger) if args.ledger and not args.no_stats else None
     return asyncio.run(run_proxy(command, config, ledger=ledger, grace=args.grace))

@@ -14,14 +14,10 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
   file-reading tools are never touched. With ``join``, a result whose text blocks are all
   JSON objects is delivered as one array. With ``delta``, a repeated call whose results are
   keyed sets is delivered as a GCF generic delta (spec §10a).
-* relative answers (docs/extensions/relative-answers.md; ``refs``, on by default): a result
-  answered as one value, or one text block, is named by a handle (``ref=`` in its GCF
-  header, else one extra ``ref=`` text block; file contents stay byte for byte); a call that
-  passes ``"_since": "<handle>"`` (stripped before forwarding, unless the tool declares it)
-  is answered ``@@ unchanged``, ``@@ patch`` or ``@@ edit`` relative to that result when the
-  handle names a result this session remembers for the same tool and arguments, and the
-  answer is verified and clearly smaller; else in full. ``session_deltas`` (``--delta
-  session``) answers every repeated call relative to the latest result of that call.
+* relative answers (docs/extensions/relative-answers.md, :mod:`gcfkit.proxy.since`): results
+  are named (``ref=``), and a call that passes ``"_since"`` naming one this session holds
+  for the same tool and arguments is answered ``@@ unchanged``, ``@@ patch`` or ``@@ edit``
+  when that is verified and clearly smaller; else in full.
 * the ``initialize`` (and ``server/discover``) result: the GCF primer is appended to
   ``instructions`` when GCF may be sent in this session.
 * ``tools/list`` results, only with ``advertise_format``: an optional ``_format`` argument.
@@ -62,14 +58,13 @@ from typing import Any, Final, Literal
 
 from .. import dumps as gcf_dumps
 from .. import loads as gcf_loads
-from .. import relative, tokens
+from .. import tokens
 from ..errors import GCFError
-from ..header import check_header_value
 from ..jsonio import dumps_compact, loads_json, same_value
 from ..keyed import DeltaSession, FixedN, KeyedSet
 from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS, Held, ResultMemory
+from ..relative.memory import Kind
 from .answer import (
-    GCF_FORMS,
     AnswerPolicy,
     Candidates,
     Choice,
@@ -78,9 +73,7 @@ from .answer import (
     DeltaStep,
     Fallback,
     Form,
-    RelativeKind,
     advance,
-    choose_text,
     delta_rebuilds,
     held_after,
     is_unchanged,
@@ -107,6 +100,7 @@ from .policy import (
 )
 from .primer import append_primer, append_relative_primer
 from .record import LedgerRecord, ledger_decision
+from .since import SINCE_ARGUMENT, SINCE_SCHEMA, Names, RefMode
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -122,12 +116,6 @@ __all__ = [
 #: The per-call opt-out argument (``"json"``, ``"off"`` or ``"gcf"``), stripped before forwarding.
 FORMAT_ARGUMENT: Final = "_format"
 
-#: The argument that names a held result (docs/extensions/relative-answers.md §3), stripped
-#: before forwarding.
-SINCE_ARGUMENT: Final = "_since"
-
-#: Which results are named: see :class:`ProxyConfig`.
-RefMode = Literal["auto", "all", "off"]
 
 _LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 _MAX_TASKS: Final = 1024
@@ -165,15 +153,8 @@ class ProxyConfig:
     ``time_budget`` is seconds per result before the original is sent instead;
     ``max_text_bytes`` skips larger text blocks without trying.
 
-    Relative answers: ``refs`` names results and answers ``_since``: ``auto`` names a result
-    only where that keeps it no larger than what the server sent (a compressed one), until
-    the client passes ``_since`` in the session, and then every result; ``all`` names every
-    result from the start (text results get 4 tokens larger); ``off``. A session remembers
-    ``ref_results`` results and ``ref_bytes`` bytes of them (LRU); results under
-    ``ref_min_bytes`` are not named (their ``@@ unchanged`` would hardly be smaller);
-    ``relative_ratio`` is the most a patch or edit may cost, as a fraction of the full result;
-    ``session_deltas`` answers repeated calls without ``_since`` too (remember-everything,
-    re-anchored every ``reanchor`` relative answers).
+    Relative answers (:mod:`gcfkit.proxy.since`): ``refs`` (auto, all, off), ``ref_results`` and
+    ``ref_bytes`` (the LRU), ``ref_min_bytes``, ``relative_ratio``, ``session_deltas``.
 
     >>> ProxyConfig().format, ProxyConfig().encoding
     ('gcf', 'o200k_base')
@@ -227,14 +208,6 @@ def _args_key(tool: str, args: Any) -> str:
         return tool + "\x00" + repr(args)
 
 
-def _handle_of(value: Any) -> str | None:
-    """The handle a ``_since`` argument names: a handle string, or the number a model may
-    have written for a digits-only handle; anything else names nothing."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        value = str(value)
-    return value if isinstance(value, str) and relative.is_handle(value) else None
-
-
 def _output_format_cap(capabilities: Any) -> Format | None:
     if not isinstance(capabilities, dict):
         return None
@@ -264,15 +237,7 @@ class _Session:
     native_format_arg: set[str] = field(default_factory=set)
     # What the client holds, per tool + arguments, for §10a deltas.
     deltas: dict[str, DeltaState] = field(default_factory=dict)
-    # The results delivered and named (relative answers), and with --delta session the
-    # latest handle of each call.
-    results: ResultMemory = field(default_factory=ResultMemory)
-    latest: dict[str, str] = field(default_factory=dict)
-    # With --delta session: relative answers nobody asked for since the call's last full one.
-    unasked: dict[str, int] = field(default_factory=dict)
-    # The client has passed _since in this session: it reads names, so naming pays.
-    uses_since: bool = False
-    native_since_arg: set[str] = field(default_factory=set)
+
     # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
     tasks: dict[str, _Pending] = field(default_factory=dict)
 
@@ -350,20 +315,16 @@ class ProxyCore:
         self._loads = codec.loads
         self._count_fn = codec.count
         self._clock = clock
-        self._answers = AnswerPolicy(
-            delta_ratio=self.config.delta_ratio,
-            tracks_delivery=True,
-            relative_ratio=self.config.relative_ratio,
-        )
+        c = self.config
+        self._answers = AnswerPolicy(c.delta_ratio, True, c.relative_ratio)
         self._reanchor = FixedN(self.config.reanchor)
-        results = (
-            memory()
-            if memory is not None
-            else ResultMemory(max_results=self.config.ref_results, max_bytes=self.config.ref_bytes)
+        held = (
+            memory() if memory else ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes)
         )
-        self._session = _Session(
-            ceiling=self.config.format, server_name=self.config.server_name, results=results
+        self._names = Names(
+            c.refs, c.reanchor, c.ref_min_bytes, self._count, held, c.session_deltas
         )
+        self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
         self._pending: dict[RequestKey, _Pending] = {}
         self._unfinished: list[tuple[str, str, _Outcome, float]] = []
         self._warm = False
@@ -474,11 +435,7 @@ class ProxyCore:
         pending = _Pending(method=method, fmt=self._session.ceiling)
         self._pending[key] = pending
         if method == "initialize":
-            # A new session: no result delivered before it is held (its handles stay spent).
-            self._session.results.clear()
-            self._session.latest.clear()
-            self._session.unasked.clear()
-            self._session.uses_since = False
+            self._names.reset()
         if method in ("initialize", "server/discover") and isinstance(params, dict):
             # Handshake era: capabilities in params; 2026 era: in the request's _meta.
             meta = params.get("_meta")
@@ -528,11 +485,9 @@ class ProxyCore:
             fmt = args[FORMAT_ARGUMENT]
             if fmt in FORMATS:
                 pending.fmt = cap_format(pending.fmt, fmt)
-        if SINCE_ARGUMENT in args and tool not in self._session.native_since_arg:
-            base = new if new is not None else args
-            pending.since = _handle_of(args[SINCE_ARGUMENT])
-            self._session.uses_since = True
-            new = {k: v for k, v in base.items() if k != SINCE_ARGUMENT}
+        rest, since = self._names.take_since(tool, new if new is not None else args)
+        if rest is not None:
+            new, pending.since = rest, since
         if self.config.decode_args:
             decoded = self._decode_arguments(tool, new if new is not None else args)
             if decoded is not None:
@@ -615,7 +570,7 @@ class ProxyCore:
             if isinstance(props, dict) and FORMAT_ARGUMENT in props:
                 self._session.native_format_arg.add(tool["name"])
             if isinstance(props, dict) and SINCE_ARGUMENT in props:
-                self._session.native_since_arg.add(tool["name"])
+                self._names.native.add(tool["name"])
         if not self.config.advertise_format or self.config.format == "off":
             return None
         new_tools: list[Any] = []
@@ -635,8 +590,8 @@ class ProxyCore:
                 continue
             # Advertised only here, and only when asked: otherwise the proxy adds no fields.
             new_props = {**props, FORMAT_ARGUMENT: _FORMAT_SCHEMA}
-            if self.config.refs != "off" and name not in self._session.native_since_arg:
-                new_props[SINCE_ARGUMENT] = _SINCE_SCHEMA
+            if self.config.refs != "off" and name not in self._names.native:
+                new_props[SINCE_ARGUMENT] = SINCE_SCHEMA
             new_tools[-1] = {**tool, "inputSchema": {**schema, "properties": new_props}}
             changed = True
         if not changed:
@@ -665,16 +620,15 @@ class ProxyCore:
         policy = self.config.policy.for_tool(tool)
         fmt = cap_format(policy.format, pending.fmt)
         texts = [block["text"] for _, block in _text_blocks(_content_of(result))]
-        if pending.since is None and self.config.session_deltas:
-            pending.since = self._session.latest.get(pending.args_key)
+        if pending.since is None:
+            pending.since = self._names.implicit_since(pending.args_key)
             pending.implicit = pending.since is not None
         if not safe:
             outcome = _Outcome(None, "fallback:unsafe-envelope", lazy=texts)
         else:
             try:
                 if self.config.policy.is_file_tool(tool) and policy.format == "off":
-                    # File contents stay byte for byte: only an identical re-read may be
-                    # answered (unchanged), and only with the call's own format allowing GCF.
+                    # Byte for byte: at most an identical re-read is answered (unchanged).
                     outcome = _Outcome(None, "passthrough-file", lazy=texts)
                     if pending.fmt == "gcf":
                         outcome = self._text_answer(result, pending, "file", outcome)
@@ -747,9 +701,10 @@ class ProxyCore:
         whole = len(pieces) == 1 and len(pieces[0].blocks) == len(blocks)
         delta = whole and policy.delta and fmt == "gcf"
         # A named result is one value that is the whole content (nothing else beside it).
-        named = whole and fmt == "gcf" and len(blocks) == len(content) and self._may_name(sizes)
-        handle = self._session.results.mint() if named else None
-        held = self._held(pending, "json") if named else None
+        names, call = self._names, (pending.tool, pending.args_key, pending.since, pending.implicit)
+        named = whole and fmt == "gcf" and len(blocks) == len(content)
+        handle = names.memory.mint() if named and names.may_name(sum(sizes)) else None
+        held = names.held(*call, "json") if handle is not None else None
         choices: list[Choice] = []
         plain = 0
         for piece in pieces:
@@ -767,170 +722,55 @@ class ProxyCore:
                 outcome.tokens_after += choice.tokens
                 outcome.bytes_after += utf8_len(choice.text)
         outcome.decision = ledger_decision(choices)
-        if named and handle is not None:
-            choice = choices[0]
-            named_choice, extra = self._name(choice, handle)
-            if extra is None:
-                self._count_unasked(pending, True)
-            elif self._names_freely() or choice.tokens + extra <= plain:
-                # auto: named only within what it saves against the cheaper plain form
-                choices[0] = named_choice
-                outcome.tokens_after += extra
-                self._remember(pending, "json", pieces[0].value, held, handle, choice)
-            else:
-                named = False  # naming it would make it larger than the server's
+        block = None
+        if handle is not None:
+            choices[0], extra, block = names.name_value(
+                choices[0], handle, plain, *call, pieces[0].value, held
+            )
+            outcome.tokens_after += extra
         new_content = _reassemble(content, blocks, pieces, choices)
-        if named and handle is not None and choices[0].decision in ("json", "original"):
+        if block is not None:
             # Not GCF: the handle travels in a text block of its own after the result's.
             base = new_content if new_content is not None else list(content)
-            new_content = [*base, {"type": "text", "text": relative.ref_block(handle)}]
+            new_content = [*base, {"type": "text", "text": block}]
         if new_content is not None:
             outcome.result = {**result, "content": new_content}
         return outcome
 
     # -- relative answers --------------------------------------------------------------
 
-    def _may_name(self, sizes: list[int]) -> bool:
-        return self.config.refs != "off" and sum(sizes) >= self.config.ref_min_bytes
-
-    def _names_freely(self) -> bool:
-        """Whether a result may be named even where that makes it larger than the server's."""
-        return self.config.refs == "all" or (
-            self.config.refs == "auto" and self._session.uses_since
-        )
-
-    def _held(self, pending: _Pending, kind: relative.memory.Kind) -> Held | None:
-        """The result the call named with ``_since``, when a relative answer may use it:
-        remembered, of the same tool, arguments and kind, not too deep in relative answers
-        (re-anchored every ``reanchor``), and its tool nameable on an answer line."""
-        if pending.since is None or self.config.refs == "off":
-            return None
-        held = self._session.results.recall(pending.since)
-        if held is None or held.tool != pending.tool or held.args != pending.args_key:
-            return None
-        if held.kind != kind or held.depth >= self.config.reanchor:
-            return None
-        if (
-            pending.implicit
-            and self._session.unasked.get(pending.args_key, 0) >= self.config.reanchor
-        ):
-            # Remember-everything re-anchors on its own: the reader may have lost the result.
-            self._session.unasked.pop(pending.args_key, None)
-            return None
-        try:
-            check_header_value("tool", pending.tool, "invalid_answer")
-        except GCFError:
-            return None
-        return held
-
-    def _name(self, choice: Choice, handle: str) -> tuple[Choice, int | None]:
-        """``choice`` with the result named ``handle`` where it says so itself (a GCF header
-        gets ``ref=``), and the tokens naming it adds (None: it is not named, as an
-        ``@@ unchanged`` answer, which leaves the held result's name in place)."""
-        if choice.decision == "since-unchanged":
-            return choice, None
-        if choice.decision.startswith("since-"):
-            return choice, 0  # the answer's own @@ line carries ref=
-        if choice.decision in GCF_FORMS and choice.text is not None:
-            stamped = relative.stamp_ref(choice.text, handle)
-            return (
-                Choice(stamped, choice.tokens, choice.decision, choice.fallbacks),
-                self._count(f" ref={handle}"),
-            )
-        return choice, self._count(relative.ref_block(handle))
-
-    def _remember(
-        self,
-        pending: _Pending,
-        kind: relative.memory.Kind,
-        value: Any,
-        held: Held | None,
-        handle: str,
-        choice: Choice,
-    ) -> None:
-        relative_answer = choice.decision.startswith("since-")
-        depth = held.depth + 1 if relative_answer and held is not None else 0
-        self._count_unasked(pending, relative_answer)
-        size = utf8_len(value) if isinstance(value, str) else utf8_len(dumps_compact(value))
-        kept = self._session.results.remember(
-            pending.tool, pending.args_key, kind, value, size=size, depth=depth, handle=handle
-        )
-        if kept is not None:
-            self._session.latest[pending.args_key] = kept
-
-    def _count_unasked(self, pending: _Pending, relative_answer: bool) -> None:
-        if not pending.implicit:
-            return
-        if relative_answer:
-            self._session.unasked[pending.args_key] = (
-                self._session.unasked.get(pending.args_key, 0) + 1
-            )
-        else:
-            self._session.unasked.pop(pending.args_key, None)
-
     def _text_answer(
         self,
         result: dict[str, Any],
         pending: _Pending,
-        kind: relative.memory.Kind,
+        kind: Kind,
         outcome: _Outcome,
         budget: _Budget | None = None,
     ) -> _Outcome:
         """A text result (one text block, not JSON), or a file read: named with a ``ref=``
         block, or answered relative to the held text when the call named one."""
         content = _content_of(result)
-        blocks = _text_blocks(content)
-        if result.get("isError") is True or len(blocks) != 1 or len(content) != 1:
+        if result.get("isError") is True or len(_text_blocks(content)) != 1 or len(content) != 1:
             return outcome
-        text = blocks[0][1]["text"]
-        size = utf8_len(text)
-        held = self._held(pending, kind)
-        if not self._may_name([size]) or not (self._names_freely() or held is not None):
-            # A ref= block makes a text result larger: in auto mode, not before the client
-            # has shown it uses names (a call that named a held result is such a sign).
+        check = budget.check if budget is not None else (lambda: None)
+        call = (pending.tool, pending.args_key, pending.since, pending.implicit)
+        answer = self._names.text_result(content[0], *call, kind, self._answers, check)
+        if answer is None:
             return outcome
-        handle = self._session.results.mint()
-        if handle is None:
-            return outcome
-        choice = Choice(None, 0, "original")
-        fallbacks: tuple[Fallback, ...] = ()
-        if held is not None:
-            wire: str | None = None
-            if held.value == text:
-                wire = relative.dumps_unchanged(pending.tool, held.handle)
-            elif kind == "text":
-                try:
-                    wire = relative.text_answer(
-                        held.value, text, tool=pending.tool, since=held.handle, ref=handle
-                    )
-                except (GCFError, RecursionError, ValueError):
-                    fallbacks = (Fallback("since-selfcheck"),)
-            if budget is not None:
-                budget.check()
-            if wire is not None and len(wire) < len(text):
-                original = Cost(self._count(text), size)
-                kind_of: RelativeKind = "unchanged" if wire.startswith("@@ unchanged") else "edit"
-                choice = choose_text(original, Form.of(wire, self._count), kind_of, self._answers)
-                outcome.tokens_before = outcome.tokens_after = original.tokens
-                outcome.bytes_before = outcome.bytes_after = size
-                outcome.lazy = []
-        if choice.text is not None:
-            outcome.result = {**result, "content": [{**blocks[0][1], "text": choice.text}]}
-            outcome.tokens_after, outcome.bytes_after = choice.tokens, utf8_len(choice.text)
-            outcome.decision = ledger_decision([choice])
-            if choice.decision != "since-unchanged":
-                self._remember(pending, kind, text, held, handle, choice)
-            else:
-                self._count_unasked(pending, True)
-            return outcome
-        block = relative.ref_block(handle)
-        outcome.result = {**result, "content": [*content, {"type": "text", "text": block}]}
-        # The text itself may be counted lazily (before and after alike); the block is new.
-        outcome.tokens_after += self._count(block)
-        outcome.bytes_after += utf8_len(block)
-        if fallbacks:
-            outcome.decision = fallbacks[0].word
-        self._remember(pending, kind, text, held, handle, choice)
+        if answer.original is not None:  # counted now: no lazy count of the text
+            outcome.lazy = []
+            outcome.tokens_before = outcome.tokens_after = answer.original.tokens
+            outcome.bytes_before = outcome.bytes_after = answer.original.size
+        outcome.result = {**result, "content": answer.content}
+        if answer.answer is not None:
+            outcome.tokens_after, outcome.bytes_after = answer.tokens, answer.size
+            outcome.decision = ledger_decision([answer.answer])
+        else:
+            # The text itself may be counted lazily (before and after alike); the block is new.
+            outcome.tokens_after += answer.tokens
+            outcome.bytes_after += answer.size
+            if answer.fallback is not None:
+                outcome.decision = answer.fallback.word
         return outcome
 
     def _answer(
@@ -944,10 +784,10 @@ class ProxyCore:
         budget: _Budget,
         since: tuple[Held | None, str | None] = (None, None),
     ) -> tuple[Choice, Cost, int]:
-        """The answer for one value (what the original texts cost, and the tokens of the
-        cheaper plain form: compact JSON or the original): candidates, then the one answer
-        policy; the delta state it leaves is stored here, and only here. ``since``
-        is the held result the call named (if usable) and the handle the result will get."""
+        """The answer for one value, what the original texts cost and the tokens of the cheaper
+        plain form (compact JSON or the original): candidates, then the one answer policy; the
+        delta state it leaves is stored here, and only here. ``since``: the held result the
+        call named (if usable) and the handle the result will get."""
         compact = dumps_compact(value)
         json_form = Form.of(compact, self._count)
         if len(original) == 1 and compact == original[0]:
@@ -969,7 +809,9 @@ class ProxyCore:
 
         since_held, handle = since
         if since_held is not None:
-            candidates = self._with_relative(candidates, since_held, value, policy, pending, handle)
+            candidates = self._names.json_candidate(
+                candidates, since_held, value, pending.tool, handle, policy.key
+            )
             budget.check()
 
         base = step.before.base if step is not None and step.before is not None else None
@@ -995,32 +837,6 @@ class ProxyCore:
             else:
                 self._session.deltas[pending.args_key] = held
         return choice, before, min(json_form.tokens, before.tokens)
-
-    def _with_relative(
-        self,
-        candidates: Candidates,
-        held: Held,
-        value: Any,
-        policy: ToolPolicy,
-        pending: _Pending,
-        handle: str | None,
-    ) -> Candidates:
-        """``candidates`` with the relative answer to ``held``: built and verified by
-        :func:`gcfkit.relative.json_answer` (decoded and applied to the held value, it must
-        give ``value``), or refused (``since-selfcheck``). It is counted only when it is
-        shorter than the best full form in characters: a longer one cannot be 60% of it."""
-        try:
-            wire = relative.json_answer(
-                held.value, value, tool=pending.tool, since=held.handle, ref=handle, key=policy.key
-            )
-        except (GCFError, RecursionError, ValueError, TypeError):
-            refused = Fallback("since-selfcheck")
-            return replace(candidates, fallbacks=(*candidates.fallbacks, refused))
-        full = candidates.gcf if candidates.gcf is not None else candidates.json
-        if len(wire) >= len(full.text):
-            return candidates
-        kind: RelativeKind = "unchanged" if wire.startswith("@@ unchanged") else "patch"
-        return replace(candidates, relative=Form.of(wire, self._count), relative_kind=kind)
 
     def _with_gcf(self, candidates: Candidates, value: Any, budget: _Budget) -> Candidates:
         try:
@@ -1077,15 +893,6 @@ _FORMAT_SCHEMA: Final = {
     "description": (
         "Optional, read by the gcfkit proxy and removed before the call: 'json' to get this "
         "result as plain JSON instead of GCF, 'off' to get it exactly as the tool wrote it."
-    ),
-}
-
-
-_SINCE_SCHEMA: Final = {
-    "type": "string",
-    "description": (
-        "Optional, read by the gcfkit proxy and removed before the call: the ref= of this "
-        "call's earlier result that you still hold, to get only what changed."
     ),
 }
 

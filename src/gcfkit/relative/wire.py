@@ -207,14 +207,19 @@ def ref_block(handle: str) -> str:
 
 
 def ref_of(text: str) -> str | None:
-    """The handle a text names: a GCF header's ``ref=``, or a whole ``ref=`` block.
+    """The handle a text names: a GCF header's ``ref=``, an answer's (the result it makes),
+    or a whole ``ref=`` block.
 
     >>> ref_of("GCF profile=generic ref=482913\\n=1\\n"), ref_of("ref=482913"), ref_of("x")
     ('482913', '482913', None)
+    >>> ref_of("@@ patch tool=t since=482913 ref=771204\\n## [1]{op,path}\\ndel|a\\n")
+    '771204'
     """
-    if text.startswith("GCF "):
+    first = text.split("\n", 1)[0]
+    if text.startswith(("GCF ", "@@ ")):
+        pairs = first.split(" ")[2:] if text.startswith("@@ ") else None
         try:
-            header = parse_header(text.split("\n", 1)[0])
+            header = parse_header(first if pairs is None else " ".join([_HEAD, *pairs]))
         except GCFError:
             return None
         ref = header.fields.get("ref")
