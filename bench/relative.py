@@ -13,7 +13,13 @@ arguments. Counted, exactly (bpe-openai), in o200k_base and cl100k_base:
 * what is sent under each size rule: a relative answer only when it is under 60%, 80% or
   90% of the full result, or whenever it is smaller;
 * the cost of naming every result: ``ref=<handle>`` in each GCF header, and one
-  ``ref=<handle>`` text block beside each other single-text result (all 92 calls).
+  ``ref=<handle>`` text block beside each other single-text result (all 92 calls);
+* through gcfkit's proxy core, all 92 calls session by session (instructions and tool list
+  counted once per session, as the model reads them): each ``--refs`` mode, with an agent
+  that passes ``_since`` (the latest ref it was shown for the same call) on every repeated
+  call and with one that never does, ``--delta session``, and the size rule's
+  alternatives; every answer is resolved by a reader against what it holds and must give
+  exactly the server's result.
 
     python bench/relative.py [--out bench/relative.md]
 """
@@ -70,7 +76,7 @@ def delivered(server: str) -> list[tuple[dict[str, Any], list[str]]]:
         for p in sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))
     ]
     meta = CORPUS / server / "meta"
-    core = ProxyCore(ProxyConfig(primer=False, stats=False, time_budget=30.0))
+    core = ProxyCore(ProxyConfig(primer=False, stats=False, time_budget=30.0, refs="off"))
 
     def exchange(i: int, method: str, params: Any, result: Any) -> Any:
         req = {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
@@ -173,7 +179,7 @@ def main() -> int:
                 row[f"answer_{e}"] = tokens.count(answer, e) if answer is not None else None
             row["answer_text"] = answer
             rows.append(row)
-    report = render(rows, ref_cost, named)
+    report = render(rows, ref_cost, named) + render_sessions()
     print(report)
     if args.out:
         args.out.write_text(report, encoding="utf-8")
@@ -266,6 +272,145 @@ def render(
         out.append("```")
         out.append(text.rstrip("\n"))
         out.append("```")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# Whole sessions through the proxy core
+# --------------------------------------------------------------------------------------
+
+
+def run_session(server: str, config: ProxyConfig, agent_since: bool) -> dict[str, int]:
+    """Tokens the model reads in one session (o200k and cl100k), every answer verified."""
+    calls = [
+        json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))
+    ]
+    meta = CORPUS / server / "meta"
+    core = ProxyCore(config, memory=lambda: relative.ResultMemory(seed=7))
+    totals = dict.fromkeys(ENCODINGS, 0)
+
+    def add(text: str) -> None:
+        for e in ENCODINGS:
+            totals[e] += tokens.count(text, e)
+
+    def exchange(i: int, method: str, params: Any, result: Any) -> Any:
+        req = {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
+        (up,) = core.from_client(json.dumps(req).encode() + b"\n")
+        sent = json.loads(up.data).get("params")
+        resp = {"jsonrpc": "2.0", "id": i, "result": result}
+        (out,) = core.from_server(json.dumps(resp, ensure_ascii=False).encode() + b"\n")
+        return json.loads(out.data)["result"], sent
+
+    init, _ = exchange(0, "initialize", {}, json.loads((meta / "initialize.json").read_text()))
+    add(init.get("instructions") or "")
+    listed, _ = exchange(1, "tools/list", {}, json.loads((meta / "tools_list.json").read_text()))
+    add(json.dumps(listed["tools"], ensure_ascii=False))
+    reader = relative.Reader()
+    latest: dict[str, str] = {}
+    for i, call in enumerate(calls, 2):
+        slot = call["tool"] + json.dumps(call["arguments"], sort_keys=True)
+        args = dict(call["arguments"])
+        if agent_since and call["repeat_of"] is not None and slot in latest:
+            args["_since"] = latest[slot]
+        result, sent = exchange(
+            i, "tools/call", {"name": call["tool"], "arguments": args}, call["result"]
+        )
+        assert "_since" not in sent["arguments"], "the proxy forwarded _since"
+        texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
+        for t in texts:
+            add(t)
+        raw = [b["text"] for b in call["result"].get("content", []) if b.get("type") == "text"]
+        if not texts:
+            continue
+        main, ref = texts[0], None
+        if relative.is_answer(main):
+            got = reader.read(main)
+            want_json = json_value(raw[0]) if call["tool"] not in Policy().file_tools else None
+            ok = same_value(got, want_json) if want_json is not None else got == raw[0]
+            assert ok, f"{server}/{call['tool']}: an answer did not rebuild the result"
+            ref = relative.ref_of(main)
+        elif main.startswith("GCF profile=generic"):
+            reader.read(main)
+            ref = relative.ref_of(main)
+        elif len(texts) == len(raw) + 1:
+            ref = relative.ref_of(texts[-1])
+            value = None if call["tool"] in Policy().file_tools else json_value(main)
+            if ref is not None:
+                reader.hold(ref, value if value is not None else main, text=value is None)
+        if ref is not None:
+            latest[slot] = ref
+    return totals
+
+
+def render_sessions() -> str:
+    configs: list[tuple[str, dict[str, Any], bool]] = [
+        ("gcfkit today (--refs off)", {"refs": "off"}, False),
+        ("--refs auto (default), agent never passes _since", {}, False),
+        ("--refs auto (default), agent passes _since", {}, True),
+        ("--refs all, agent never passes _since", {"refs": "all"}, False),
+        ("--refs all, agent passes _since", {"refs": "all"}, True),
+        ("--refs all, _since, patch/edit when < 80%", {"refs": "all", "relative_ratio": 0.8}, True),
+        (
+            "--refs all, _since, patch/edit whenever smaller",
+            {"refs": "all", "relative_ratio": 1.0},
+            True,
+        ),
+        (
+            "--refs all --delta session, agent never passes _since",
+            {"refs": "all", "session_deltas": True},
+            False,
+        ),
+        ("--refs auto, agent passes _since, --ref-min-bytes 0", {"ref_min_bytes": 0}, True),
+        ("--refs all, _since, --ref-min-bytes 0", {"refs": "all", "ref_min_bytes": 0}, True),
+    ]
+    out = ["", "## Whole sessions through the proxy core (all 92 calls)", ""]
+    out.append(
+        "Instructions and tool list counted once per session; results as delivered. "
+        "Every relative answer was rebuilt by a reader and compared with the server's result."
+    )
+    out.append("")
+    out.append("| configuration | o200k | cl100k |")
+    out.append("|---|---:|---:|")
+    for label, options, since in configs:
+        tot = dict.fromkeys(ENCODINGS, 0)
+        for server in SERVERS:
+            config = ProxyConfig(stats=False, time_budget=30.0, **options)
+            got = run_session(server, config, since)
+            for e in ENCODINGS:
+                tot[e] += got[e]
+        out.append(f"| {label} | {tot['o200k_base']:,} | {tot['cl100k_base']:,} |")
+    from gcfkit.proxy.primer import RELATIVE_PRIMER
+    from gcfkit.proxy.since import SINCE_SCHEMA
+
+    n_tools = sum(
+        len(json.loads((CORPUS / s / "meta" / "tools_list.json").read_text())["tools"])
+        for s in SERVERS
+    )
+    prop = '"_since":' + json.dumps(SINCE_SCHEMA, separators=(",", ":")) + ","
+    out += [
+        "",
+        "How the agent learns of `_since` (o200k / cl100k, the corpus's 7 sessions, 86 tools):",
+        "",
+    ]
+    out.append("| carrier | per session or tool | corpus total |")
+    out.append("|---|---:|---:|")
+    p1, p2 = tokens.count(RELATIVE_PRIMER), tokens.count(RELATIVE_PRIMER, "cl100k_base")
+    out.append(
+        f"| primer sentence in `instructions` (chosen) | {p1} / {p2} per session "
+        f"| {7 * p1:,} / {7 * p2:,} |"
+    )
+    q1, q2 = tokens.count(prop), tokens.count(prop, "cl100k_base")
+    out.append(
+        f"| `_since` property in every tool's schema (`--advertise-format`) | {q1} / {q2} per tool "
+        f"| {n_tools * q1:,} / {n_tools * q2:,} |"
+    )
+    bare = '"_since":{"type":"string"},'
+    b1, b2 = tokens.count(bare), tokens.count(bare, "cl100k_base")
+    out.append(
+        f"| bare `_since` property, no description | {b1} / {b2} per tool "
+        f"| {n_tools * b1:,} / {n_tools * b2:,} |"
+    )
     return "\n".join(out) + "\n"
 
 
