@@ -361,8 +361,16 @@ def render_sessions() -> str:
             {"refs": "all", "session_deltas": True},
             False,
         ),
-        ("--refs auto, agent passes _since, --ref-min-bytes 0", {"ref_min_bytes": 0}, True),
-        ("--refs all, _since, --ref-min-bytes 0", {"refs": "all", "ref_min_bytes": 0}, True),
+        (
+            "--refs auto, agent passes _since, ref_min_bytes=0 (ProxyConfig)",
+            {"ref_min_bytes": 0},
+            True,
+        ),
+        (
+            "--refs all, _since, ref_min_bytes=0 (ProxyConfig)",
+            {"refs": "all", "ref_min_bytes": 0},
+            True,
+        ),
     ]
     out = ["", "## Whole sessions through the proxy core (all 92 calls)", ""]
     out.append(
