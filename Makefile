@@ -2,16 +2,22 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test demo lint typecheck install bench clean
+.PHONY: test test-fast demo lint typecheck install bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# The version is read from src/gcfkit/__init__.py at install time: reinstall when it changes.
+$(STAMP): pyproject.toml src/gcfkit/__init__.py | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
+
+$(BENCH_STAMP): pyproject.toml src/gcfkit/__init__.py | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test,bench]"
+	touch $(BENCH_STAMP) $(STAMP)
 
 install: $(STAMP)
 
@@ -24,6 +30,17 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q
+
+# The inner loop: the same checks without the tests marked slow.
+test-fast: lint typecheck
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# Token report (bench/report.md and charts), speed against gcf-python, and the proxy
+# comparison on the MCP corpus; peers come from the bench extra.
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/speed.py
+	$(BIN)/python bench/proxy.py
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py

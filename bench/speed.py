@@ -9,6 +9,7 @@ gcf-python both ways, on every dataset. Each codec decodes its own output.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -74,8 +75,8 @@ def main() -> int:
         times: dict[tuple[str, str], float] = {}
         for name, (enc, dec) in codecs.items():
             text = enc(value)
-            times[(name, "enc")] = median_seconds(lambda enc=enc, value=value: enc(value))
-            times[(name, "dec")] = median_seconds(lambda dec=dec, text=text: dec(text))
+            times[(name, "enc")] = median_seconds(functools.partial(enc, value))
+            times[(name, "dec")] = median_seconds(functools.partial(dec, text))
         for k, v in times.items():
             totals[k] += v
         rows.append((path.stem, path.stat().st_size, times))

@@ -83,7 +83,7 @@ def offline_tiktoken() -> bool:
         stem = blobpath.rsplit("/", 1)[-1].removesuffix(".tiktoken")
         return _bundled_ranks(stem, expected_hash)
 
-    openai_public.load_tiktoken_bpe = load  # type: ignore[attr-defined]
+    openai_public.load_tiktoken_bpe = load
     return True
 
 

@@ -49,7 +49,7 @@ def orders(count: int) -> list[dict[str, Any]]:
     out = []
     for i in range(count):
         customer = _CUSTOMERS[i % len(_CUSTOMERS)]
-        items = []
+        items: list[dict[str, Any]] = []
         for j in range(1 + i % 3):
             sku, title, price = _PRODUCTS[(i + j) % len(_PRODUCTS)]
             items.append({"sku": sku, "title": title, "qty": 1 + (i + j) % 2, "price": price})

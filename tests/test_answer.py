@@ -34,6 +34,7 @@ from gcfkit.proxy.answer import (
     Candidates,
     Choice,
     Cost,
+    Decision,
     Fallback,
     Form,
     advance,
@@ -128,9 +129,9 @@ def test_settle_verifies_only_the_winner_and_falls_back_in_order() -> None:
 
 
 def test_ledger_words() -> None:
+    decisions: tuple[Decision, ...] = ("gcf", "json", "delta", "unchanged", "original")
     words = {
-        d: ledger_decision([Choice(None if d == "original" else "x", 1, d)])  # type: ignore[arg-type]
-        for d in ("gcf", "json", "delta", "unchanged", "original")
+        d: ledger_decision([Choice(None if d == "original" else "x", 1, d)]) for d in decisions
     }
     assert words == {
         "gcf": "gcf",
@@ -177,7 +178,9 @@ def row_sets(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
     """A sequence of keyed row sets for one call: each an edit of the one before (rows
     changed, added, removed), sizes from empty to dozens, a schema change now and then."""
     n = draw(st.integers(0, 40))
-    rows = [{"id": i, "name": draw(NAMES), "n": draw(st.integers(-5, 5))} for i in range(n)]
+    rows: list[dict[str, Any]] = [
+        {"id": i, "name": draw(NAMES), "n": draw(st.integers(-5, 5))} for i in range(n)
+    ]
     out = [rows]
     next_id = n
     for _ in range(draw(st.integers(1, 5))):
@@ -240,7 +243,7 @@ def server(responder: GCFResponder, state: dict[str, Any]) -> MCPServer:
 
 @asynccontextmanager
 async def gcf_client(srv: MCPServer) -> AsyncIterator[Client]:
-    transport: Any = with_output_format(InMemoryTransport(srv), "gcf")  # type: ignore[arg-type]
+    transport: Any = with_output_format(InMemoryTransport(srv), "gcf")
     async with Client(transport, mode="legacy") as c:
         yield c
 

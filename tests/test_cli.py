@@ -77,6 +77,29 @@ def test_missing_file_is_a_clean_error() -> None:
     assert res.stderr.decode().startswith("error[io_error]")
 
 
+def test_one_version_everywhere() -> None:
+    # pyproject reads gcfkit.__version__; the installed metadata, the CLI and python -m agree.
+    from importlib.metadata import version
+
+    assert version("gcfkit") == gcfkit.__version__
+    res = subprocess.run(
+        [sys.executable, "-m", "gcfkit", "--version"], capture_output=True, timeout=60, check=False
+    )
+    assert res.returncode == 0 and res.stdout.decode().strip() == f"gcfkit {gcfkit.__version__}"
+
+
+def test_python_dash_m_gcfkit_runs_the_command() -> None:
+    value = {"a": [1, 2]}
+    res = subprocess.run(
+        [sys.executable, "-m", "gcfkit", "encode"],
+        input=json.dumps(value).encode(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 0 and res.stdout.decode() == gcfkit.dumps(value)
+
+
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--version"])

@@ -556,7 +556,11 @@ def test_deterministic_and_input_untouched() -> None:
 
 
 def test_render_tabular() -> None:
-    rows = [{"id": 1, "t": [{"a": 1}]}, {"id": 2, "t": [{"a": 2}]}, {"id": "3"}]
+    rows: list[dict[str, Any]] = [
+        {"id": 1, "t": [{"a": 1}]},
+        {"id": 2, "t": [{"a": 2}]},
+        {"id": "3"},
+    ]
     assert render_tabular("## added [3]{@id,t}", rows, ["id", "t"]) == [
         "## added [3]{@id,t}",
         "@0 1|^",
@@ -578,7 +582,7 @@ def test_render_tabular_never_drops_data() -> None:
 
 
 def test_render_tabular_refuses_an_unreadable_field() -> None:
-    rows = [{"t": [{"a": 1}]}, {"t": [[1]]}]
+    rows: list[dict[str, Any]] = [{"t": [{"a": 1}]}, {"t": [[1]]}]
     with pytest.raises(GCFError) as e:
         render_tabular("## changed [2]{t}", rows, ["t"])
     assert e.value.code == "unsupported_type"

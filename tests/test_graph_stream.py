@@ -145,6 +145,7 @@ class CharCounter:
         self.chars += len(text)
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_with_the_stream() -> None:
     rows = 1_000_000  # half symbols in four distance groups, half edges
     half = rows // 2

@@ -409,7 +409,7 @@ def test_pack_root_matches_peer_implementation() -> None:
     # above 2^53 as a double; we keep absent apart from null (lossless) and hash every
     # int64 as its plain digits (§2.3.1).
     gcf = pytest.importorskip("gcf")
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"id": 1, "v": "x", "w": None},
         {"id": "1", "v": 1.5, "w": True},
         {"id": 2, "v": "tab\there", "w": -0.0},

@@ -758,7 +758,7 @@ def test_respond_in_a_lowlevel_server_handler() -> None:
     low: Server[Any] = Server("low", on_list_tools=list_tools, on_call_tool=call_tool)
 
     async def body() -> None:
-        transport: Any = with_output_format(InMemoryTransport(low), "gcf")  # type: ignore[arg-type]
+        transport: Any = with_output_format(InMemoryTransport(low), "gcf")
         async with Client(transport, mode="legacy") as c:
             t1 = text(await c.call_tool("callers", {"symbol": "a"}))
             assert t1.startswith("GCF profile=graph tool=callers ")

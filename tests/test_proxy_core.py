@@ -207,7 +207,7 @@ def test_already_minimal_json_is_left_alone() -> None:
 def test_other_parts_of_the_result_are_kept() -> None:
     core = ProxyCore(cfg())
     structured = {"orders": ORDERS}
-    result = {
+    result: dict[str, Any] = {
         "content": [
             {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
             {"type": "text", "text": pretty(ORDERS), "annotations": {"audience": ["user"]}},
@@ -944,7 +944,7 @@ def as_set(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_repeated_calls_become_deltas_that_reconstruct_exactly() -> None:
     core = delta_core()
     consumer = Consumer()
-    decisions = []
+    decisions: list[str] = []
     for turn in (1, 2, 2, 3):
         text, decision = deliver(core, turn * 10 + len(decisions), stock(turn))
         decisions.append(decision)

@@ -151,21 +151,24 @@ def test_200_concurrent_calls_get_their_own_answers() -> None:
 
 def test_progress_and_server_to_client_requests_are_relayed() -> None:
     async def body() -> None:
-        progress: list[float] = []
+        seen: list[float] = []
 
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append(value)
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(progress)
 
         async def roots(context: Any) -> Any:
             from mcp import types
+            from pydantic import FileUrl
 
-            return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/w", name="work")])
+            return types.ListRootsResult(
+                roots=[types.Root(uri=FileUrl("file:///tmp/w"), name="work")]
+            )
 
         async with session([sys.executable, DEMO], list_roots_callback=roots) as s:
             result = await s.call_tool("search", {"query": "x"}, progress_callback=on_progress)
             assert same_value(decode(texts(result)[0]), demo_server.search("x"))
             answer = await s.call_tool("ask_roots", {})
-        assert progress == [1, 2]
+        assert seen == [1, 2]
         assert decode(texts(answer)[0]) == [{"uri": "file:///tmp/w", "name": "work"}]
 
     run(body)

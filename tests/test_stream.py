@@ -246,6 +246,7 @@ def test_section_depth_is_bounded() -> None:
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_million_rows_in_constant_memory() -> None:
     written = [0]
 

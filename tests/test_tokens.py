@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import importlib.machinery
 import json
 import sys
 from collections.abc import Iterator
@@ -161,7 +162,7 @@ def test_binding_loads_through_the_package_when_the_fast_path_cannot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("bpe_openai")
-    monkeypatch.setattr(tokens.importlib.machinery, "EXTENSION_SUFFIXES", [".none"])
+    monkeypatch.setattr(importlib.machinery, "EXTENSION_SUFFIXES", [".none"])
     monkeypatch.delitem(sys.modules, "bpe_openai._bindings", raising=False)
     module = tokens._load_bindings()
     assert module.tokenizer_for_encoding("o200k_base").count("hello world") == 2
