@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gcfkit.jsonio import same_value
+
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE_DIR = Path(
     os.environ.get("GCF_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")
@@ -28,27 +30,11 @@ def load_fixtures() -> list[tuple[str, dict[str, Any]]]:
 
 
 def strict_equal(a: Any, b: Any, *, ordered: bool = True, int_float: bool = True) -> bool:
-    """Structural equality where a bool never equals a number and key order counts.
+    """Structural equality where a bool never equals a number and key order counts:
+    :func:`gcfkit.jsonio.same_value`, with the fixtures' vocabulary.
 
     ``ordered=False`` compares object membership only (decode fixtures were written from
     unordered maps). ``int_float`` lets an integer-valued float equal the same int (§2.3.1:
     the wire does not keep ``1.0`` apart from ``1``).
     """
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if type(a) is not type(b) and not int_float:
-            return False
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        if ordered and list(a) != list(b):
-            return False
-        if not ordered and set(a) != set(b):
-            return False
-        return all(strict_equal(a[k], b[k], ordered=ordered, int_float=int_float) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(
-            strict_equal(x, y, ordered=ordered, int_float=int_float)
-            for x, y in zip(a, b, strict=True)
-        )
-    return type(a) is type(b) and a == b
+    return same_value(a, b, key_order=ordered, number_types=not int_float)
