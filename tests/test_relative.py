@@ -106,6 +106,7 @@ def test_memory_evicts_by_count_and_bytes() -> None:
     m = ResultMemory(max_results=3, max_bytes=100, seed=1)
     hs = [m.remember("t", "{}", "json", i, size=10) for i in range(4)]
     assert [m.recall(h) is not None for h in hs if h] == [False, True, True, True]
+    assert hs[1] is not None and hs[2] is not None
     assert m.recall(hs[1]) is not None  # now the most recent: hs[2] goes next
     big = m.remember("t", "{}", "text", "x" * 80, size=80)
     assert big is not None and m.recall(big) is not None

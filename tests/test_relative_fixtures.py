@@ -27,7 +27,7 @@ FIXTURES = [
 
 def _same(got: Any, want: Any) -> bool:
     if isinstance(want, str):
-        return got == want
+        return bool(got == want)
     return strict_equal(got, want)
 
 

@@ -185,8 +185,9 @@ def test_paths_round_trip(path: tuple[Any, ...]) -> None:
         if isinstance(x, Member):
             assert x == y
         elif isinstance(x, Element):
-            assert same_value(x.value, y.value)
+            assert isinstance(y, Element) and same_value(x.value, y.value)
         else:
+            assert isinstance(y, Select)
             assert [f for f, _ in x.conds] == [f for f, _ in y.conds]
             assert all(same_value(v, w) for (_, v), (_, w) in zip(x.conds, y.conds, strict=True))
 
