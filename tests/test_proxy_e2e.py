@@ -723,8 +723,8 @@ def test_relative_answers_through_the_sdk_client(git_repo: Path) -> None:
             assert handle is not None and full.startswith(f"GCF profile=generic ref={handle}\n")
             same = texts(await s.call_tool("list_orders", {"limit": 20, "_since": handle}))
             assert same == [f"@@ unchanged tool=list_orders since={handle}\n"]
-            (other,) = texts(await s.call_tool("list_orders", {"limit": 5, "_since": handle}))
-            assert other.startswith("GCF profile=generic ref=")
-            assert same_value(gcfkit.loads(other), demo_server.orders(5))
+            (fresh,) = texts(await s.call_tool("list_orders", {"limit": 5, "_since": handle}))
+            assert fresh.startswith("GCF profile=generic ref=")
+            assert same_value(gcfkit.loads(fresh), demo_server.orders(5))
 
     run(body)
