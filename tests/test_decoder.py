@@ -466,7 +466,7 @@ def test_pipe_inside_a_quoted_inline_schema_name() -> None:
     assert loads(wire) == [{"c": {"a|b": 1, "c": 2, "d}|": 3}}, {"c": {"a|b": 4, "c": 5, "d}|": 6}}]
 
 
-_EDGE_TOKENS = [
+EDGE_TOKENS = [
     "0",
     "-0",
     "01",
@@ -509,7 +509,7 @@ _EDGE_TOKENS = [
 ]
 
 
-@pytest.mark.parametrize("tok", _EDGE_TOKENS)
+@pytest.mark.parametrize("tok", EDGE_TOKENS)
 def test_table_cells_decode_exactly_like_key_value_scalars(tok: str) -> None:
     """Runs of plain rows take a batched column path; every cell must still mean exactly
     what the same token means in a key=value line (or fail with the same code)."""
@@ -532,11 +532,11 @@ def test_table_cells_decode_exactly_like_key_value_scalars(tok: str) -> None:
         assert all(type(c) is type(want) and c == want for c in cells), (cells[:2], want)
 
 
-@pytest.mark.parametrize("tok", _EDGE_TOKENS)
+@pytest.mark.parametrize("tok", EDGE_TOKENS)
 def test_the_pure_python_number_scanner_agrees(tok: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without json's C accelerator the decoder scans numbers with an ASCII-only pattern
     (§2.3); it must decode every token exactly as the C scanner path does."""
-    import gcfkit.generic.decoder as decoder
+    from gcfkit.generic import scan
 
     wire = f"GCF profile=generic\nv={tok}\n## t [9]{{v}}\n" + f"{tok}\n" * 9
 
@@ -547,5 +547,5 @@ def test_the_pure_python_number_scanner_agrees(tok: str, monkeypatch: pytest.Mon
             return ("error", e.code)
 
     with_c = outcome()
-    monkeypatch.setattr(decoder, "_SCAN_NUMBER", decoder._scan_number_ascii)
+    monkeypatch.setattr(scan, "DEFAULT_NUMBERS", scan.Numbers(accelerated=False))
     assert repr(outcome()) == repr(with_c)

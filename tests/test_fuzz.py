@@ -7,7 +7,7 @@ RecursionError, KeyError, ...) is a bug in the decoder's totality and fails the 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -172,10 +172,10 @@ def _assert_json_model(value: Any) -> None:
 CORPUS = _corpus()
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_mutations_only_raise_gcferror(seed: int) -> None:
+def mutants(seed: int, cases: int = 500) -> Iterator[str | bytes]:
+    """``cases`` seeded mutations of the corpus (mostly of the body, keeping the header)."""
     rng = random.Random(seed)
-    for case in range(500):
+    for _ in range(cases):
         text = rng.choice(CORPUS)
         # Mostly mutate the body: a broken header ends decoding at line 1.
         head, _, body = text.partition("\n")
@@ -190,6 +190,12 @@ def test_mutations_only_raise_gcferror(seed: int) -> None:
                 if isinstance(payload, str)
                 else head.encode() + b"\n" + payload
             )
+        yield payload
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mutations_only_raise_gcferror(seed: int) -> None:
+    for case, payload in enumerate(mutants(seed)):
         try:
             _check(payload)
         except AssertionError:

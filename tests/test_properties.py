@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from gcfkit.generic.decoder import loads
 from gcfkit.generic.encoder import dumps
 from gcfkit.grammar import SAFE_BARE
+from tests.test_fast_paths import general, outcome
 
 AWKWARD = [
     "",
@@ -280,6 +281,8 @@ def check_round_trip(value: Any, **options: Any) -> None:
     assert same(value, snapshot)
     back = loads(wire)
     assert same(back, wire_order(value, options)), (value, wire, back)
+    # The decoder's fast paths read it as its general path does (tests/test_fast_paths.py).
+    assert outcome(loads, wire) == general(loads, wire)
     assert dumps(back, **options) == wire  # the wire is a fixed point
 
 

@@ -1,0 +1,286 @@
+"""The generic decoder's state (spec §4, §7.4, §12): open containers, parsed declarations.
+
+A *frame* is one open container on the decoder's stack: an object (:class:`ObjectFrame`),
+a tabular array or keyed map (:class:`TableFrame`) or an expanded array
+(:class:`ItemsFrame`). A :class:`Schema` is a parsed field declaration, shared by every
+table that repeats it; its plan says how a row's cells rebuild the row (:func:`build_row`).
+The general decoder (:mod:`gcfkit.generic.decoder`) and its fast paths
+(:mod:`gcfkit.generic.fast`) both work on these.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..errors import GCFError
+from ..scalar import MISSING, Attach
+
+__all__ = [
+    "ABSENT",
+    "MAX_COUNT",
+    "MAX_DEPTH",
+    "MAX_LINE",
+    "PENDING",
+    "Frame",
+    "ItemsFrame",
+    "Marker",
+    "ObjectFrame",
+    "OpenFrame",
+    "Schema",
+    "Slot",
+    "TableFrame",
+    "build_row",
+    "group",
+    "path_plan",
+]
+
+#: Open containers (objects, arrays, keyed maps, attachments) at any one time.
+MAX_DEPTH: Final = 256
+#: Characters in one line (the spec's minimum is 65,536 bytes).
+MAX_LINE: Final = 8 * 1024 * 1024
+#: Largest declared ``[N]`` count accepted.
+MAX_COUNT: Final = 1_000_000_000
+
+
+class _Pending:
+    """Placeholder for a ^ cell whose attachment body has not been read yet."""
+
+    __slots__ = ()
+
+
+#: The value of a ``^`` cell until its attachment fills it.
+PENDING: Final = _Pending()
+#: A flattened object whose every leaf is ``~``: the field is absent (§7.4.6.2 rule 4).
+ABSENT: Final = object()
+
+
+class Frame:
+    """An open container: its indentation, header line and (for arrays) its counts."""
+
+    __slots__ = ("count", "deferred", "indent", "line", "n")
+
+    count: int | None  # declared items, None for [?]
+    n: int  # items so far
+    deferred: int  # index into the parser's [?] sections, -1 when counted
+
+    def __init__(self, indent: int, line: int, count: int | None) -> None:
+        self.indent = indent
+        self.line = line
+        self.count = count
+        self.n = 0
+        self.deferred = -1
+
+
+class ObjectFrame(Frame):
+    """An object's members at ``indent`` (count, n and deferred stay unset: only arrays
+    are counted)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, indent: int, line: int, obj: dict[str, Any]) -> None:
+        self.indent = indent
+        self.line = line
+        self.obj = obj
+
+
+class ItemsFrame(Frame):
+    """An expanded array's ``@N`` items (§7.6)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, indent: int, line: int, count: int | None, items: list[Any]) -> None:
+        super().__init__(indent, line, count)
+        self.items = items
+
+
+class Marker:
+    """One ^ / ^{...} cell of the current row, waiting for its attachment body."""
+
+    __slots__ = ("explicit", "filled", "name", "schema")
+
+    def __init__(self, name: str, schema: tuple[str, ...] | None, explicit: bool) -> None:
+        self.name = name
+        self.schema = schema
+        self.explicit = explicit
+        self.filled = False
+
+
+class Schema:
+    """A parsed tabular/keyed field declaration, shared by every table that repeats it."""
+
+    __slots__ = ("fields", "id_index", "keyed", "plan", "simple", "value_fields")
+
+    def __init__(self, fields: list[str], id_index: int, keyed: bool, line: int) -> None:
+        self.keyed = keyed
+        self.id_index = id_index
+        self.fields = fields
+        value_fields = fields[1:] if keyed else fields
+        self.value_fields = value_fields
+        self.plan = path_plan(value_fields, 1 if keyed else 0, line)
+        self.simple = all(slot[0] == 0 for slot in self.plan)
+
+
+class TableFrame(Frame):
+    """A tabular array (``out`` a list) or keyed map (``out`` a dict) and its current row."""
+
+    __slots__ = (
+        "array_schemas",
+        "cur_line",
+        "cur_row",
+        "fields",
+        "had_inline",
+        "id_index",
+        "id_seen",
+        "inline_schemas",
+        "keyed",
+        "markers",
+        "member_ctx",
+        "out",
+        "plan",
+        "simple",
+        "value_fields",
+        "width",
+    )
+
+    def __init__(
+        self,
+        indent: int,
+        line: int,
+        count: int | None,
+        schema: Schema,
+        out: list[Any] | dict[str, Any],
+        member_ctx: bool,
+    ) -> None:
+        # Written out rather than through super().__init__: nested payloads open one of
+        # these per attachment.
+        self.indent = indent
+        self.line = line
+        self.count = count
+        self.n = 0
+        self.deferred = -1
+        self.keyed = schema.keyed
+        self.out = out
+        self.member_ctx = member_ctx
+        self.id_index = schema.id_index
+        self.id_seen: set[tuple[type, Any]] | None = set() if schema.id_index >= 0 else None
+        self.fields = schema.fields
+        self.width = len(schema.fields)
+        self.value_fields = schema.value_fields
+        self.plan = schema.plan
+        self.simple = schema.simple
+        # Created by the first row with ^ cells that needs them.
+        self.inline_schemas: dict[str, tuple[str, ...]] | None = None
+        self.array_schemas: dict[str, Schema] | None = None
+        self.cur_row: dict[str, Any] | None = None
+        self.cur_line = 0
+        self.markers: dict[str, Marker] | None = None
+        self.had_inline = False
+
+
+#: Any frame on the stack.
+OpenFrame = ObjectFrame | TableFrame | ItemsFrame
+
+
+# A plan slot: (0, name, cell index) for a plain column, (1, name, subtree) for the root of
+# a flattened path group (§7.4.6.2). A subtree is a list of such slots.
+Slot = tuple[int, str, Any]
+
+
+def path_plan(fields: list[str], offset: int, line: int) -> list[Slot]:
+    """The slots of a declaration's value fields (cell indexes from ``offset``), ``>`` path
+    columns grouped into the objects they rebuild (§7.4.6.2); collisions are rejected."""
+    plan: list[Slot] = []
+    groups: dict[tuple[str, ...], list[Slot]] = {}
+    top: set[str] = set()
+    leaves: set[tuple[str, ...]] = set()
+    for i, name in enumerate(fields, offset):
+        segs = name.split(">") if ">" in name else None
+        if segs is None or not all(segs):
+            if name in top:
+                raise GCFError(
+                    "duplicate_key", f"column {name!r} collides with a > path column", line
+                )
+            top.add(name)
+            plan.append((0, name, i))
+            continue
+        if len(segs) > MAX_DEPTH:
+            raise GCFError(
+                "limit_exceeded", f"path column nests deeper than {MAX_DEPTH} levels", line
+            )
+        level = plan
+        for d in range(len(segs) - 1):
+            path = tuple(segs[: d + 1])
+            if path in leaves:
+                raise GCFError(
+                    "duplicate_key", f"path column {name!r} collides with a leaf column", line
+                )
+            sub = groups.get(path)
+            if sub is None:
+                if d == 0:
+                    if segs[0] in top:
+                        raise GCFError(
+                            "duplicate_key",
+                            f"path column {name!r} collides with column {segs[0]!r}",
+                            line,
+                        )
+                    top.add(segs[0])
+                sub = groups[path] = []
+                level.append((1, segs[d], sub))
+            level = sub
+        path = tuple(segs)
+        if path in leaves or path in groups:
+            raise GCFError("duplicate_key", f"path column {name!r} is ambiguous", line)
+        leaves.add(path)
+        level.append((0, segs[-1], i))
+    return plan
+
+
+def build_row(plan: list[Slot], vals: list[Any], line: int) -> dict[str, Any]:
+    """A row without ^ cells: plain columns, ~ dropped, path groups rebuilt."""
+    row: dict[str, Any] = {}
+    for kind, name, ref in plan:
+        if kind == 0:
+            v = vals[ref]
+            if v is not MISSING:
+                row[name] = v
+        else:
+            v = group(ref, vals, line)
+            if v is not ABSENT:
+                row[name] = v
+    return row
+
+
+def group(slots: list[Slot], vals: list[Any], line: int) -> Any:
+    """Rebuild one flattened object: all-~ is absent, all-- is null (§7.4.6.2 rules 4-5)."""
+    out: dict[str, Any] = {}
+    all_missing = all_null = True
+    for kind, name, ref in slots:
+        if kind == 0:
+            v = vals[ref]
+            if v is MISSING:
+                all_null = False
+                continue
+            if isinstance(v, Attach):
+                raise GCFError(
+                    "invalid_attachment_marker",
+                    f"path column {name!r} holds a scalar; ^ is not allowed there",
+                    line,
+                )
+            all_missing = False
+            if v is not None:
+                all_null = False
+            out[name] = v
+        else:
+            v = group(ref, vals, line)
+            if v is ABSENT:
+                all_null = False
+                continue
+            all_missing = False
+            if v is not None:
+                all_null = False
+            out[name] = v
+    if all_missing:
+        return ABSENT
+    if all_null:
+        return None
+    return out
