@@ -1,8 +1,9 @@
-"""The codec's import graph, read with ast: one-way, private names kept private, stdlib only.
+"""The codec layer's own rules, read with ast: it imports nothing above it, its leaves import
+only leaves, and it needs nothing but the stdlib.
 
 Every import counts, the ones inside functions too (a lazy import is still a dependency).
-A package's implicit import of its parent ``__init__`` is not an edge: every submodule has
-it, and the front door imports its submodules, not the other way round.
+tests/test_layout.py checks the whole package for import cycles, module sizes and private
+names taken across modules.
 """
 
 from __future__ import annotations
@@ -85,15 +86,6 @@ def _imports(module: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def _edges() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {m: set() for m in CODEC_MODULES}
-    for m in CODEC_MODULES:
-        for target, _, _ in _imports(m):
-            if target in MODULES and target != m:
-                graph[m].add(target)
-    return graph
-
-
 def test_the_codec_modules_are_found() -> None:
     assert {"gcfkit.grammar", "gcfkit.generic.decoder", "gcfkit.graph.lines"} <= set(CODEC_MODULES)
 
@@ -129,66 +121,3 @@ def test_the_codec_needs_only_the_stdlib() -> None:
         and target != "__future__"
     ]
     assert not foreign, foreign
-
-
-def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle of ``graph`` (a path that returns to its start), or None."""
-    state: dict[str, int] = {}  # 1 on the current path, 2 done
-    path: list[str] = []
-
-    def visit(m: str) -> list[str] | None:
-        state[m] = 1
-        path.append(m)
-        for n in sorted(graph[m]):
-            if state.get(n) == 1:
-                return [*path[path.index(n) :], n]
-            if n not in state and (cycle := visit(n)) is not None:
-                return cycle
-        path.pop()
-        state[m] = 2
-        return None
-
-    for m in sorted(graph):
-        if m not in state and (cycle := visit(m)) is not None:
-            return cycle
-    return None
-
-
-def test_the_codec_import_graph_has_no_cycle() -> None:
-    cycle = _find_cycle(_edges())
-    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
-
-
-def test_the_cycle_check_sees_a_cycle() -> None:
-    """graph.decoder and graph.delta imported each other before graph/lines.py."""
-    graph = _edges()
-    graph["gcfkit.graph.lines"].add("gcfkit.graph.delta")
-    cycle = _find_cycle(graph)
-    assert cycle is not None and {"gcfkit.graph.lines", "gcfkit.graph.delta"} <= set(cycle)
-
-
-def test_no_codec_module_imports_another_ones_private_names() -> None:
-    private = []
-    for m in CODEC_MODULES:
-        for target, name, line in _imports(m):
-            if target.startswith("gcfkit") and name.startswith("_") and not name.startswith("__"):
-                private.append(f"{m} imports {target}.{name} (line {line})")
-        # ... nor reaches them as module attributes (`decoder._SCAN`).
-        tree = ast.parse(MODULES[m].read_text(encoding="utf-8"))
-        aliases = {
-            alias.asname or alias.name
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom)
-            for alias in node.names
-            if f"{_resolve(m, node)}.{alias.name}" in MODULES
-        }
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in aliases
-                and node.attr.startswith("_")
-                and not node.attr.startswith("__")
-            ):
-                private.append(f"{m} uses {node.value.id}.{node.attr} (line {node.lineno})")
-    assert not private, private

@@ -25,11 +25,7 @@ PACKAGE = SRC / "gcfkit"
 MAX_LINES = 1000
 
 # What is still open on the codec side (issue 9, branch codec9): (kind, detail).
-PENDING: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("size", "gcfkit.generic.decoder"),
-    }
-)
+PENDING: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
