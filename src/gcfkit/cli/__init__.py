@@ -16,7 +16,14 @@ from ..errors import GCFError
 
 # Command groups, in --help order. A group whose optional extra is missing still registers
 # (its commands then explain which extra to install).
-_COMMAND_MODULES: tuple[str, ...] = ("codec", "proxy", "install", "stats", "eval")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "codec",
+    "proxy",
+    "install",
+    "stats",
+    "traffic",
+    "eval",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

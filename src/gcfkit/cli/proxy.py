@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..proxy.policy import Policy, ToolPolicy, load_policy
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from ..proxy.core import ProxyConfig
+
+__all__ = ["add_capture_options", "open_capture", "proxy_config", "register"]
 
 _EPILOG = """\
 what is rewritten:
@@ -130,13 +133,43 @@ def register(sub: Any) -> None:
         help="on shutdown, wait this long after closing the server's stdin, and again after "
         "SIGTERM, before SIGKILL (default 2)",
     )
+    add_capture_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server command, after --")
     p.set_defaults(func=_run)
 
 
+def add_capture_options(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """``--capture-dir`` and ``--capture-max-mb`` (``gcfkit proxy`` and ``gcfkit capture``)."""
+    if not required:
+        p.add_argument(
+            "--capture-dir",
+            metavar="DIR",
+            help="also record the server's raw tool results under DIR in the corpus format, "
+            "for gcfkit verify DIR (never changes what is forwarded; results are your data: "
+            "files are private to you)",
+        )
+    p.add_argument(
+        "--capture-max-mb",
+        type=int,
+        default=256,
+        metavar="MB",
+        help="stop recording past this many MB written (default 256)",
+    )
+
+
+def open_capture(args: argparse.Namespace) -> Any:
+    """The :class:`~gcfkit.traffic.capture.Capture` the options ask for, or None."""
+    if not getattr(args, "capture_dir", None):
+        return None
+    if args.capture_max_mb < 1:
+        raise ConfigError("invalid_option", "--capture-max-mb must be at least 1")
+    from ..traffic.capture import Capture
+
+    return Capture(args.capture_dir, args.name, max_bytes=args.capture_max_mb * 1024 * 1024)
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
-    from ..proxy.core import ProxyConfig
     from ..transports.stdio import run_proxy
 
     command = list(args.command)
@@ -148,23 +181,37 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
         )
-    base = ToolPolicy(
-        format="gcf", join=not args.no_join, delta=args.delta is not None, min_bytes=args.min_bytes
-    )
-    policy = load_policy(args.policy, base) if args.policy else Policy(defaults=base)
-    config = ProxyConfig(
-        policy=policy,
-        format=args.format,
-        primer=not args.no_primer,
-        decode_args=args.decode_args,
-        advertise_format=args.advertise_format,
-        stats=not args.no_stats,
-        encoding=args.encoding,
-        time_budget=args.time_budget,
-        reanchor=args.reanchor,
-        server_name=args.name,
-        refs=args.refs,
-        session_deltas=args.delta == "session",
-    )
+    config = proxy_config(args)
     ledger = Ledger(args.ledger) if args.ledger and not args.no_stats else None
-    return asyncio.run(run_proxy(command, config, ledger=ledger, grace=args.grace))
+    capture = open_capture(args)
+    return asyncio.run(run_proxy(command, config, ledger=ledger, grace=args.grace, capture=capture))
+
+
+def proxy_config(args: argparse.Namespace) -> ProxyConfig:
+    """The core's configuration from the proxy's options (``gcfkit verify`` has a subset of
+    them: what it lacks takes the proxy's default)."""
+    from ..proxy.core import ProxyConfig
+
+    delta = getattr(args, "delta", None)
+    base = ToolPolicy(
+        format="gcf",
+        join=not getattr(args, "no_join", False),
+        delta=delta is not None,
+        min_bytes=getattr(args, "min_bytes", 0),
+    )
+    policy_file = getattr(args, "policy", None)
+    policy = load_policy(policy_file, base) if policy_file else Policy(defaults=base)
+    return ProxyConfig(
+        policy=policy,
+        format=getattr(args, "format", "gcf"),
+        primer=not getattr(args, "no_primer", False),
+        decode_args=getattr(args, "decode_args", False),
+        advertise_format=getattr(args, "advertise_format", False),
+        stats=not getattr(args, "no_stats", False),
+        encoding=getattr(args, "encoding", "o200k_base"),
+        time_budget=getattr(args, "time_budget", 0.5),
+        reanchor=getattr(args, "reanchor", 15),
+        server_name=getattr(args, "name", ""),
+        refs=getattr(args, "refs", "auto"),
+        session_deltas=delta == "session",
+    )

@@ -1,7 +1,10 @@
-"""What the proxy saved: ledger entries aggregated per tool, per server and overall.
+"""What the proxy saved: ledger entries aggregated per tool, per server, overall and over time.
 
-These are the numbers ``gcfkit stats`` (and any dashboard) shows; rendering them is the
-CLI's business (:mod:`gcfkit.cli.stats`).
+These are the numbers ``gcfkit stats``, the ``gcfkit ui`` dashboard and ``gcfkit verify``
+show; rendering them is their business (:mod:`gcfkit.cli.stats`, :mod:`gcfkit.ui`,
+:mod:`gcfkit.traffic.report`). :func:`timeline` buckets the same records by time and
+:func:`describe_decision` says in words what each ledger decision means (why a result was
+rewritten, or left alone).
 
 >>> from gcfkit.ledger import LedgerEntry, LedgerRecord
 >>> r = LedgerRecord("git", "log", 100, 50, 40, 10, "o200k_base", "gcf", 1.0)
@@ -15,13 +18,24 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final, Literal
 
 from ..ledger import LedgerEntry, parse_time
 from ..proxy.record import LedgerRecord
 
-__all__ = ["Summary", "Totals", "summarize", "summary_to_json"]
+__all__ = [
+    "LEFT_ALONE",
+    "Bucket",
+    "Summary",
+    "Totals",
+    "describe_decision",
+    "is_left_alone",
+    "summarize",
+    "summary_to_json",
+    "timeline",
+    "timeline_to_json",
+]
 
 
 @dataclass
@@ -153,3 +167,151 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
             for (server, tool), t in summary.tools.items()
         ],
     }
+
+
+# ---------------------------------------------------------------------------------------
+# Over time
+# ---------------------------------------------------------------------------------------
+
+Period = Literal["hour", "day", "week"]
+_PERIOD_SECONDS: Final[dict[str, int]] = {"hour": 3600, "day": 86400, "week": 7 * 86400}
+
+
+@dataclass
+class Bucket:
+    """The records of one period (``start`` is its first instant, ISO 8601 UTC)."""
+
+    start: str
+    totals: Totals = field(default_factory=Totals)
+
+
+def _floor(moment: datetime, period: str) -> datetime:
+    if period == "hour":
+        return moment.replace(minute=0, second=0, microsecond=0)
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "week":
+        return day - timedelta(days=day.weekday())
+    return day
+
+
+def _pick_period(first: datetime, last: datetime) -> Period:
+    span = (last - first).total_seconds()
+    if span <= 2 * 86400:
+        return "hour"
+    if span <= 120 * 86400:
+        return "day"
+    return "week"
+
+
+def timeline(
+    entries: Iterable[LedgerEntry], period: Period | None = None, *, max_buckets: int = 400
+) -> tuple[Period, list[Bucket]]:
+    """The entries summed per hour, day or week (``period``; by default the finest of those
+    that spans the ledger in a chart's width), oldest first, empty periods included (a
+    chart's gaps are real). Entries with an unreadable time are left out, as in
+    :func:`summarize`. At most ``max_buckets`` buckets: a coarser period is used past that.
+
+    >>> from gcfkit.ledger import LedgerEntry, LedgerRecord
+    >>> r = LedgerRecord("git", "log", 100, 50, 40, 10, "o200k_base", "gcf", 1.0)
+    >>> es = [LedgerEntry("2026-01-02T03:04:05.000Z", r), LedgerEntry("2026-01-02T05:00:00Z", r)]
+    >>> period, buckets = timeline(es)
+    >>> period, [(b.start, b.totals.tokens_saved) for b in buckets]
+    ('hour', [('2026-01-02T03:00:00Z', 30), ('2026-01-02T04:00:00Z', 0), \
+('2026-01-02T05:00:00Z', 30)])
+    """
+    timed: list[tuple[datetime, LedgerRecord]] = []
+    for entry in entries:
+        try:
+            timed.append((parse_time(entry.time), entry.record))
+        except ValueError:
+            continue
+    if not timed:
+        return (period or "day"), []
+    first = min(m for m, _ in timed)
+    last = max(m for m, _ in timed)
+    chosen: Period = period or _pick_period(first, last)
+    order: list[Period] = ["hour", "day", "week"]
+    while (last - first).total_seconds() / _PERIOD_SECONDS[
+        chosen
+    ] >= max_buckets and chosen != "week":
+        chosen = order[order.index(chosen) + 1]
+    start = _floor(first, chosen)
+    step = timedelta(seconds=_PERIOD_SECONDS[chosen])
+    count = int((_floor(last, chosen) - start) / step) + 1
+    buckets = [Bucket(_iso(start + i * step)) for i in range(count)]
+    for moment, record in timed:
+        buckets[int((_floor(moment, chosen) - start) / step)].totals.add(record)
+    return chosen, buckets
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def timeline_to_json(period: str, buckets: list[Bucket]) -> dict[str, Any]:
+    """A JSON-ready timeline: ``{"period": ..., "buckets": [{"start": ..., **totals}]}``."""
+    return {
+        "period": period,
+        "buckets": [{"start": b.start, **b.totals.to_dict()} for b in buckets],
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# What the decisions mean
+# ---------------------------------------------------------------------------------------
+
+#: Decisions under which the proxy delivered the server's own text.
+LEFT_ALONE: Final = frozenset({"unchanged", "passthrough-file"})
+
+_MEANINGS: Final[dict[str, str]] = {
+    "gcf": "sent as GCF: fewer tokens than compact JSON, decoded back and compared first",
+    "json-minified": "sent as compact JSON: GCF was not fewer tokens, compact JSON was smaller",
+    "unchanged": "left alone: not JSON text, an error result, or no form was smaller than "
+    "what the server sent",
+    "passthrough-file": "left alone: a file read, whose contents stay byte for byte",
+    "delta": "sent as a GCF delta (spec 10a) against the set the client already holds",
+    "unchanged-delta": "sent as unchanged=true: the keyed set had not changed",
+    "since-unchanged": "answered @@ unchanged: the result the call named with _since still holds",
+    "since-patch": "answered @@ patch against the result the call named with _since",
+    "since-edit": "answered @@ edit (kept line ranges) of the text the call named with _since",
+}
+_FALLBACKS: Final[dict[str, str]] = {
+    "time-budget": "the original was sent: rewriting took longer than the time budget",
+    "unsafe-envelope": "the original was sent: the JSON-RPC line could not be rewritten "
+    "safely (duplicate keys or another ambiguity)",
+    "encode": "GCF refused the value",
+    "selfcheck": "the GCF did not decode back to the same value, so it was not sent",
+    "delta-selfcheck": "the delta did not rebuild the new set, so it was not sent",
+    "since-selfcheck": "the relative answer did not rebuild the result, so it was not sent",
+    "error": "the original was sent after an internal error in the proxy",
+}
+
+
+def is_left_alone(decision: str) -> bool:
+    """Whether a decision means the client got what the server sent (a fallback included).
+
+    >>> [is_left_alone(d) for d in ("passthrough-file", "fallback:time-budget", "gcf")]
+    [True, True, False]
+    """
+    return decision in LEFT_ALONE or decision.startswith("fallback:")
+
+
+def describe_decision(decision: str) -> str:
+    """What a ledger decision word means, in one sentence.
+
+    >>> describe_decision("passthrough-file")
+    'left alone: a file read, whose contents stay byte for byte'
+    >>> describe_decision("fallback:encode-out_of_range")
+    'GCF refused the value (out_of_range)'
+    """
+    if decision in _MEANINGS:
+        return _MEANINGS[decision]
+    if decision.startswith("fallback:"):
+        reason = decision[len("fallback:") :]
+        for key in sorted(_FALLBACKS, key=len, reverse=True):
+            if reason == key:
+                return _FALLBACKS[key]
+            if reason.startswith(key + "-"):
+                return f"{_FALLBACKS[key]} ({reason[len(key) + 1 :]})"
+        return f"a fallback: {reason}"
+    return decision

@@ -38,11 +38,14 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from ..ledger import Ledger, utc_now_iso
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
+
+if TYPE_CHECKING:
+    from ..traffic.capture import Capture
 
 __all__ = ["DEFAULT_GRACE", "run_proxy", "split_lines"]
 
@@ -235,12 +238,14 @@ async def run_proxy(
     stdout: IO[bytes] | None = None,
     ledger: Ledger | None = None,
     grace: float = DEFAULT_GRACE,
+    capture: Capture | None = None,
 ) -> int:
     """Run ``command`` as an MCP server behind the proxy, relaying ``stdin``/``stdout``
     (default: this process's); returns the exit status to use (the server's).
 
     ``ledger`` receives one record per tools/call result (unless ``config.stats`` is off;
-    default: the ledger at :func:`gcfkit.paths.default_ledger_path`).
+    default: the ledger at :func:`gcfkit.paths.default_ledger_path`). ``capture`` is handed a
+    copy of each line the server receives and of each line it writes (it only queues them).
     """
     config = config or ProxyConfig()
     core = ProxyCore(config, clock=time.perf_counter)
@@ -282,6 +287,8 @@ async def run_proxy(
             if out.to == "client":
                 await to_client.write(out.data)
             elif not server_write_broken:
+                if capture is not None:
+                    capture.to_server(out.data)
                 try:
                     server_in.write(out.data)
                     await server_in.drain()
@@ -296,6 +303,8 @@ async def run_proxy(
 
     async def relay_server_output() -> None:
         async for line in split_lines(server_out.read):
+            if capture is not None:
+                capture.from_server(line)
             if not warming.done() and core.expects_tool_result:
                 await asyncio.shield(warming)
             await write(core.from_server(line))
@@ -350,6 +359,9 @@ async def run_proxy(
             await downstream
         flush_records()
         to_client.close()
+        if capture is not None:
+            # The writer thread finishes the queue (bounded); the client is already answered.
+            await loop.run_in_executor(None, capture.close)
         with contextlib.suppress(Exception):
             await warming
     return _exit_status(process.returncode)

@@ -1,0 +1,1 @@
+"""Recorded MCP traffic: the corpus format, capturing it, replaying it through the proxy."""
