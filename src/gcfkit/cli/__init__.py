@@ -22,6 +22,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "install",
     "stats",
     "traffic",
+    "ui",
     "eval",
 )
 

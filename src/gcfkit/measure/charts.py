@@ -75,7 +75,7 @@ def before_after_bars(
         rest = rows[max_rows:]
         shown.append((f"{len(rest)} others", sum(r[1] for r in rest), sum(r[2] for r in rest)))
     label_w = min(260, max([60, *(7 * len(r[0]) + 12 for r in shown)]))
-    value_w = 150
+    value_w = 200
     plot_w = max(120, width - label_w - value_w)
     bar, pair_gap = 11, 10
     top = 44

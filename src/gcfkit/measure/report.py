@@ -15,6 +15,7 @@ True
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ __all__ = [
     "FormatResult",
     "compare_formats",
     "default_formats",
+    "extension_format",
     "measure",
     "saving",
 ]
@@ -87,11 +89,45 @@ def _toon_format() -> Format:
     return Format("toon", "TOON", enc, dec, note=f"toon-format {version}".strip())
 
 
-def default_formats(tool: str = "stats") -> list[Format]:
-    """The formats ``gcfkit stats`` compares, in display order.
+def extension_format(encoding: str = tokens.DEFAULT_ENCODING) -> Format:
+    """GCF with gcfkit's extensions (the dense profile, ``gcfkit.dense``, docs/extensions/
+    dense.md): which strings it defines is chosen by exact counts in ``encoding``. Unavailable
+    (with a note) in an install that does not have the extension.
+
+    >>> extension_format().name, extension_format().label
+    ('gcf-ext', 'GCF with extensions')
+    """
+    try:
+        dense = importlib.import_module("gcfkit.dense")
+    except ImportError:
+        return Format(
+            "gcf-ext",
+            "GCF with extensions",
+            _unavailable,
+            _unavailable,
+            available=False,
+            note="the dense extension (gcfkit.dense) is not in this install",
+        )
+
+    def count(text: str) -> int:
+        return tokens.count(text, encoding)
+
+    def encode(value: Any) -> str:
+        text: str = dense.dumps(value, count=count)
+        return text
+
+    decode: Callable[[str], Any] = dense.loads
+    return Format("gcf-ext", "GCF with extensions", encode, decode, note="dense profile")
+
+
+def default_formats(tool: str = "stats", *, extensions: bool = False) -> list[Format]:
+    """The formats ``gcfkit stats`` compares, in display order; with ``extensions``, GCF with
+    gcfkit's extensions last (:func:`extension_format`).
 
     >>> [f.name for f in default_formats()]
     ['json-pretty', 'json-compact', 'toon', 'gcx1', 'gcf']
+    >>> default_formats(extensions=True)[-1].name
+    'gcf-ext'
     """
     formats = [
         Format("json-pretty", "JSON (pretty, indent 2)", _json_pretty, json.loads),
@@ -107,6 +143,8 @@ def default_formats(tool: str = "stats") -> list[Format]:
         ),
         Format("gcf", "GCF (gcfkit)", dumps, loads),
     ]
+    if extensions:
+        formats.append(extension_format())
     return formats
 
 

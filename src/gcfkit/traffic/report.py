@@ -161,7 +161,7 @@ main{max-width:1080px;margin:0 auto;padding:24px 32px 48px}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:12px;margin-bottom:20px}
 .card{background:#fff;border:1px solid var(--line);border-radius:10px;padding:14px 16px}
 .card .label{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
-.card .value{font-size:24px;font-weight:650;margin-top:2px}
+.card .value{font-size:21px;font-weight:650;margin-top:2px;white-space:nowrap}
 .pass{color:var(--ok)}.fail{color:var(--bad)}
 section{background:#fff;border:1px solid var(--line);border-radius:10px;padding:16px 20px;
 margin-bottom:16px;overflow-x:auto}

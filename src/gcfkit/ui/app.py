@@ -1,0 +1,230 @@
+"""The ``gcfkit ui`` web application (Starlette): the page, its assets and its JSON API.
+
+Everything the page loads comes from this package (``static/``): no CDN, no font service, no
+analytics. The API:
+
+* ``GET /api/info``: version, ledger path, whether token counts are exact, whether the
+  extensions are installed, the playground's input limit;
+* ``GET /api/examples`` and ``GET /api/examples/{id}``: the bundled examples;
+* ``POST /api/playground`` with ``{"text": "..."}``: :func:`gcfkit.ui.playground.analyze`
+  (400 with ``{"error": {"code", "message", "line"}}`` for input it cannot measure);
+* ``GET /api/savings?since=7d``: the ledger summarised by :mod:`gcfkit.measure.savings` (the
+  numbers of ``gcfkit stats --json``), its timeline, what each decision means, and the charts
+  as inline SVG.
+
+Requests are accepted only for the hosts the server was started for (loopback names by
+default: a DNS-rebinding page cannot talk to it), and a POST must be JSON from the page's own
+origin. Responses carry a Content-Security-Policy that allows nothing from elsewhere.
+
+>>> from starlette.testclient import TestClient
+>>> client = TestClient(create_app(ledger=None), base_url="http://127.0.0.1")
+>>> client.get("/api/info").json()["version"] != ""
+True
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .. import __version__, tokens
+from ..errors import ConfigError
+from ..ledger import parse_since, read_entries
+from ..measure.charts import before_after_bars, timeline_chart
+from ..measure.savings import (
+    describe_decision,
+    is_left_alone,
+    summarize,
+    summary_to_json,
+    timeline,
+    timeline_to_json,
+)
+from ..paths import default_ledger_path
+from .playground import (
+    MAX_INPUT_BYTES,
+    PlaygroundError,
+    analyze,
+    example_text,
+    examples,
+    extensions_available,
+)
+
+__all__ = ["LOOPBACK_HOSTS", "create_app"]
+
+STATIC: Final = Path(__file__).resolve().parent / "static"
+#: The Host names a loopback-bound server answers to.
+LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+_CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+class _SecurityHeaders:
+    """Adds the page's security headers to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"content-security-policy", _CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"cache-control", b"no-store"),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _error(status: int, code: str, message: str, line: int | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, "line": line}}, status)
+
+
+def create_app(
+    *, ledger: Path | str | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+) -> Starlette:
+    """The application; ``ledger`` is the savings ledger the dashboard reads (default: the one
+    the proxy writes, :func:`gcfkit.paths.default_ledger_path`)."""
+    ledger_path = Path(ledger) if ledger is not None else default_ledger_path()
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
+
+    async def info(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "version": __version__,
+                "ledger": str(ledger_path),
+                "token_counts": {e: tokens.method(e) for e in tokens.ENCODINGS},
+                "extensions": extensions_available(),
+                "max_input_bytes": MAX_INPUT_BYTES,
+            }
+        )
+
+    async def example_list(request: Request) -> Response:
+        return JSONResponse(
+            [{"id": e.id, "title": e.title, "source": e.source} for e in examples()]
+        )
+
+    async def example(request: Request) -> Response:
+        text = example_text(request.path_params["id"])
+        if text is None:
+            return _error(404, "not_found", "no such example")
+        return JSONResponse({"id": request.path_params["id"], "text": text})
+
+    async def playground(request: Request) -> Response:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _error(415, "unsupported_media_type", 'send JSON: {"text": "..."}')
+        body = await request.body()
+        if len(body) > 2 * MAX_INPUT_BYTES + 1024:
+            return _error(
+                413, "too_large", f"the playground measures up to {MAX_INPUT_BYTES:,} bytes"
+            )
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return _error(400, "bad_request", "the request body is not JSON")
+        text = payload.get("text") if isinstance(payload, dict) else None
+        if not isinstance(text, str):
+            return _error(400, "bad_request", 'expected {"text": "..."}')
+        try:
+            return JSONResponse(analyze(text))
+        except PlaygroundError as e:
+            return JSONResponse({"error": e.to_dict()}, 400)
+
+    async def savings(request: Request) -> Response:
+        since_text = request.query_params.get("since") or ""
+        try:
+            since = parse_since(since_text) if since_text and since_text != "all" else None
+            entries = read_entries(ledger_path, since=since)
+        except ConfigError as e:
+            return _error(400, e.code, e.detail)
+        summary = summarize(entries, corrupt=entries.corrupt)
+        period, buckets = timeline(entries)
+        decisions = [
+            {
+                "decision": word,
+                "calls": n,
+                "left_alone": is_left_alone(word),
+                "meaning": describe_decision(word),
+            }
+            for word, n in sorted(summary.total.decisions.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        label = {"hour": 13, "day": 10, "week": 10}[period]
+        points = [
+            (b.start[:label].replace("T", " "), b.totals.tokens_before, b.totals.tokens_after)
+            for b in buckets
+        ]
+        charts = {
+            "timeline": timeline_chart(f"Tokens per {period}", points),
+            "servers": before_after_bars(
+                "Tokens per server",
+                [(name, t.tokens_before, t.tokens_after) for name, t in summary.servers.items()],
+            ),
+        }
+        return JSONResponse(
+            {
+                "ledger": str(ledger_path),
+                "since": since.isoformat() if since is not None else None,
+                "summary": summary_to_json(summary),
+                "timeline": timeline_to_json(period, buckets),
+                "decisions": decisions,
+                "charts": charts,
+            }
+        )
+
+    routes = [
+        Route("/", index),
+        Route("/api/info", info),
+        Route("/api/examples", example_list),
+        Route("/api/examples/{id}", example),
+        Route("/api/playground", playground, methods=["POST"]),
+        Route("/api/savings", savings),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+    middleware = [
+        Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+        Middleware(_SameOrigin),
+        Middleware(_SecurityHeaders),
+    ]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+class _SameOrigin:
+    """Refuses a state-changing request whose ``Origin`` is another site's (a page elsewhere
+    posting to the loopback server)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            headers = dict(scope.get("headers", []))
+            origin = headers.get(b"origin")
+            host = headers.get(b"host", b"")
+            if origin is not None and origin.split(b"://", 1)[-1] != host:
+                response = _error(403, "forbidden", "requests from another origin are refused")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
