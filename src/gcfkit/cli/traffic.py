@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
         "gcfkit proxy --format off --no-primer --no-stats) and record its initialize, "
         "tools/list and every tools/call result under DIR in the corpus format, for "
         "gcfkit verify DIR. To record while compressing, use gcfkit proxy --capture-dir DIR.",
-        usage="gcfkit capture DIR [--name NAME] -- COMMAND [ARGS...]",
+        usage="gcfkit capture [--name NAME] DIR -- COMMAND [ARGS...]",
     )
     cap.add_argument("capture_dir", metavar="DIR", help="where the session directory goes")
     cap.add_argument("--name", default="", help="session name (default: the server's own)")
@@ -107,6 +107,10 @@ def _capture(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    elif command and command[0].startswith("-"):
+        raise ConfigError(
+            "invalid_option", f"{command[0]}: options go before DIR (gcfkit capture --help)"
+        )
     if not command:
         raise ConfigError("invalid_option", "no server command: gcfkit capture DIR -- COMMAND")
     config = ProxyConfig(format="off", primer=False, stats=False, server_name=args.name)

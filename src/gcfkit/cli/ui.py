@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -57,8 +58,6 @@ def _run(args: argparse.Namespace) -> int:
 
             webbrowser.open(url)
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         serve(args.host, port, ledger=args.ledger_file, ready=ready)
-    except KeyboardInterrupt:
-        pass
     return 0

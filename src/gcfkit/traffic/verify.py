@@ -161,10 +161,14 @@ def read_back(sent: dict[str, Any], got: dict[str, Any], reader: Reader, *, file
             return "as sent"
         raise GateError("content changed")
     handle: str | None = None
+    # The proxy's ref block comes last; a server's own last block that reads the same stays.
     if (
-        len(blocks_got) == len(blocks_sent) + 1
+        len(blocks_got) >= 2
         and _is_text(blocks_got[-1])
         and set(blocks_got[-1]) == {"type", "text"}
+        and not (
+            len(blocks_got) == len(blocks_sent) and same_value(blocks_got[-1], blocks_sent[-1])
+        )
     ):
         named = ref_of(blocks_got[-1]["text"])
         if named is not None and blocks_got[-1]["text"] == ref_block(named):
