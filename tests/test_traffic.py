@@ -219,16 +219,17 @@ def test_capture_pairs_requests_and_results_in_order(tmp_path: Path) -> None:
     cap.to_server(line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}))
     cap.from_server(line({"jsonrpc": "2.0", "id": 0, "result": init}))
     cap.to_server(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    x1 = {"name": "x", "arguments": {"n": 1}}
     batch = [
-        {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "x", "arguments": {"n": 1}}},
+        {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": x1},
         {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "y"}},
-    ]  # fmt: skip
+    ]
     cap.to_server(json.dumps(batch).encode() + b"\n")
     cap.from_server(line({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}))
     cap.from_server(line({"jsonrpc": "2.0", "id": 7, "error": {"code": -1, "message": "m"}}))
     cap.from_server(line({"jsonrpc": "2.0", "id": "a", "result": text_result("one")}))
     cap.from_server(b"not json\n")
-    cap.to_server(line({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "x", "arguments": {"n": 1}}}))  # fmt: skip
+    cap.to_server(line({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": x1}))
     cap.from_server(line({"jsonrpc": "2.0", "id": 8, "result": text_result("two")}))
     cap.close()
     s = read_session(tmp_path / "mcp_demo")
