@@ -100,7 +100,8 @@ def analyze(text: str) -> dict[str, Any]:
             "(gcfkit stats FILE has no limit)",
         )
     value, kind, profile = _value_of(text)
-    cmp = compare_formats(value, formats=default_formats("playground", extensions=True))
+    # The same formats as `gcfkit stats` (the GCX1 header names the same tool), plus one.
+    cmp = compare_formats(value, formats=default_formats(extensions=True))
     data = cmp.to_dict()
     for entry, result in zip(data["formats"], cmp.results, strict=True):
         entry["text"] = result.text
