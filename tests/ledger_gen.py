@@ -18,7 +18,11 @@ from gcfkit.traffic.corpus import SessionWriter, read_sessions
 from gcfkit.traffic.replay import Replay
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "mcp"
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+#: Records are stamped up to ten days before now, none within an hour of the dashboard's
+#: period boundaries (24 hours, 7 and 30 days ago), so a period's totals cannot depend on the
+#: second a test asks.
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+_BOUNDARIES = (86400, 7 * 86400, 30 * 86400)
 
 
 def _records(tmp: Path) -> list[LedgerRecord]:
@@ -74,8 +78,10 @@ def make_ledger(path: Path, tmp: Path, *, seed: int = 7) -> Path:
     ledger = Ledger(path)
     stamped = []
     for record in records:
-        moment = NOW - timedelta(seconds=rng.randrange(0, 10 * 86400))
-        stamped.append((moment, record))
+        age = rng.randrange(3600, 10 * 86400)
+        while any(abs(age - b) < 3600 for b in _BOUNDARIES):
+            age = rng.randrange(3600, 10 * 86400)
+        stamped.append((NOW - timedelta(seconds=age), record))
     for moment, record in sorted(stamped, key=lambda x: x[0]):
         iso = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
         assert ledger.append(record, time=iso)

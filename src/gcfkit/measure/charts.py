@@ -143,7 +143,8 @@ def timeline_chart(
             f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" '
             f'fill="{_MUTED}">{_num(value)}</text>'
         )
-    every = max(1, round(n / max(1, plot_w // 70)))
+    widest = max([1, *(len(label) for label, _, _ in points)])
+    every = max(1, -(-n * (6 * widest + 12) // max(1, int(plot_w))))  # labels never overlap
     col = max(1.0, min(18.0, slot * 0.38))
     for i, (label, before, after) in enumerate(points):
         x = left + i * slot + slot / 2

@@ -171,17 +171,16 @@ def create_app(
             }
             for word, n in sorted(summary.total.decisions.items(), key=lambda kv: (-kv[1], kv[0]))
         ]
-        label = {"hour": 13, "day": 10, "week": 10}[period]
-        points = [
-            (b.start[:label].replace("T", " "), b.totals.tokens_before, b.totals.tokens_after)
-            for b in buckets
-        ]
+
+        # Axis labels: month-day (and the hour), the year is in the range the page shows.
+        def label(start: str) -> str:
+            return start[5:10] + (f" {start[11:13]}h" if period == "hour" else "")
+
+        points = [(label(b.start), b.totals.tokens_before, b.totals.tokens_after) for b in buckets]
+        server_rows = [(n, t.tokens_before, t.tokens_after) for n, t in summary.servers.items()]
         charts = {
-            "timeline": timeline_chart(f"Tokens per {period}", points),
-            "servers": before_after_bars(
-                "Tokens per server",
-                [(name, t.tokens_before, t.tokens_after) for name, t in summary.servers.items()],
-            ),
+            "timeline": timeline_chart(f"Tokens per {period}", points, width=1140, height=240),
+            "servers": before_after_bars("Tokens per server", server_rows, width=540),
         }
         return JSONResponse(
             {

@@ -288,11 +288,12 @@ function savedCell(r) {
 function table(el, head, rows, numeric, foot) {
   const num = new Set(numeric || []);
   const cell = (tag, c, i) => h(tag, { class: num.has(i) ? "num" : null }, c);
-  el.replaceChildren(
+  const parts = [
     h("thead", {}, h("tr", {}, head.map((c, i) => cell("th", c, i)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c, i) => cell("td", c, i))))),
-    foot ? h("tfoot", {}, h("tr", {}, foot.map((c, i) => cell("td", c, i)))) : null,
-  );
+  ];
+  if (foot) parts.push(h("tfoot", {}, h("tr", {}, foot.map((c, i) => cell("td", c, i)))));
+  el.replaceChildren(...parts);
 }
 
 // ---------------------------------------------------------------------------------------
