@@ -11,13 +11,17 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from ..clients.entries import default_launcher, own_script, same_installation
 from ..clients.install import Action, FilePlan, install_mcp, uninstall_mcp
 from ..clients.locations import CLIENTS, SCOPES
 from ..clients.status import ServerStatus, mcp_status
+from ..errors import ConfigError
 
 _CLIENT_HELP = (
     "which client's configs: claude-code, cursor, claude-desktop, or all "
@@ -70,8 +74,8 @@ def register(sub: Any) -> None:
     inst.add_argument(
         "--gcfkit",
         metavar="COMMAND",
-        help="how the client should start gcfkit (default: this installation's gcfkit, by "
-        "absolute path)",
+        help="how the client should start gcfkit (default: the gcfkit on PATH if it is this "
+        "installation, else this installation's own script, by absolute path)",
     )
     inst.set_defaults(func=_install)
 
@@ -96,6 +100,28 @@ def register(sub: Any) -> None:
     _add_selection(status)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=_status)
+
+    doc = sub.add_parser(
+        "doctor",
+        help="check that wrapped MCP servers start and answer through the proxy",
+        description="For each server wrapped by install-mcp (or NAME), start its config entry "
+        "exactly as the client would and go through initialize and tools/list, with a "
+        "deadline; then stop it and its children. Also check that the proxy can write its "
+        "savings ledger. Exit status 0 when everything checked is fine, 1 otherwise.",
+    )
+    doc.add_argument("name", metavar="NAME", nargs="?", help="check only this server")
+    _add_selection(doc)
+    doc.add_argument(
+        "--all", action="store_true", help="also start the servers that are not wrapped"
+    )
+    doc.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="per server, start to tools/list (default 30; npx and uvx may download first)",
+    )
+    doc.set_defaults(func=_doctor)
 
 
 _MESSAGES = {
@@ -144,7 +170,32 @@ def _install(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
     )
     _report(plans, args.dry_run)
+    if any(a.action in ("wrapped", "rewrapped") for plan in plans for a in plan.actions):
+        _explain_install(args, launcher or default_launcher())
     return 0
+
+
+def _explain_install(args: argparse.Namespace, launcher: Sequence[str]) -> None:
+    """What the client will run now, how to check it and how to undo it."""
+    out = sys.stdout
+    print(f"  the client now starts: {shlex.join(launcher)} proxy ... -- <the server>", file=out)
+    where = [f"--{k}={v}" for k in ("client", "scope", "config") if (v := getattr(args, k))]
+    undo = shlex.join(["gcfkit", "uninstall-mcp", args.name, *where])
+    print(f"  check it: {shlex.join(['gcfkit', 'doctor', *where])}", file=out)
+    print(f"  undo it:  {undo}", file=out)
+    own = own_script()
+    if launcher and own is not None and launcher[0] == str(own) and not _on_path(own):
+        print(
+            f"  note: {own} is not on PATH (a virtual environment?): if that environment is "
+            "deleted, the client cannot start the server. `uv tool install` or `pipx install` "
+            "puts gcfkit on PATH; then run install-mcp again.",
+            file=out,
+        )
+
+
+def _on_path(script: Path) -> bool:
+    found = shutil.which(script.name)
+    return found is not None and same_installation(Path(found), script)
 
 
 def _uninstall(args: argparse.Namespace) -> int:
@@ -190,3 +241,80 @@ def _status(args: argparse.Namespace) -> int:
             current = where
         print(_status_line(s))
     return 0
+
+
+def _shown(text: str) -> str:
+    """Text a server or a config chose, safe for the terminal: anything unprintable (escape
+    sequences included) is shown as a backslash escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from ..clients.doctor import check_entry, check_ledger, ledger_of
+    from ..paths import default_ledger_path
+
+    if not args.timeout > 0:
+        raise ConfigError("invalid_option", "--timeout must be > 0")
+    found = mcp_status(client=args.client, scope=args.scope, config=args.config)
+    if args.name is not None:
+        found = [s for s in found if s.name == args.name or s.name is None]
+        if not any(s.name == args.name for s in found):
+            raise ConfigError("server_not_found", f"no server named {args.name!r} in the configs")
+    failed = 0
+    checked = 0
+    ledgers: set[Path] = set()
+    current = None
+    for s in found:
+        where = s.location.describe()
+        if where != current:
+            print(where if where.isprintable() else _shown(where))
+            current = where
+        if s.name is None or s.error:
+            print(f"  ✗ {_shown(s.name or 'config')}: {_shown(str(s.error))}")
+            failed += 1
+            continue
+        name = _shown(s.name)
+        if not s.wrapped and not args.all:
+            hint = "not wrappable (http)" if s.transport == "http" else "not wrapped"
+            print(f"  - {name}: {hint}; gcfkit install-mcp {shlex.quote(s.name)} to wrap it")
+            continue
+        if s.entry is None or s.transport != "stdio":
+            print(f"  - {name}: a remote server; not started")
+            continue
+        checked += 1
+        check = check_entry(s.entry, timeout=args.timeout)
+        label = "wrapped" if s.wrapped else "not wrapped"
+        if check.ok:
+            about = _shown(f"{check.server} {check.version}".strip()) or "a server"
+            via = ", through the proxy" if check.primer else ""
+            if s.wrapped and not check.primer:
+                via = " (no GCF primer in its instructions: --no-primer, or not the proxy?)"
+            print(
+                f"  ✓ {name}: {label}, {about} answered initialize and tools/list "
+                f"({check.tools} tools){via} in {check.seconds:.1f} s"
+            )
+            if s.wrapped:
+                ledger = ledger_of(s.proxy_args)
+                if ledger is not None:
+                    ledgers.add(ledger)
+        else:
+            failed += 1
+            print(f"  ✗ {name}: {label}, failed at {check.step}: {_shown(check.problem)}")
+            for line in check.stderr.splitlines()[-8:]:
+                print(f"      stderr: {_shown(line)}")
+    if not ledgers and checked == 0:
+        ledgers.add(default_ledger_path())
+    for path in sorted(ledgers):
+        lc = check_ledger(path)
+        if lc.ok:
+            print(f"ledger {_shown(str(path))}: writable")
+        else:
+            failed += 1
+            print(f"ledger {_shown(str(path))}: ✗ {_shown(lc.problem)}")
+    if checked == 0 and not failed:
+        print("no wrapped server to check: gcfkit install-mcp NAME wraps one")
+        return 1
+    print("all good" if not failed else f"{failed} problem(s)")
+    return 0 if not failed else 1

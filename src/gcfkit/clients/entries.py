@@ -29,31 +29,64 @@ __all__ = [
     "check_stdio",
     "default_launcher",
     "is_http_entry",
+    "own_script",
+    "same_installation",
     "split_wrapped",
     "unwrap_entry",
     "wrap_entry",
 ]
 
 
-def default_launcher() -> list[str]:
-    """The command a client should run for ``gcfkit``: an absolute path to the ``gcfkit``
-    script of this installation, else ``[python, "-m", "gcfkit.cli"]``.
+def default_launcher(*, search_path: str | None = None) -> list[str]:
+    """The command a client should run for ``gcfkit``, as an absolute path (desktop clients
+    start servers with a minimal ``PATH``):
 
-    Absolute, because desktop clients start servers with a minimal ``PATH``.
+    1. the ``gcfkit`` found on ``PATH`` (``search_path``, default ``$PATH``) when it is this
+       installation (``uv tool install`` and ``pipx`` put a link to it there): that path
+       outlives upgrades and reinstalls, and does not point into a virtual environment;
+    2. else this installation's own script, next to the interpreter;
+    3. else ``[python, "-m", "gcfkit.cli"]``.
 
     >>> default_launcher()[0] != ""
     True
     """
+    own = own_script()
+    found = shutil.which("gcfkit", path=search_path)
+    if found and (own is None or same_installation(Path(found), own)):
+        return [os.path.abspath(found)]
+    if own is not None:
+        return [str(own)]
+    if found:
+        return [os.path.abspath(found)]
+    return [sys.executable, "-m", "gcfkit.cli"]
+
+
+def own_script() -> Path | None:
+    """This installation's ``gcfkit`` script (beside the running interpreter), if any."""
     # The script sits next to this interpreter (a venv's bin/ or Scripts/); do not resolve
     # symlinks, or a venv's python would lead to the base interpreter's directory.
     here = Path(sys.executable).parent
     for candidate in (here / "gcfkit", here / "gcfkit.exe", here / "Scripts" / "gcfkit.exe"):
         if candidate.is_file() and os.access(candidate, os.X_OK):
-            return [str(candidate)]
-    found = shutil.which("gcfkit")
-    if found:
-        return [os.path.abspath(found)]
-    return [sys.executable, "-m", "gcfkit.cli"]
+            return candidate
+    return None
+
+
+def same_installation(script: Path, own: Path) -> bool:
+    """Whether ``script`` starts the same installation as ``own``: a link to it, or a script
+    whose ``#!`` line names the interpreter directory ``own`` is in."""
+    try:
+        if os.path.realpath(script) == os.path.realpath(own):
+            return True
+        with open(script, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return False
+    interpreter = first[2:].strip().split(b" ")[0].decode("utf-8", "replace")
+    # Unresolved: every venv's python links to the same base interpreter.
+    return bool(interpreter) and Path(interpreter).parent == own.parent
 
 
 def is_http_entry(entry: Mapping[str, Any]) -> bool:

@@ -25,6 +25,8 @@ class ServerStatus:
     command: str
     proxy_args: tuple[str, ...] = ()
     error: str | None = None
+    #: The entry as the config has it (not in :meth:`to_dict`: its env often holds secrets).
+    entry: JsonObject | None = None
 
     def to_dict(self) -> JsonObject:
         """A JSON-ready dict."""
@@ -86,18 +88,25 @@ def mcp_status(
                 continue
             if is_http_entry(entry):
                 url = entry.get("url", entry.get("serverUrl", ""))
-                result.append(ServerStatus(loc, name, "http", False, str(url)))
+                result.append(ServerStatus(loc, name, "http", False, str(url), entry=entry))
                 continue
             parts = split_wrapped(entry)
             if parts is not None:
                 result.append(
-                    ServerStatus(loc, name, "stdio", True, parts.command, parts.proxy_args)
+                    ServerStatus(
+                        loc, name, "stdio", True, parts.command, parts.proxy_args, entry=entry
+                    )
                 )
             else:
                 command = entry.get("command")
                 result.append(
                     ServerStatus(
-                        loc, name, "stdio", False, command if isinstance(command, str) else ""
+                        loc,
+                        name,
+                        "stdio",
+                        False,
+                        command if isinstance(command, str) else "",
+                        entry=entry,
                     )
                 )
     return result
