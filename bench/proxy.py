@@ -50,8 +50,14 @@ FILE_TOOLS = {"read_text_file", "read_file", "read_multiple_files", "read_media_
 
 
 def corpus_calls(server: str) -> list[dict[str, Any]]:
-    files = sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))
-    return [json.loads(p.read_text(encoding="utf-8")) for p in files]
+    """The recorded calls of a server, in session order (gcfkit.traffic.corpus reads them)."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from gcfkit.traffic.corpus import read_session
+
+    return [
+        {"tool": c.tool, "arguments": c.arguments, "result": c.result}
+        for c in read_session(CORPUS / server).calls
+    ]
 
 
 def replay_server(server: str) -> int:

@@ -37,8 +37,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from gcfkit import relative, tokens  # noqa: E402
 from gcfkit.jsonio import loads_json, same_value  # noqa: E402
-from gcfkit.proxy.core import ProxyConfig, ProxyCore  # noqa: E402
+from gcfkit.proxy.core import ProxyConfig  # noqa: E402
 from gcfkit.proxy.policy import Policy  # noqa: E402
+from gcfkit.traffic.corpus import Call, read_session  # noqa: E402
+from gcfkit.traffic.replay import Replay  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "mcp"
 SERVERS = ["git", "time", "filesystem", "memory", "everything", "filesystem-npm", "serena"]
@@ -71,29 +73,26 @@ REVIEW = {
 
 def delivered(server: str) -> list[tuple[dict[str, Any], list[str]]]:
     """Every call of a server session with the text blocks gcfkit's proxy delivers."""
-    calls = [
-        json.loads(p.read_text(encoding="utf-8"))
-        for p in sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))
-    ]
-    meta = CORPUS / server / "meta"
-    core = ProxyCore(ProxyConfig(primer=False, stats=False, time_budget=30.0, refs="off"))
-
-    def exchange(i: int, method: str, params: Any, result: Any) -> Any:
-        req = {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
-        core.from_client(json.dumps(req).encode() + b"\n")
-        resp = {"jsonrpc": "2.0", "id": i, "result": result}
-        (out,) = core.from_server(json.dumps(resp, ensure_ascii=False).encode() + b"\n")
-        return json.loads(out.data)["result"]
-
-    exchange(0, "initialize", {}, json.loads((meta / "initialize.json").read_text()))
-    exchange(1, "tools/list", {}, json.loads((meta / "tools_list.json").read_text()))
+    session = read_session(CORPUS / server)
+    config = ProxyConfig(primer=False, stats=False, time_budget=30.0, refs="off")
+    replay = Replay(session, config)
     out = []
-    for i, call in enumerate(calls, 2):
-        params = {"name": call["tool"], "arguments": call["arguments"]}
-        result = exchange(i, "tools/call", params, call["result"])
+    for call in session.calls:
+        result = replay.call(call).result or {}
         texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
-        out.append((call, texts))
+        out.append((_raw(call), texts))
     return out
+
+
+def _raw(call: Call) -> dict[str, Any]:
+    """A recorded call as the corpus file holds it."""
+    return {
+        "server": call.server,
+        "tool": call.tool,
+        "arguments": call.arguments,
+        "result": call.result,
+        "repeat_of": call.repeat_of,
+    }
 
 
 def json_value(text: str) -> Any:
@@ -282,41 +281,28 @@ def render(
 
 def run_session(server: str, config: ProxyConfig, agent_since: bool) -> dict[str, int]:
     """Tokens the model reads in one session (o200k and cl100k), every answer verified."""
-    calls = [
-        json.loads(p.read_text(encoding="utf-8"))
-        for p in sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))
-    ]
-    meta = CORPUS / server / "meta"
-    core = ProxyCore(config, memory=lambda: relative.ResultMemory(seed=7))
+    session = read_session(CORPUS / server)
+    replay = Replay(session, config, memory=lambda: relative.ResultMemory(seed=7))
     totals = dict.fromkeys(ENCODINGS, 0)
 
     def add(text: str) -> None:
         for e in ENCODINGS:
             totals[e] += tokens.count(text, e)
 
-    def exchange(i: int, method: str, params: Any, result: Any) -> Any:
-        req = {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
-        (up,) = core.from_client(json.dumps(req).encode() + b"\n")
-        sent = json.loads(up.data).get("params")
-        resp = {"jsonrpc": "2.0", "id": i, "result": result}
-        (out,) = core.from_server(json.dumps(resp, ensure_ascii=False).encode() + b"\n")
-        return json.loads(out.data)["result"], sent
-
-    init, _ = exchange(0, "initialize", {}, json.loads((meta / "initialize.json").read_text()))
-    add(init.get("instructions") or "")
-    listed, _ = exchange(1, "tools/list", {}, json.loads((meta / "tools_list.json").read_text()))
-    add(json.dumps(listed["tools"], ensure_ascii=False))
+    replay.handshake()
+    add((replay.initialize or {}).get("instructions") or "")
+    add(json.dumps((replay.tools_list or {})["tools"], ensure_ascii=False))
     reader = relative.Reader()
     latest: dict[str, str] = {}
-    for i, call in enumerate(calls, 2):
+    for recorded in session.calls:
+        call = _raw(recorded)
         slot = call["tool"] + json.dumps(call["arguments"], sort_keys=True)
         args = dict(call["arguments"])
         if agent_since and call["repeat_of"] is not None and slot in latest:
             args["_since"] = latest[slot]
-        result, sent = exchange(
-            i, "tools/call", {"name": call["tool"], "arguments": args}, call["result"]
-        )
-        assert "_since" not in sent["arguments"], "the proxy forwarded _since"
+        exchange = replay.call(recorded, args)
+        result = exchange.result or {}
+        assert "_since" not in exchange.forwarded, "the proxy forwarded _since"
         texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
         for t in texts:
             add(t)
