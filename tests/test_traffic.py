@@ -78,6 +78,7 @@ def test_writer_round_trips_keys_order_errors_and_odd_strings(tmp_path: Path) ->
     s = read_session(tmp_path / "s")
     first, second = s.calls
     assert first.file == "000_t_x_y.json" and first.tool == "t/x y"
+    assert first.result is not None
     assert same_value(first.result, result) and list(first.result) == list(result)
     assert isinstance(first.arguments["a"][0], float)
     assert second.result is None and second.error == {"code": -32602, "message": "no"}
@@ -286,7 +287,12 @@ async def _session_calls(command: list[str], calls: list[tuple[str, dict[str, An
     return out
 
 
-CALLS = [("list_orders", {"limit": 30}), ("hello", {"name": "Ada"}), ("report", {}), ("fail", {})]
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("list_orders", {"limit": 30}),
+    ("hello", {"name": "Ada"}),
+    ("report", {}),
+    ("fail", {}),
+]
 
 
 def test_capture_beside_the_live_proxy_then_verify(tmp_path: Path) -> None:
