@@ -180,3 +180,37 @@ def test_timeline_periods_and_gaps(ledger: Path) -> None:
 def test_loopback_names() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.8.9.1", "::1", "[::1]", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "192.0.2.1", "::", "example.test"))
+
+
+def test_gcf_with_extensions_comes_from_gcfkit_dense_when_installed(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The playground's "GCF with extensions" is gcfkit.dense's dumps/loads, called with an
+    exact token counter; until the module is installed the column says so."""
+    import types
+
+    import gcfkit
+
+    calls: list[Any] = []
+
+    def dumps(value: Any, *, count: Any = None) -> str:
+        calls.append(count)
+        return "GCF profile=dense\n" + gcfkit.dumps(value).split("\n", 1)[1]
+
+    def loads(text: str) -> Any:
+        return gcfkit.loads("GCF profile=generic\n" + text.split("\n", 1)[1])
+
+    fake = types.ModuleType("gcfkit.dense")
+    fake.dumps = dumps  # type: ignore[attr-defined]
+    fake.loads = loads  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gcfkit.dense", fake)
+    rows = [{"id": i, "tag": "same"} for i in range(5)]
+    ext = next(
+        f for f in post(client, json.dumps(rows)).json()["formats"] if f["format"] == "gcf-ext"
+    )
+    assert ext["text"].startswith("GCF profile=dense") and ext["lossless"] is True
+    assert ext["tokens"]["o200k_base"] > 0 and calls and calls[0]("ab") >= 1
+    monkeypatch.delitem(sys.modules, "gcfkit.dense")
+    monkeypatch.setitem(sys.modules, "gcfkit.dense", None)  # an install without it
+    ext = next(f for f in post(client, "[1]").json()["formats"] if f["format"] == "gcf-ext")
+    assert ext["text"] is None and "not in this install" in ext["error"]
