@@ -321,3 +321,16 @@ def test_capture_beside_the_live_proxy_then_verify(tmp_path: Path) -> None:
     relayed = asyncio.run(asyncio.wait_for(_session_calls([*cap, py, DEMO], CALLS), 60))
     assert relayed == direct
     assert len(read_session(tmp_path / "raw" / "demo").calls) == len(CALLS)
+
+
+def test_the_progress_bar_appears_only_after_its_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gcfkit.cli import progress
+
+    monkeypatch.setattr(progress, "_stderr_is_terminal", lambda: True)
+    with progress.Progress(3, "replaying", delay=3600) as slow:
+        slow.advance()
+        assert slow._bar is None  # under its delay: nothing drawn
+    with progress.Progress(3, "replaying", delay=0) as bar:
+        bar.advance(2)
+        assert bar._bar is not None and bar._bar.tasks[0].completed == 2
+    assert bar._bar.finished is False and not bar._bar.live.is_started

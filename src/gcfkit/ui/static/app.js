@@ -157,7 +157,7 @@ function render(data) {
     cards.append(card(f, f.format === best, f.format === data.baseline));
   }
   const methods = Object.entries(data.token_counts).map(([e, m]) => `${e} ${m}`).join(", ");
-  $("#counts-note").textContent = `Token counts: ${methods}. Saving against compact JSON; the proxy sends the fewest-token lossless form.`;
+  $("#counts-note").textContent = `Token counts: ${methods}. Savings are against compact JSON. The proxy sends GCF or compact JSON, whichever is fewer tokens, and only after decoding it back.`;
 }
 
 function shortWhy(f) {
@@ -172,7 +172,7 @@ function card(f, isBest, isBase) {
   let lossless;
   if (f.lossless === true) lossless = h("span", { class: "pill good", "data-field": "lossless" }, "✓ lossless");
   else if (f.lossless === false) lossless = h("span", { class: "pill bad", "data-field": "lossless" }, "✗ not lossless");
-  else lossless = h("span", { class: "pill", "data-field": "lossless" }, "not measured");
+  else lossless = h("span", { class: "pill", "data-field": "lossless" }, shortWhy(f));
   const el = h("div", { class: "panel fmt" + (isBest ? " best" : ""), "data-format": f.format },
     h("div", { class: "fmt-head" }, title, lossless));
   if (!f.tokens) {
@@ -300,7 +300,7 @@ function table(el, head, rows, numeric, foot) {
 
 async function start() {
   window.addEventListener("hashchange", showTab);
-  $("#input").addEventListener("input", schedule);
+  $("#input").addEventListener("input", () => { $("#example").value = ""; schedule(); });
   $("#clear").addEventListener("click", () => { $("#input").value = ""; $("#example").value = ""; measure(); $("#input").focus(); });
   for (const b of document.querySelectorAll("#since button")) {
     b.addEventListener("click", () => {
