@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -59,7 +60,7 @@ from .playground import (
     extensions_available,
 )
 
-__all__ = ["LOOPBACK_HOSTS", "create_app"]
+__all__ = ["LOOPBACK_HOSTS", "create_app", "savings_payload"]
 
 STATIC: Final = Path(__file__).resolve().parent / "static"
 #: The Host names a loopback-bound server answers to.
@@ -149,49 +150,20 @@ def create_app(
         if not isinstance(text, str):
             return _error(400, "bad_request", 'expected {"text": "..."}')
         try:
-            return JSONResponse(analyze(text))
+            # Measuring a large value takes a while: off the event loop, so the page stays live.
+            return JSONResponse(await run_in_threadpool(analyze, text))
         except PlaygroundError as e:
             return JSONResponse({"error": e.to_dict()}, 400)
+        except Exception as e:  # the page shows a message, never a bare 500
+            return _error(500, "internal_error", f"{type(e).__name__}: {e}")
 
     async def savings(request: Request) -> Response:
         since_text = request.query_params.get("since") or ""
         try:
-            since = parse_since(since_text) if since_text and since_text != "all" else None
-            entries = read_entries(ledger_path, since=since)
+            # A long ledger takes a moment to read and sum: off the event loop.
+            return JSONResponse(await run_in_threadpool(savings_payload, ledger_path, since_text))
         except ConfigError as e:
             return _error(400, e.code, e.detail)
-        summary = summarize(entries, corrupt=entries.corrupt)
-        period, buckets = timeline(entries)
-        decisions = [
-            {
-                "decision": word,
-                "calls": n,
-                "left_alone": is_left_alone(word),
-                "meaning": describe_decision(word),
-            }
-            for word, n in sorted(summary.total.decisions.items(), key=lambda kv: (-kv[1], kv[0]))
-        ]
-
-        # Axis labels: month-day (and the hour), the year is in the range the page shows.
-        def label(start: str) -> str:
-            return start[5:10] + (f" {start[11:13]}h" if period == "hour" else "")
-
-        points = [(label(b.start), b.totals.tokens_before, b.totals.tokens_after) for b in buckets]
-        server_rows = [(n, t.tokens_before, t.tokens_after) for n, t in summary.servers.items()]
-        charts = {
-            "timeline": timeline_chart(f"Tokens per {period}", points, width=1140, height=240),
-            "servers": before_after_bars("Tokens per server", server_rows, width=540),
-        }
-        return JSONResponse(
-            {
-                "ledger": str(ledger_path),
-                "since": since.isoformat() if since is not None else None,
-                "summary": summary_to_json(summary),
-                "timeline": timeline_to_json(period, buckets),
-                "decisions": decisions,
-                "charts": charts,
-            }
-        )
 
     routes = [
         Route("/", index),
@@ -208,6 +180,50 @@ def create_app(
         Middleware(_SecurityHeaders),
     ]
     return Starlette(routes=routes, middleware=middleware)
+
+
+def savings_payload(ledger_path: Path, since_text: str = "") -> dict[str, Any]:
+    """What ``GET /api/savings`` answers: the ledger (entries at or after ``since_text``, an
+    age like ``7d`` or an ISO date; ``all`` or empty for everything) summarised by
+    :mod:`gcfkit.measure.savings`, its timeline, the decisions explained, the charts as SVG.
+    Raises :class:`~gcfkit.errors.ConfigError` for a bad ``since_text`` or an unreadable ledger.
+
+    >>> import tempfile, pathlib
+    >>> empty = savings_payload(pathlib.Path(tempfile.mkdtemp()) / "none.jsonl")
+    >>> empty["summary"]["total"]["calls"], empty["timeline"]["buckets"]
+    (0, [])
+    """
+    since = parse_since(since_text) if since_text and since_text != "all" else None
+    entries = read_entries(ledger_path, since=since)
+    summary = summarize(entries, corrupt=entries.corrupt)
+    period, buckets = timeline(entries)
+    decisions = [
+        {
+            "decision": word,
+            "calls": n,
+            "left_alone": is_left_alone(word),
+            "meaning": describe_decision(word),
+        }
+        for word, n in sorted(summary.total.decisions.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+    # Axis labels: month-day (and the hour); the page shows the year in its range.
+    def label(start: str) -> str:
+        return start[5:10] + (f" {start[11:13]}h" if period == "hour" else "")
+
+    points = [(label(b.start), b.totals.tokens_before, b.totals.tokens_after) for b in buckets]
+    server_rows = [(n, t.tokens_before, t.tokens_after) for n, t in summary.servers.items()]
+    return {
+        "ledger": str(ledger_path),
+        "since": since.isoformat() if since is not None else None,
+        "summary": summary_to_json(summary),
+        "timeline": timeline_to_json(period, buckets),
+        "decisions": decisions,
+        "charts": {
+            "timeline": timeline_chart(f"Tokens per {period}", points, width=1140, height=240),
+            "servers": before_after_bars("Tokens per server", server_rows, width=540),
+        },
+    }
 
 
 class _SameOrigin:
