@@ -130,8 +130,9 @@ def register(sub: Any) -> None:
         type=float,
         default=2.0,
         metavar="SECONDS",
-        help="on shutdown, wait this long after closing the server's stdin, and again after "
-        "SIGTERM, before SIGKILL (default 2)",
+        help="on shutdown, wait this long after closing the server's stdin before SIGTERM to "
+        "its process group (default 2), then at most min(SECONDS, 1) before SIGKILL; a signal "
+        "to the proxy sends SIGTERM at once, so it is gone within the 2 s clients give",
     )
     add_capture_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server command, after --")

@@ -4,15 +4,20 @@ It spawns the MCP server, pumps newline-delimited JSON-RPC both ways through the
 the server's stderr through untouched, writes ledger records, and shuts down cleanly:
 
 * client EOF: the server's stdin is closed, then the server gets ``grace`` seconds to exit,
-  then SIGTERM, then SIGKILL after another ``grace``; its remaining output is still relayed;
+  then its process group gets SIGTERM, then SIGKILL (:class:`~.process.ServerProcess`); its
+  remaining output is still relayed;
 * server exit (or a server that closes its stdout): every pending request gets a JSON-RPC
-  error, and the proxy exits with the server's status (``128 + signal`` when it was killed
-  by a signal);
-* SIGTERM, SIGHUP or Ctrl-C to the proxy: the same sequence as client EOF.
+  error, what is left of the server's group is stopped, and the proxy exits with the
+  server's status (``128 + signal`` when it was killed by a signal);
+* SIGTERM, SIGHUP or SIGINT to the proxy: the server's group gets SIGTERM at once and SIGKILL
+  at most :data:`~.process.TERM_GRACE` (1 s) later, so the proxy is gone before a client's
+  own SIGKILL (the MCP SDK sends it 2 s after its SIGTERM); the exit status is
+  ``128 + signal``;
+* a client that goes away (its stdout breaks): the same as client EOF.
 
 The server runs in its own process group and signals go to the group, so the children of a
-launcher (``npx``, ``uvx``) go with it; a stray grandchild that keeps the server's stdout
-open cannot hold the proxy up for more than ``grace`` seconds.
+launcher (``npx``, ``uvx``) go with it; a stray grandchild that leaves the group and keeps
+the server's stdout open cannot hold the proxy up for more than ``grace`` seconds.
 
 Lines are framed by the core's :class:`~gcfkit.proxy.linebuffer.LineBuffer` from fixed-size
 reads, so a message of any size (64 MB and beyond) flows without hitting a StreamReader limit
@@ -32,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import stat
 import sys
 import threading
@@ -43,16 +47,17 @@ from typing import IO, TYPE_CHECKING, Protocol
 from ..ledger import Ledger, utc_now_iso
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
+from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals
 
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
 
 __all__ = ["DEFAULT_GRACE", "run_proxy", "split_lines"]
 
-#: Seconds the server gets to exit after its stdin closes, and again after SIGTERM.
-DEFAULT_GRACE = 2.0
-
 _CHUNK = 1 << 16
+
+#: After a signal, how long the server's last output may take to arrive once it is gone.
+_DRAIN_HURRIED = 0.25
 
 
 async def split_lines(read: _Reader) -> AsyncIterator[bytes]:
@@ -178,58 +183,6 @@ def _is_pipe(file: IO[bytes]) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _exit_status(returncode: int | None) -> int:
-    if returncode is None:
-        return 1
-    if returncode < 0:
-        return 128 + (-returncode)
-    return returncode
-
-
-def _signal_tree(process: asyncio.subprocess.Process, sig: int) -> None:
-    # The server runs in its own process group (a launcher like npx or uvx has children):
-    # signal the whole group, as the MCP SDK does, so no grandchild outlives the proxy.
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(process.pid, sig)
-        else:  # pragma: no cover - Windows
-            process.send_signal(sig)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(sig)
-
-
-async def _exited(process: asyncio.subprocess.Process, timeout: float | None) -> bool:
-    """Whether the server exits within ``timeout`` seconds (None: wait as long as it takes).
-
-    Polls ``returncode`` instead of ``Process.wait()``, which before Python 3.12 also waits
-    for the process's pipes to close: a stray grandchild holding stdout would block it."""
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
-    delay = 0.005
-    while process.returncode is None:
-        if deadline is not None and loop.time() >= deadline:
-            return False
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    return True
-
-
-async def _stop(process: asyncio.subprocess.Process, grace: float) -> None:
-    """Close stdin, wait, SIGTERM, wait, SIGKILL: the MCP stdio shutdown sequence."""
-    if process.stdin is not None and not process.stdin.is_closing():
-        process.stdin.close()
-        with contextlib.suppress(Exception):
-            await process.stdin.wait_closed()
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
-        if process.returncode is not None:
-            return
-        if sig is not None:
-            _signal_tree(process, sig)
-        if await _exited(process, grace):
-            return
-
-
 async def run_proxy(
     command: Sequence[str],
     config: ProxyConfig | None = None,
@@ -254,26 +207,27 @@ async def run_proxy(
     client_in = stdin if stdin is not None else sys.stdin.buffer
     client_out = stdout if stdout is not None else sys.stdout.buffer
     try:
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=None,  # inherited: the server's stderr passes straight through
-            start_new_session=hasattr(os, "killpg"),
-        )
+        server = await ServerProcess.start(command, grace=grace, term_grace=grace)
     except OSError as e:
         print(f"gcfkit proxy: cannot start {command[0]!r}: {e.strerror or e}", file=sys.stderr)
         return 127 if isinstance(e, FileNotFoundError) else 126
-    assert process.stdin is not None and process.stdout is not None
-    server_in = process.stdin
-    server_out = process.stdout
+    server_in = server.stdin
+    server_out = server.stdout
     loop = asyncio.get_running_loop()
+    signalled: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        signalled.append(signum)
+        server.hurry()
+
+    restore_signals = stop_signals(loop, on_signal)
     # Loading the tokenizer takes about a second: do it while the server starts up, and let
     # the first tool result wait for it (outside its time budget) rather than lock the core.
     warming = loop.run_in_executor(None, core.warm_up)
     to_client = await _Sink.open(client_out)
     read_client = await _open_reader(client_in)
     server_write_broken = False
+    background: set[asyncio.Task[None]] = set()
 
     def flush_records() -> None:
         if ledger is None:
@@ -286,6 +240,12 @@ async def run_proxy(
         for out in outputs:
             if out.to == "client":
                 await to_client.write(out.data)
+                if to_client.broken and not server.stopping:
+                    # The client is gone: nobody will read the answers, so stop the server
+                    # (its remaining output is still drained, then the proxy exits).
+                    stopping = asyncio.ensure_future(server.stop())
+                    background.add(stopping)
+                    stopping.add_done_callback(background.discard)
             elif not server_write_broken:
                 if capture is not None:
                     capture.to_server(out.data)
@@ -299,7 +259,7 @@ async def run_proxy(
         async for line in split_lines(read_client):
             await write(core.from_client(line))
         # Client EOF: the MCP shutdown sequence; the server pump relays what is left.
-        await _stop(process, grace)
+        await server.stop()
 
     async def relay_server_output() -> None:
         async for line in split_lines(server_out.read):
@@ -312,51 +272,49 @@ async def run_proxy(
 
     async def server_to_client() -> None:
         relay = asyncio.create_task(relay_server_output())
-        exited = asyncio.create_task(_exited(process, None))
+        exited = asyncio.create_task(server.exited(None))
         await asyncio.wait({relay, exited}, return_when=asyncio.FIRST_COMPLETED)
         if not relay.done():
-            # The server is gone but its stdout is still open: a stray child of it holds the
-            # pipe. Relay what is already written, then stop waiting for an EOF.
-            await asyncio.wait({relay}, timeout=grace)
+            # The server is gone but its stdout is still open: a child of it holds the pipe.
+            # Stop what is left of its group (which usually closes the pipe), relay what is
+            # already written, then stop waiting for an EOF: a stray that left the group
+            # gets ``grace`` (briefly when a signal asked the proxy to go: the client's
+            # patience is short).
+            stopping = asyncio.ensure_future(server.stop())
+            background.add(stopping)
+            stopping.add_done_callback(background.discard)
+            await asyncio.wait({relay}, timeout=min(grace, _DRAIN_HURRIED) if signalled else grace)
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
-        elif not exited.done() and not await _exited(process, grace):
+        elif not exited.done() and not await server.exited(grace):
             # stdout closed but the server lives on: it can answer nothing more, so stop it
             # rather than leave the client's requests hanging.
-            await _stop(process, grace)
+            await server.stop()
         await exited
-        await write(core.server_exited(process.returncode))
-
-    stop_requested = asyncio.Event()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop_requested.set)
-            installed.append(sig)
+        await write(core.server_exited(server.returncode))
 
     upstream = asyncio.create_task(client_to_server())
     downstream = asyncio.create_task(server_to_client())
-    stopper = asyncio.create_task(stop_requested.wait())
     try:
-        await asyncio.wait({downstream, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.shield(downstream)
     finally:
-        # Reached on server exit, on SIGTERM/SIGHUP, and on cancellation (Ctrl-C): in every
-        # case the server is stopped first, then its last output relayed, all bounded.
-        for task in (upstream, stopper):
-            task.cancel()
-        for task in (upstream, stopper):
+        # Reached when the server is gone (it exited, was stopped on client EOF or a
+        # signal), and on cancellation (Ctrl-C before the handlers were in place): in
+        # every case what is left of the server's group is stopped, bounded.
+        if not downstream.done():
+            server.hurry()
             with contextlib.suppress(BaseException):
-                await task
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-        if process.returncode is None:
-            await _stop(process, grace)
+                await asyncio.wait({downstream}, timeout=server.term_grace + _DRAIN_HURRIED + 1)
+            downstream.cancel()
+            with contextlib.suppress(BaseException):
+                await downstream
+        upstream.cancel()
         with contextlib.suppress(BaseException):
-            await asyncio.wait({downstream}, timeout=grace * 2 + 1)
-        downstream.cancel()
-        with contextlib.suppress(BaseException):
-            await downstream
+            await upstream
+        with contextlib.suppress(Exception):
+            await server.stop()
+        restore_signals()
         flush_records()
         to_client.close()
         if capture is not None:
@@ -364,4 +322,6 @@ async def run_proxy(
             await loop.run_in_executor(None, capture.close)
         with contextlib.suppress(Exception):
             await warming
-    return _exit_status(process.returncode)
+    if signalled:
+        return 128 + signalled[0]
+    return exit_status(server.returncode)

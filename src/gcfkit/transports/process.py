@@ -1,0 +1,278 @@
+"""The MCP server as a child process: started in its own process group, stopped in time.
+
+Any shell that runs a local server (stdio today, the HTTP shell's ``--http -- CMD``) uses
+:class:`ServerProcess`, so there is one stop sequence and one rule for the process tree:
+
+* The server starts in a new session (its own process group), so a signal meant for it
+  reaches every process it started (``npx`` and ``uvx`` launchers have children) and never
+  the proxy or the client.
+* :meth:`ServerProcess.stop` is the MCP stdio shutdown: close the server's stdin, wait up
+  to ``grace`` seconds, SIGTERM the group, wait up to ``term_grace`` seconds (at most
+  :data:`TERM_GRACE`), SIGKILL the group. Real clients are less patient than a long
+  sequence: the official SDK closes the proxy's stdin, waits 2 s, SIGTERMs the proxy's
+  group and SIGKILLs it 2 s later, and a SIGKILLed proxy can stop nothing. So a signal to
+  the proxy (:meth:`ServerProcess.hurry`) skips the wait for stdin EOF, and what follows
+  SIGTERM is bounded by :data:`TERM_GRACE` (1 s): the proxy is gone well inside the
+  client's 2 s.
+* The group outlives its leader when the leader exits (or crashes) and leaves children:
+  :meth:`ServerProcess.stop` then takes the rest of the group down too (SIGTERM, SIGKILL).
+
+Waits poll ``returncode`` rather than ``Process.wait()``, which before Python 3.12 also
+waits for the pipes to close: a stray grandchild holding stdout open would block it.
+
+>>> import asyncio, sys
+>>> async def demo() -> int | None:
+...     code = "import sys; sys.stdin.read()"  # exits on stdin EOF
+...     server = await ServerProcess.start([sys.executable, "-c", code], grace=5)
+...     await server.stop()
+...     return server.returncode
+>>> asyncio.run(demo())
+0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO, Any, Final
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "TERM_GRACE",
+    "ServerProcess",
+    "exit_status",
+    "stop_signals",
+]
+
+#: Seconds the server gets to exit after its stdin closes (the MCP SDK's own wait).
+DEFAULT_GRACE: Final = 2.0
+
+#: The most the server gets after SIGTERM before SIGKILL: the whole stop after a signal to
+#: the proxy must fit in the 2 s a client waits between its SIGTERM and its SIGKILL.
+TERM_GRACE: Final = 1.0
+
+#: How long to wait for the kernel to deliver a SIGKILL and the leader to be reaped.
+_KILL_WAIT: Final = 1.0
+
+_POLL_FIRST: Final = 0.005
+_POLL_MAX: Final = 0.05
+
+#: The signals that stop the proxy (and with it the server), in the order they are listed.
+_STOP_SIGNALS: Final = ("SIGTERM", "SIGINT", "SIGHUP")
+
+_GROUPS: Final = hasattr(os, "killpg")
+
+
+def exit_status(returncode: int | None) -> int:
+    """A process exit status as a shell reports it: ``128 + signal`` for a signal death.
+
+    >>> exit_status(0), exit_status(-15), exit_status(None)
+    (0, 143, 1)
+    """
+    if returncode is None:
+        return 1
+    if returncode < 0:
+        return 128 + (-returncode)
+    return returncode
+
+
+class ServerProcess:
+    """One running server, its pipes and its process group.
+
+    ``grace`` is how long the server gets to exit after its stdin closes; ``term_grace``
+    how long after SIGTERM (capped at :data:`TERM_GRACE`). ``stdin`` and ``stdout`` are the
+    asyncio streams of its pipes; stderr is inherited (the server's log goes straight
+    through) unless ``stderr`` says otherwise.
+    """
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        *,
+        grace: float = DEFAULT_GRACE,
+        term_grace: float = TERM_GRACE,
+    ) -> None:
+        self.process = process
+        # The group id is the leader's pid (a new session). Never ask getpgid(): it fails
+        # once the leader is reaped, even with live members left.
+        self.pgid = process.pid if _GROUPS else None
+        self.grace = max(grace, 0.0)
+        self.term_grace = min(max(term_grace, 0.0), TERM_GRACE)
+        self._level = 0  # 0: polite (stdin EOF), 1: SIGTERM sent, 2: SIGKILL sent
+        self._signals = 0
+        self._stopping: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(
+        cls,
+        command: Sequence[str],
+        *,
+        grace: float = DEFAULT_GRACE,
+        term_grace: float = TERM_GRACE,
+        stderr: int | IO[Any] | None = None,
+    ) -> ServerProcess:
+        """Spawn ``command`` with piped stdin/stdout in a new session; raises ``OSError``."""
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=_GROUPS,
+        )
+        return cls(process, grace=grace, term_grace=term_grace)
+
+    @property
+    def pid(self) -> int:
+        """The leader's process id."""
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The leader's return code (``-N`` for signal N), or None while it runs."""
+        return self.process.returncode
+
+    @property
+    def stdin(self) -> asyncio.StreamWriter:
+        """The server's stdin."""
+        assert self.process.stdin is not None
+        return self.process.stdin
+
+    @property
+    def stdout(self) -> asyncio.StreamReader:
+        """The server's stdout."""
+        assert self.process.stdout is not None
+        return self.process.stdout
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop has begun."""
+        return self._stopping is not None
+
+    # -- signals and liveness --------------------------------------------------------
+
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to every process of the server's group (the leader alone where
+        there are no groups)."""
+        if self.pgid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
+                return
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(sig)
+
+    def group_alive(self) -> bool:
+        """Whether any process of the group is left (without process groups: whether the
+        leader runs). A zombie counts until its parent reaps it."""
+        if self.pgid is None:
+            return self.process.returncode is None
+        try:
+            os.killpg(self.pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # EPERM proves nothing: treat the group as still there
+        return True
+
+    async def exited(self, timeout: float | None) -> bool:
+        """Whether the leader exits within ``timeout`` seconds (None: as long as it takes)."""
+        return await _poll(lambda: self.process.returncode is not None, timeout)
+
+    # -- stopping --------------------------------------------------------------------
+
+    def hurry(self) -> None:
+        """A stop signal reached the proxy: begin stopping if not yet begun, skipping the
+        wait for the server to notice stdin EOF (SIGTERM now); a second call skips the
+        SIGTERM wait too (SIGKILL now)."""
+        # The first signal asks for SIGTERM (no-op if already sent: the TERM wait is bounded
+        # anyway), the second for SIGKILL.
+        self._signals += 1
+        self._level = max(self._level, min(self._signals, 2))
+        self._begin()
+
+    def _begin(self) -> asyncio.Task[None]:
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop_sequence())
+        return self._stopping
+
+    async def stop(self) -> None:
+        """Stop the server and everything left in its group; returns when they are gone or
+        SIGKILLed and waited for: at most ``grace + term_grace + 1`` seconds, and at most
+        ``term_grace + 1`` after a :meth:`hurry`.
+
+        Safe to call more than once and concurrently: every caller waits for the same stop,
+        and cancelling a caller does not cancel the stop.
+        """
+        await asyncio.shield(self._begin())
+
+    async def _stop_sequence(self) -> None:
+        stdin = self.process.stdin
+        if stdin is not None and not stdin.is_closing():
+            # Closing never blocks; draining could (a server that reads no more), and EOF
+            # is what the server is told either way.
+            with contextlib.suppress(Exception):
+                stdin.close()
+        if self._level == 0:
+            await self._step(lambda: self.process.returncode is not None, self.grace)
+        if self.process.returncode is not None and not self.group_alive():
+            return
+        if self._level < 2:
+            self._level = max(self._level, 1)
+            self.signal_group(signal.SIGTERM)
+            await self._step(
+                lambda: self.process.returncode is not None and not self.group_alive(),
+                self.term_grace,
+            )
+        if self.process.returncode is None or self.group_alive():
+            self._level = 2
+            self.signal_group(signal.SIGKILL if _GROUPS else signal.SIGTERM)
+            await _poll(lambda: self.process.returncode is not None, _KILL_WAIT)
+
+    async def _step(self, done: Callable[[], bool], timeout: float) -> None:
+        """Wait until ``done()``, ``timeout`` or a :meth:`hurry`, whichever comes first."""
+        level = self._level
+        await _poll(lambda: done() or self._level != level, timeout)
+
+
+async def _poll(done: Callable[[], bool], timeout: float | None) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    delay = _POLL_FIRST
+    while not done():
+        now = loop.time()
+        if deadline is not None and now >= deadline:
+            return False
+        await asyncio.sleep(delay if deadline is None else min(delay, deadline - now))
+        delay = min(delay * 2, _POLL_MAX)
+    return True
+
+
+def stop_signals(
+    loop: asyncio.AbstractEventLoop, on_signal: Callable[[int], None]
+) -> Callable[[], None]:
+    """Route SIGTERM, SIGINT and SIGHUP to ``on_signal(signum)`` on ``loop``; returns the
+    function that puts the previous handling back. Signals the platform or the thread
+    cannot handle are skipped (Windows has no ``add_signal_handler``)."""
+    installed: list[int] = []
+    for name in _STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, int(sig))
+            installed.append(int(sig))
+
+    def restore() -> None:
+        for sig in installed:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        if sys.platform != "win32" and signal.SIGINT in installed:
+            # remove_signal_handler restores SIG_DFL; Python's own Ctrl-C handling is nicer.
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    return restore
