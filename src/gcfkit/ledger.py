@@ -82,7 +82,11 @@ def parse_time(text: str) -> datetime:
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:
+        # 0001-01-01T00:00:00+01:00 is a valid ISO text whose UTC moment is before year 1.
+        raise ValueError(f"{text!r} is out of range in UTC") from None
 
 
 @dataclass(frozen=True)

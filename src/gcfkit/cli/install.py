@@ -22,6 +22,7 @@ from ..clients.install import Action, FilePlan, install_mcp, uninstall_mcp
 from ..clients.locations import CLIENTS, SCOPES
 from ..clients.status import ServerStatus, mcp_status
 from ..errors import ConfigError
+from .io import printable
 
 _CLIENT_HELP = (
     "which client's configs: claude-code, cursor, claude-desktop, or all "
@@ -33,8 +34,13 @@ _SCOPE_HELP = (
 )
 
 
-def _add_selection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--client", choices=[*CLIENTS, "all"], help=_CLIENT_HELP)
+_STATUS_CLIENT_HELP = (
+    "which client's configs: claude-code, cursor, claude-desktop, or all (default: all)"
+)
+
+
+def _add_selection(parser: argparse.ArgumentParser, client_help: str = _CLIENT_HELP) -> None:
+    parser.add_argument("--client", choices=[*CLIENTS, "all"], help=client_help)
     parser.add_argument("--scope", choices=SCOPES, help=_SCOPE_HELP)
     parser.add_argument(
         "--config",
@@ -97,7 +103,7 @@ def register(sub: Any) -> None:
         description="List every MCP server found in the known client configs (or --config), "
         "and whether it runs behind gcfkit proxy.",
     )
-    _add_selection(status)
+    _add_selection(status, _STATUS_CLIENT_HELP)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=_status)
 
@@ -136,7 +142,8 @@ _MESSAGES = {
 
 
 def _message(action: Action) -> str:
-    return _MESSAGES[action.action].format(name=action.name, where=action.location.describe())
+    text = _MESSAGES[action.action].format(name=action.name, where=action.location.describe())
+    return printable(text)
 
 
 def _report(plans: Sequence[FilePlan], dry_run: bool) -> None:
@@ -146,7 +153,7 @@ def _report(plans: Sequence[FilePlan], dry_run: bool) -> None:
             prefix = "[dry run] " if dry_run and action.changes else ""
             print(prefix + _message(action), file=out)
         if dry_run and plan.changed:
-            out.write(plan.diff())
+            out.write(printable(plan.diff(), keep="\t\n"))
         if plan.backup is not None:
             print(f"  backup of the previous file: {plan.backup}", file=out)
     if dry_run:
@@ -211,18 +218,21 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _status_line(s: ServerStatus) -> str:
+    # Names, commands and options come from config files anyone may have edited: shown
+    # through printable(), so an escape sequence in them never reaches the terminal.
     if s.name is None:
-        return f"  error: {s.error}"
+        return printable(f"  error: {s.error}")
+    name = printable(s.name)
     if s.error:
-        return f"  {s.name}: {s.error}"
+        return f"  {name}: {printable(s.error)}"
     if s.wrapped:
-        opts = f" ({' '.join(s.proxy_args)})" if s.proxy_args else ""
+        opts = f" ({shlex.join(s.proxy_args)})" if s.proxy_args else ""
         state = f"wrapped{opts}"
     elif s.transport == "http":
         state = "not wrappable (http)"
     else:
         state = "not wrapped"
-    return f"  {s.name:<24} {s.transport:<6} {state:<24} {s.command}"
+    return printable(f"  {name:<24} {s.transport:<6} {state:<24} {s.command}")
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -237,7 +247,7 @@ def _status(args: argparse.Namespace) -> int:
     for s in found:
         where = s.location.describe()
         if where != current:
-            print(where)
+            print(printable(where))
             current = where
         print(_status_line(s))
     return 0

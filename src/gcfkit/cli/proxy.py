@@ -31,7 +31,8 @@ policy file (JSON, or TOML on Python 3.11+ / with tomli):
    "file_tools": ["read_file", "read_text_file"]}
 
 opting out from the client:
-  session:  initialize capabilities {"experimental": {"output_format": "json"}}
+  session:  initialize capabilities
+              {"experimental": {"output_format": {"format": "json"}}}
   one call: the argument "_format": "json" (or "off"), removed before forwarding;
             --advertise-format lists it in each tool's input schema
 

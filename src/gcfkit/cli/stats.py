@@ -19,7 +19,7 @@ from ..jsonio import read_json_bytes
 from ..ledger import parse_since, read_entries
 from ..measure.report import Comparison, FormatResult, compare_formats, default_formats
 from ..measure.savings import Summary, Totals, summarize, summary_to_json
-from .io import read_input, write_text
+from .io import printable, read_input, write_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -181,25 +181,50 @@ def _headers(cmp: Comparison, encoding: str) -> list[str]:
 def _render(cmp: Comparison, source: str, size: int, encoding: str) -> None:
     rows = _rows(cmp, encoding)
     headers = _headers(cmp, encoding)
-    notes = _notes(cmp, encoding)
-    title = f"gcfkit stats: {source} ({size:,} bytes of JSON)"
+    notes = [printable(n) for n in _notes(cmp, encoding)]
+    title = printable(f"gcfkit stats: {source} ({size:,} bytes of JSON)")
     try:
         from rich import box
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         write_text(_plain(title, headers, rows, notes))
         return
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, h in enumerate(headers):
-        table.add_column(h, justify="right" if 0 < i < 5 else "left", no_wrap=True)
-    for row in rows:
-        style = "red" if row[-1] == "NO" else ("dim" if row[1] == "" else None)
-        table.add_row(*row, style=style)
     console = Console()
-    console.print(table)
+
+    def table(with_bar: bool) -> Table:
+        t = Table(title=Text(title), box=box.SIMPLE_HEAD, pad_edge=False)
+        for i, h in enumerate(headers):
+            if i == 5 and not with_bar:
+                continue
+            # Numbers are never cut: their columns are as wide as their widest cell.
+            widest = max([len(h), *(len(r[i]) for r in rows)])
+            if i == 0:  # the label wraps at spaces: its longest word must fit
+                widest = max(len(w) for r in rows for w in [h, *r[0].split()])
+            numeric = 0 < i < 5
+            t.add_column(
+                h,
+                justify="right" if numeric else "left",
+                no_wrap=i != 0,  # the label may wrap ("JSON / compact"); nothing else
+                min_width=widest,
+            )
+        for row in rows:
+            style = "red" if row[-1] == "NO" else ("dim" if row[1] == "" else None)
+            cells = row if with_bar else row[:5] + row[6:]
+            t.add_row(*(Text(c) for c in cells), style=style)
+        return t
+
+    full = table(with_bar=True)
+    natural = console.measure(full, options=console.options.update(width=1 << 16)).maximum
+    if not console.is_terminal:
+        # Piped or redirected: there is no screen to fit, so nothing gets cut.
+        console = Console(width=max(natural, 40), file=console.file)
+        console.print(full)
+    else:
+        console.print(full if natural <= console.width else table(with_bar=False))
     for note in notes:
-        console.print(note, style="dim", markup=False, highlight=False)
+        console.print(Text(note), style="dim")
 
 
 def _plain(title: str, headers: list[str], rows: list[list[str]], notes: list[str]) -> str:
@@ -245,17 +270,19 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     except ImportError:
         write_text(_plain_summary(summary))
         return
+    from rich.text import Text
+
     out = console if console is not None else _Console()
     if summary.total.calls == 0:
-        out.print("The ledger has no tool results yet" + _corrupt_note(summary) + ".")
+        out.print(Text("The ledger has no tool results yet" + _corrupt_note(summary) + "."))
         return
     title = "gcfkit savings"
     if summary.first and summary.last:
-        title += f" ({summary.first[:10]} .. {summary.last[:10]})"
+        title += printable(f" ({summary.first[:10]} .. {summary.last[:10]})")
     # Fewer, denser columns fit 80 terminal columns; the bar is the first thing to go when
     # the terminal is narrower, and long server or tool names fold rather than the numbers.
     bar = out.width >= 80
-    table = Table(title=title, show_footer=True)
+    table = Table(title=Text(title), show_footer=True)
     total = summary.total
     table.add_column("server", footer="total", overflow="fold", ratio=1)
     table.add_column("tool", overflow="fold", ratio=2)
@@ -265,15 +292,17 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     if bar:
         table.add_column("", footer=_bar(total.token_savings), no_wrap=True)
     for (server, tool), t in summary.tools.items():
-        cells = [server, tool, str(t.calls), _before_after(t), _saved(t)]
-        table.add_row(*cells, *([_bar(t.token_savings)] if bar else []))
+        # Server and tool names are the server's choice: Text, so that rich reads no markup
+        # (a tool named "[/bold]" or "[link=...]") in them, and printable (no escapes).
+        cells = [printable(server), printable(tool), str(t.calls), _before_after(t), _saved(t)]
+        table.add_row(*(Text(c) for c in cells), *([_bar(t.token_savings)] if bar else []))
     out.print(table)
     notes = [f"token counts: {', '.join(summary.encodings)}"]
     decisions = ", ".join(f"{k} {v}" for k, v in sorted(total.decisions.items()))
     notes.append(f"decisions: {decisions}")
     if summary.corrupt:
         notes.append(f"{summary.corrupt} corrupt ledger line(s) skipped")
-    out.print("; ".join(notes), style="dim", markup=False, highlight=False)
+    out.print(Text(printable("; ".join(notes))), style="dim")
 
 
 def _before_after(t: Totals) -> str:
@@ -295,6 +324,7 @@ def _plain_summary(summary: Summary) -> str:
     rows = [((s, t), v) for (s, t), v in summary.tools.items()]
     rows.append((("total", ""), summary.total))
     for (server, tool), t in rows:
+        server, tool = printable(server), printable(tool)
         lines.append(
             f"{server:<16} {tool:<24} {t.calls:>6} {t.tokens_before:>10} {t.tokens_after:>10} "
             f"{t.token_savings:>7.1%} {_bar(t.token_savings)}"
