@@ -141,3 +141,53 @@ def test_proxy_help_shows_the_session_opt_out_the_sdks_accept(
     # TypeScript-SDK servers reject a string under capabilities.experimental in initialize.
     assert '{"experimental": {"output_format": "json"}}' not in out
     assert '"output_format": {"format": "json"}' in out
+
+
+_FULL_DISK = r"""
+import resource, signal, sys
+from gcfkit.ledger import Ledger, LedgerRecord
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, not kills
+path = sys.argv[1]
+led = Ledger(path)
+
+
+def record(tool):
+    return LedgerRecord("srv", tool, 1000, 400, 300, 120, "o200k_base", "gcf", 1.0)
+
+
+assert led.append(record("first"), time="2026-01-02T03:04:05.000Z")
+size = len(open(path, "rb").read())
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 30, hard))  # the disk fills mid-line
+kept = led.append(record("torn"), time="2026-01-02T03:04:06.000Z")
+torn = open(path, "rb").read()
+assert len(torn) == size + 30, len(torn)  # a real short write happened
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
+assert led.append(record("after"), time="2026-01-02T03:04:07.000Z")
+print(len(torn) - size, kept)
+"""
+
+
+def test_a_short_write_on_a_full_disk_does_not_swallow_the_next_record(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    resource = pytest.importorskip("resource")
+    if resource.getrlimit(resource.RLIMIT_FSIZE)[1] != resource.RLIM_INFINITY:
+        pytest.skip("needs an unlimited hard RLIMIT_FSIZE to lift the limit again")
+    path = tmp_path / "ledger.jsonl"
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    environment = {**os.environ, "PYTHONPATH": src}
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+    )
+    assert done.returncode == 0, done.stderr
+    entries = read_entries(path)
+    assert [e.record.tool for e in entries] == ["first", "after"]
+    assert entries.corrupt == 1  # the torn line is one corrupt line, on its own
+    assert done.stdout.split() == ["30", "False"]  # and its append said it was dropped

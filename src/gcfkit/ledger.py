@@ -28,6 +28,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -146,11 +147,9 @@ class Ledger:
             entry = LedgerEntry(utc_now_iso() if time is None else time, record)
             data = (entry.to_json() + "\n").encode("utf-8")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # One os.write on an O_APPEND descriptor: concurrent proxies appending to the same
-            # ledger cannot interleave inside a line (records are far below PIPE_BUF).
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, data)
+                _append_line(fd, data)
             finally:
                 os.close(fd)
         except Exception as e:  # the proxy must survive any ledger failure, whatever it is
@@ -170,6 +169,34 @@ class Ledger:
                 "(further ledger errors are not reported)",
                 file=stream,
             )
+
+
+def _append_line(fd: int, data: bytes) -> None:
+    """Append one LF-terminated line to the O_APPEND file ``fd`` so that it stays a line of
+    its own whatever happened before: a full disk can leave a torn line behind (a short
+    ``os.write``), and a record written right after it would be glued to it and lost.
+
+    So a file that does not end with LF gets one first (the torn line stays one corrupt
+    line), a short write is continued, and a failure mid-line still tries to end the line.
+    One ``os.write`` on an O_APPEND descriptor is what keeps concurrent proxies from
+    interleaving inside a line (records are far below PIPE_BUF), so the LF goes in the
+    same write as the record.
+    """
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = b"\n" + data
+    view = memoryview(data)
+    try:
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(errno.ENOSPC, "short write: no space left")
+            view = view[written:]
+    except OSError:
+        if len(view) < len(data):
+            with contextlib.suppress(OSError):
+                os.write(fd, b"\n")
+        raise
 
 
 class LedgerEntries(list[LedgerEntry]):
