@@ -19,6 +19,12 @@ directory + rename, same permissions; a symlinked config keeps its link). A file
 valid JSON, has duplicate keys or comments, or has the wrong shape is never written: the
 operation stops with :class:`~gcfkit.errors.ConfigError` ``malformed_config``.
 
+Configs change under us (clients rewrite them, people edit them): a file that no longer holds
+what the edit was planned from at the moment the new one takes its place is left as it is
+(``io_error``, "changed while gcfkit was editing it"; see :func:`_write_atomic`). Two gcfkit
+runs at once take turns on a lock in the state directory, so neither plans from a stale file
+nor drops the other's sidecar record.
+
 Planning (:func:`plan_install`, :func:`plan_uninstall`) reads and decides; only
 :func:`apply_plans` writes.
 
@@ -46,10 +52,13 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Final
 
 from ..errors import ConfigError
 from ..jsonio import same_value
@@ -277,9 +286,18 @@ def plan_install(
 
 
 def _proxy_options(name: str, proxy_args: Sequence[str], name_option: bool) -> list[str]:
+    """The proxy options to write, ``--name NAME`` first unless there is one already.
+
+    >>> _proxy_options("git", ["--delta"], True), _proxy_options("-git", [], True)
+    (['--name', 'git', '--delta'], ['--name=-git'])
+    """
     options = list(proxy_args)
     if name_option and not any(o == "--name" or o.startswith("--name=") for o in options):
-        options = ["--name", name, *options]
+        # A name that starts with "-" would be read as an option: the proxy refused to
+        # start with "--name -git". Attached, the value is never an option.
+        options = [f"--name={name}" if name.startswith("-") else "--name", *options]
+        if not name.startswith("-"):
+            options.insert(1, name)
     return options
 
 
@@ -369,16 +387,42 @@ def _backup(path: Path, state: Path, stamp: str) -> Path:
     return dest
 
 
+def _changed(path: Path) -> ConfigError:
+    # A client (Claude Code rewrites ~/.claude.json often) or an editor changed it under us.
+    return ConfigError(
+        "io_error",
+        f"{path} changed while gcfkit was editing it; nothing was written, run the "
+        "command again (ideally with the client closed)",
+    )
+
+
+def _snapshot(path: Path | str) -> tuple[int, bytes] | None:
+    """(inode, bytes) of a file, or None when there is none."""
+    try:
+        with open(path, "rb") as f:
+            return os.fstat(f.fileno()).st_ino, f.read()
+    except FileNotFoundError:
+        return None
+
+
 def _write_atomic(path: Path, data: bytes, *, expected: bytes | None, mode: int | None) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename). With ``expected``
+    (the bytes the edit was planned from), the file must still be the one that held them
+    when the new one takes its place, or nothing is written and the user's version stays.
+
+    The check is made at the last moment: on Linux the new file and the config swap places
+    atomically (``renameat2(RENAME_EXCHANGE)``) and the file displaced is the one checked
+    (same inode, same bytes), so an edit landing at any point before the swap is seen and
+    put back (:func:`_put_back`). Where there is no such swap the file is re-read just
+    before the rename, which leaves a window of microseconds instead of a write and fsync.
+    """
     target = Path(os.path.realpath(path))
     try:
-        if expected is not None and target.read_bytes() != expected:
-            # A client (Claude Code rewrites ~/.claude.json often) changed it under us.
-            raise ConfigError(
-                "io_error",
-                f"{path} changed while gcfkit was editing it; nothing was written, run the "
-                "command again (ideally with the client closed)",
-            )
+        original: tuple[int, bytes] | None = None
+        if expected is not None:
+            original = _snapshot(target)
+            if original is None or original[1] != expected:
+                raise _changed(path)
         if mode is None:
             mode = stat.S_IMODE(os.stat(target).st_mode)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -389,7 +433,10 @@ def _write_atomic(path: Path, data: bytes, *, expected: bytes | None, mode: int 
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(tmp, mode)
-            os.replace(tmp, target)
+            if original is None:
+                os.replace(tmp, target)
+            else:
+                _commit(tmp, target, original, data, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -398,12 +445,149 @@ def _write_atomic(path: Path, data: bytes, *, expected: bytes | None, mode: int 
         raise ConfigError("io_error", f"cannot write {path}: {e.strerror or e}") from None
 
 
+def _commit(tmp: str, target: Path, original: tuple[int, bytes], data: bytes, shown: Path) -> None:
+    """Put ``tmp`` (holding ``data``) in ``target``'s place if ``target`` is still the file
+    ``original`` describes; otherwise leave the user's version and raise "changed"."""
+    ours = os.stat(tmp).st_ino
+    if not _exchange(tmp, target):
+        if _snapshot(target) != original:
+            raise _changed(shown)
+        os.replace(tmp, target)
+        return
+    # tmp now names what the config was at the instant of the swap.
+    displaced = os.stat(tmp).st_ino
+    if displaced == original[0] and _snapshot(tmp) == original:
+        os.unlink(tmp)
+        return
+    _put_back(tmp, target, ours, data, displaced)
+    raise _changed(shown)
+
+
+def _put_back(tmp: str, target: Path, ours: int, data: bytes, displaced: int) -> None:
+    """Someone wrote the config after gcfkit read it, and it was just swapped out to
+    ``tmp``: swap it back. What comes out is gcfkit's file, or an older version than what
+    goes in, unless the user wrote yet again in between; then that newest write comes out
+    and goes back in, and so on. The file left at ``tmp`` at the end is one nobody needs."""
+    seen = {displaced}
+    for _ in range(16):
+        if not _exchange(tmp, target):
+            os.replace(tmp, target)
+            return
+        out = _snapshot(tmp)
+        if out is None:
+            return
+        if out[0] == ours and out[1] == data:
+            break  # gcfkit's own file, untouched: the user's version is back in place
+        if out[0] in seen and out[0] != ours:
+            break  # a version that already came out once: older than what is in place
+        seen.add(out[0])  # written after the swap (or into gcfkit's file): the newest
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+_RENAME_EXCHANGE: Final = 2
+_AT_FDCWD: Final = -100
+_renameat2: Any = None  # None: not looked up yet; False: not available
+
+
+def _exchange(a: str | Path, b: str | Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when the
+    platform, libc or file system cannot, so the caller falls back to re-check + rename."""
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = False
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                fn = libc.renameat2
+                fn.argtypes = [
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_uint,
+                ]
+                fn.restype = ctypes.c_int
+                _renameat2 = fn
+    if _renameat2 is False:
+        return False
+    ok = _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return bool(ok == 0)
+
+
+@contextlib.contextmanager
+def _state_lock(state: Path) -> Iterator[None]:
+    """Hold ``<state>/install.lock`` while reading, planning and writing configs and the
+    sidecar, so two gcfkit runs at once (processes or threads) take turns instead of losing
+    each other's records. Reentrant within a thread; across processes it is ``flock``, which
+    Windows lacks (there only threads take turns)."""
+    key = os.path.realpath(state)
+    with _LOCKS_GUARD:
+        local = _LOCKS.setdefault(key, threading.RLock())
+    if not local.acquire(timeout=_LOCK_TIMEOUT):
+        raise _busy(state)
+    try:
+        if key in _HELD:  # this thread holds it already, further up the stack
+            yield
+            return
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            fcntl = None  # type: ignore[assignment]
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(state / "install.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + _LOCK_TIMEOUT
+            while fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise _busy(state) from None
+                    time.sleep(0.01)
+            _HELD.add(key)
+            try:
+                yield
+            finally:
+                _HELD.discard(key)
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    finally:
+        local.release()
+
+
+def _busy(state: Path) -> ConfigError:
+    return ConfigError(
+        "io_error",
+        f"another gcfkit is editing MCP configs (lock {state / 'install.lock'}); try again "
+        "when it is done",
+    )
+
+
+# Per state dir: a thread lock (flock does not exclude threads sharing a process) and the
+# set of locks this process holds (only the thread holding the RLock can be in it).
+_LOCKS: dict[str, threading.RLock] = {}
+_LOCKS_GUARD = threading.Lock()
+_HELD: set[str] = set()
+_LOCK_TIMEOUT: Final = 30.0
+
+
 def apply_plans(plans: Sequence[FilePlan], *, state: Path | None = None) -> None:
     """Write planned changes: backup, atomic replace, then the sidecar of originals.
 
     Files whose content does not change are neither backed up nor written.
     """
     state = state or state_dir()
+    with _state_lock(state):
+        _apply(plans, state)
+
+
+def _apply(plans: Sequence[FilePlan], state: Path) -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     records: _Records | None = None
     for plan in plans:
@@ -457,17 +641,19 @@ def install_mcp(
         client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
     )
     state = state_dir(env)
-    plans = plan_install(
-        name,
-        locations,
-        explicit=client is not None or config is not None,
-        launcher=launcher,
-        proxy_args=proxy_args,
-        name_option=name_option,
-        state=state,
-    )
-    if not dry_run:
-        apply_plans(plans, state=state)
+    # Planned and applied under one lock: a second run plans from what the first wrote.
+    with contextlib.nullcontext() if dry_run else _state_lock(state):
+        plans = plan_install(
+            name,
+            locations,
+            explicit=client is not None or config is not None,
+            launcher=launcher,
+            proxy_args=proxy_args,
+            name_option=name_option,
+            state=state,
+        )
+        if not dry_run:
+            apply_plans(plans, state=state)
     return plans
 
 
@@ -491,9 +677,10 @@ def uninstall_mcp(
         client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
     )
     state = state_dir(env)
-    plans = plan_uninstall(
-        name, locations, explicit=client is not None or config is not None, state=state
-    )
-    if not dry_run:
-        apply_plans(plans, state=state)
+    with contextlib.nullcontext() if dry_run else _state_lock(state):
+        plans = plan_uninstall(
+            name, locations, explicit=client is not None or config is not None, state=state
+        )
+        if not dry_run:
+            apply_plans(plans, state=state)
     return plans
