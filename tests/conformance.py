@@ -20,6 +20,15 @@ CONFORMANCE_DIR = Path(
 CORPUS_DIR = REPO.parent / "shared" / "corpus"
 
 
+def missing_fixtures_hint() -> str:
+    """What to tell someone whose checkout has no conformance suite next to it."""
+    return (
+        f"no conformance fixtures under {CONFORMANCE_DIR}: the suite is read from "
+        "../shared/conformance next to the repository; set GCF_CONFORMANCE_DIR to the "
+        "directory that holds it"
+    )
+
+
 def load_fixtures() -> list[tuple[str, dict[str, Any]]]:
     """Every fixture as (relative path, parsed JSON), sorted by path."""
     out = []

@@ -12,7 +12,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not outcomes:
         return
     tr = terminalreporter
-    tr.section("GCF conformance (../shared/conformance)")
+    from tests.conformance import CONFORMANCE_DIR
+
+    tr.section(f"GCF conformance ({CONFORMANCE_DIR})")
     passed = failed = 0
     for op in sorted({op for op, _ in outcomes}):
         p, f = outcomes[(op, "passed")], outcomes[(op, "failed")]

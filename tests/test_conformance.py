@@ -15,7 +15,12 @@ import pytest
 
 import gcfkit
 from gcfkit import GCFError, graph, keyed
-from tests.conformance import load_fixtures, strict_equal
+from tests.conformance import (
+    CONFORMANCE_DIR,
+    load_fixtures,
+    missing_fixtures_hint,
+    strict_equal,
+)
 
 FIXTURES = load_fixtures()
 OUTCOMES: Counter[tuple[str, str]] = Counter()
@@ -258,7 +263,8 @@ OPERATIONS = {
 
 def test_suite_is_complete() -> None:
     """All 281 fixtures are present and every operation has a runner."""
-    assert len(FIXTURES) == 281, f"found {len(FIXTURES)} fixtures"
+    assert FIXTURES, missing_fixtures_hint()
+    assert len(FIXTURES) == 281, f"found {len(FIXTURES)} fixtures in {CONFORMANCE_DIR}"
     unknown = {fx["operation"] for _, fx in FIXTURES} - set(OPERATIONS)
     assert not unknown, f"fixtures with unknown operations: {unknown}"
 

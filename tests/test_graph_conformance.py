@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +27,9 @@ from gcfkit.graph import (
     loads_delta,
     pack_root,
 )
+from tests.conformance import CONFORMANCE_DIR, missing_fixtures_hint
 
-CONFORMANCE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance"
+CONFORMANCE = CONFORMANCE_DIR  # GCF_CONFORMANCE_DIR, or ../shared/conformance
 GRAPH_OPS = {"pack-root", "session", "graph-stream-encode", "delta", "delta-verify"}
 
 
@@ -61,6 +61,7 @@ FIXTURES = _fixtures()
 
 def test_fixture_selection_is_complete() -> None:
     # 4 encode + 5 decode + 9 error + 4 pack-root + 3 session + 8 stream + 2 delta + 1 verify
+    assert FIXTURES, missing_fixtures_hint()
     assert len(FIXTURES) == 36
 
 
