@@ -45,8 +45,8 @@ def test_a_name_that_looks_like_an_option_is_written_so_the_proxy_accepts_it(
 
 def _edit_during(monkeypatch: pytest.MonkeyPatch, name: str, cfg: Path, edit: bytes) -> None:
     """Make the user's edit land inside gcfkit's write, right after ``install.<name>``."""
-    real = getattr(install_module.os, name) if hasattr(install_module.os, name) else None
-    done = []
+    real = getattr(os, name)
+    done: list[bool] = []
 
     def hooked(*args: Any, **kwargs: Any) -> Any:
         # fsync: of the temp file (the first one); chmod: of the temp file, not a backup's.
@@ -54,10 +54,9 @@ def _edit_during(monkeypatch: pytest.MonkeyPatch, name: str, cfg: Path, edit: by
         if not done and (name == "fsync" or target.endswith(".tmp")):
             done.append(True)
             cfg.write_bytes(edit)
-        assert real is not None
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(install_module.os, name, hooked)
+    monkeypatch.setattr(os, name, hooked)
 
 
 @pytest.mark.parametrize("moment", ["fsync", "chmod"])

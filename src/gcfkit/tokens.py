@@ -35,6 +35,7 @@ __all__ = [
     "ENCODINGS",
     "Counter",
     "count",
+    "count_till_limit",
     "counter",
     "estimate",
     "is_exact",
@@ -115,6 +116,18 @@ def _exact_backend(encoding: str) -> Callable[[str], int] | None:
     return via_encoding
 
 
+@functools.cache
+def _limited_backend(encoding: str) -> Callable[[str, int], int | None] | None:
+    """The binding's ``count_till_limit`` for ``encoding`` (None: count in full, compare)."""
+    try:
+        fn: Callable[[str, int], int | None] = (
+            _load_bindings().tokenizer_for_encoding(encoding).count_till_limit
+        )
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    return fn
+
+
 # ---------------------------------------------------------------------------------------
 # Estimate
 # ---------------------------------------------------------------------------------------
@@ -189,7 +202,7 @@ class Counter:
     (True, 'cl100k_base')
     """
 
-    __slots__ = ("_fn", "encoding", "exact")
+    __slots__ = ("_fn", "_limited", "encoding", "exact")
 
     encoding: str
     exact: bool
@@ -200,6 +213,7 @@ class Counter:
         fn = _exact_backend(encoding)
         self.exact = fn is not None
         self._fn = fn
+        self._limited = _limited_backend(encoding) if fn is not None else None
 
     @property
     def method(self) -> str:
@@ -218,6 +232,28 @@ class Counter:
             return self._fn(_sanitize(text))
 
     __call__ = count
+
+    def count_till_limit(self, text: str, limit: int) -> int | None:
+        """The number of tokens of ``text`` if it is at most ``limit``, else None; the exact
+        backend stops counting at the limit, so a text that loses a comparison costs only
+        as much counting as the text it lost to.
+
+        >>> c = counter()
+        >>> c.count_till_limit("hello world", 10) == c.count("hello world")
+        True
+        >>> c.count_till_limit("hello world", 0) is None
+        True
+        """
+        if limit < 0:
+            return None
+        if self._limited is not None and text:
+            try:
+                n: int | None = self._limited(text, limit)
+            except UnicodeEncodeError:
+                n = self._limited(_sanitize(text), limit)
+            return n
+        n = self.count(text)
+        return n if n <= limit else None
 
     def __repr__(self) -> str:
         return f"Counter({self.encoding!r}, {self.method})"
@@ -245,6 +281,15 @@ def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     True
     """
     return counter(encoding).count(text)
+
+
+def count_till_limit(text: str, limit: int, encoding: str = DEFAULT_ENCODING) -> int | None:
+    """Tokens of ``text`` if at most ``limit``, else None (see :meth:`Counter.count_till_limit`).
+
+    >>> count_till_limit("hello", 100) == count("hello"), count_till_limit("hello", 0)
+    (True, None)
+    """
+    return counter(encoding).count_till_limit(text, limit)
 
 
 def is_exact(encoding: str = DEFAULT_ENCODING) -> bool:

@@ -53,54 +53,33 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .. import dumps as gcf_dumps
-from .. import loads as gcf_loads
-from .. import tokens
 from ..errors import GCFError
-from ..jsonio import dumps_compact, loads_json, same_value
-from ..keyed import DeltaSession, FixedN, KeyedSet
-from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS, Held, ResultMemory
-from ..relative.memory import Kind
-from .answer import (
-    AnswerPolicy,
-    Candidates,
-    Choice,
-    Cost,
-    DeltaState,
-    DeltaStep,
-    Fallback,
-    Form,
-    advance,
-    delta_rebuilds,
-    held_after,
-    is_unchanged,
-    keyed_set,
-    settle,
-    utf8_len,
-)
+from ..relative import ResultMemory
+from .answer import utf8_len
+from .config import Codec, ProxyConfig
 from .jsonrpc import (
     CONNECTION_CLOSED,
     RequestKey,
     dump_message,
     error_response,
+    leading_members,
     parse_envelope,
     request_key,
+    sniff_envelope,
 )
 from .policy import (
     FORMATS,
-    IDENTITY_KEYS,
     Format,
-    Policy,
-    ToolPolicy,
     cap_format,
     output_format_capability,
 )
 from .primer import append_primer, append_relative_primer
-from .record import LedgerRecord, ledger_decision
-from .since import SINCE_ARGUMENT, SINCE_SCHEMA, Names, RefMode
+from .record import LedgerRecord
+from .rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
+from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -111,15 +90,37 @@ __all__ = [
     "ProxyConfig",
     "ProxyCore",
     "RefMode",
+    "ToolJob",
 ]
 
 #: The per-call opt-out argument (``"json"``, ``"off"`` or ``"gcf"``), stripped before forwarding.
 FORMAT_ARGUMENT: Final = "_format"
 
-
-_LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 _MAX_TASKS: Final = 1024
+#: Lines longer than this are read from their envelope only (see ``receive_server``).
+_SNIFF_BYTES: Final = 1024 * 1024
+#: What a response may hold around its text blocks and still be tried (``max_text_bytes``).
+_ENVELOPE_SLACK: Final = 64 * 1024
 _MODERN_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolJob:
+    """A ``tools/call`` response whose rewriting is left to the shell (see
+    :meth:`ProxyCore.receive_server`): the ``line`` as the server wrote it and what the core
+    knows of its call. ``started`` is on the core's clock; ``text_bytes`` is the size of its
+    text (for the ledger, when no answer comes)."""
+
+    line: bytes
+    call: Call
+    server: str
+    started: float
+    text_bytes: int
+
+    @property
+    def tool(self) -> str:
+        """The tool whose result it is."""
+        return self.call.tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,76 +130,14 @@ class Output:
 
     to: Literal["client", "server"]
     data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Codec:
-    """The functions the core encodes, decodes and counts with (injectable for tests):
-    by default :func:`gcfkit.dumps`, :func:`gcfkit.loads` and :func:`gcfkit.tokens.count`.
-
-    >>> Codec().count("{}", "o200k_base")
-    1
-    """
-
-    dumps: Callable[[Any], str] = gcf_dumps
-    loads: Callable[[str], Any] = gcf_loads
-    count: Callable[[str, str], int] = tokens.count
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyConfig:
-    """Proxy options (the ``gcfkit proxy`` flags).
-
-    ``format`` caps every tool's policy (``json`` makes the proxy a pure minifier);
-    ``time_budget`` is seconds per result before the original is sent instead;
-    ``max_text_bytes`` skips larger text blocks without trying.
-
-    Relative answers (:mod:`gcfkit.proxy.since`): ``refs`` (auto, all, off), ``ref_results`` and
-    ``ref_bytes`` (the LRU), ``ref_min_bytes``, ``relative_ratio``, ``session_deltas``.
-
-    >>> ProxyConfig().format, ProxyConfig().encoding
-    ('gcf', 'o200k_base')
-    """
-
-    policy: Policy = field(default_factory=Policy)
-    format: Format = "gcf"
-    primer: bool = True
-    decode_args: bool = False
-    advertise_format: bool = False
-    stats: bool = True
-    encoding: str = "o200k_base"
-    selfcheck: bool = True
-    time_budget: float = 0.5
-    max_text_bytes: int = 16 * 1024 * 1024
-    reanchor: int = 15
-    delta_ratio: float = 0.6
-    server_name: str = ""
-    refs: RefMode = "auto"
-    session_deltas: bool = False
-    relative_ratio: float = 0.6
-    ref_results: int = DEFAULT_MAX_RESULTS
-    ref_bytes: int = DEFAULT_MAX_BYTES
-    ref_min_bytes: int = 128
+    #: A JSON-RPC response (result or error): what the relay may let overtake a result that
+    #: is still being rewritten (:mod:`gcfkit.proxy.sequencer`).
+    response: bool = field(default=False, compare=False)
 
 
 # ---------------------------------------------------------------------------------------
 # JSON helpers
 # ---------------------------------------------------------------------------------------
-
-
-def _json_value_of(text: str) -> Any:
-    """The JSON value of ``text`` if it is a JSON object or array, else ``None``."""
-    i = 0
-    n = len(text)
-    while i < n and text[i] in " \t\r\n":
-        i += 1
-    if i == n or text[i] not in "{[":
-        return None
-    try:
-        value = loads_json(text)
-    except (GCFError, RecursionError):
-        return None
-    return value if isinstance(value, (dict, list)) else None
 
 
 def _args_key(tool: str, args: Any) -> str:
@@ -226,7 +165,6 @@ class _Pending:
     args_key: str = ""
     fmt: Format = "gcf"
     since: str | None = None  # the held result a tools/call named with _since
-    implicit: bool = False  # since is the call's latest result (--delta session), not asked
 
 
 @dataclass(slots=True)
@@ -235,49 +173,8 @@ class _Session:
     server_name: str
     schemas: dict[str, Any] = field(default_factory=dict)
     native_format_arg: set[str] = field(default_factory=set)
-    # What the client holds, per tool + arguments, for §10a deltas.
-    deltas: dict[str, DeltaState] = field(default_factory=dict)
-
     # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
     tasks: dict[str, _Pending] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Outcome:
-    result: dict[str, Any] | None
-    decision: str
-    bytes_before: int = 0
-    bytes_after: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    # Texts delivered unchanged whose tokens are counted only when the record is popped,
-    # after the shell has written the result: counting is not on the relay's critical path.
-    lazy: list[str] = field(default_factory=list)
-
-
-class _BudgetExceeded(Exception):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _Budget:
-    """The time one result may take, on the core's clock."""
-
-    clock: Callable[[], float]
-    started: float
-    seconds: float
-
-    def check(self) -> None:
-        if self.clock() - self.started > self.seconds:
-            raise _BudgetExceeded
-
-
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """Text blocks answered as one value: their positions among the result's text blocks."""
-
-    blocks: tuple[int, ...]
-    value: Any
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,22 +208,16 @@ class ProxyCore:
     ) -> None:
         self.config = config or ProxyConfig()
         codec = codec or Codec()
-        self._dumps = codec.dumps
         self._loads = codec.loads
-        self._count_fn = codec.count
         self._clock = clock
-        c = self.config
-        self._answers = AnswerPolicy(c.delta_ratio, True, c.relative_ratio)
-        self._reanchor = FixedN(self.config.reanchor)
-        held = (
-            memory() if memory else ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes)
-        )
-        self._names = Names(
-            c.refs, c.reanchor, c.ref_min_bytes, self._count, held, c.session_deltas
-        )
+        self._rewriter = Rewriter(self.config, codec, memory=memory)
+        # The client's side of relative answers (_since taken from calls, tools that have
+        # their own): the rewriter's names, wherever the results themselves are answered.
+        self._names = self._rewriter.names
         self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
         self._pending: dict[RequestKey, _Pending] = {}
-        self._unfinished: list[tuple[str, str, _Outcome, float]] = []
+        self._unfinished: list[tuple[str, str, Outcome, float]] = []
+        self._events: list[tuple[str, ...]] = []
         self._warm = False
 
     # -- public API --------------------------------------------------------------------
@@ -352,16 +243,15 @@ class ProxyCore:
         unfinished, self._unfinished = self._unfinished, []
         records: list[LedgerRecord] = []
         for server, tool, outcome, elapsed_ms in unfinished:
-            lazy_bytes = sum(utf8_len(t) for t in outcome.lazy)
-            lazy_tokens = sum(self._count_for_ledger(t) for t in outcome.lazy)
+            outcome.settle(self._rewriter.count)
             records.append(
                 LedgerRecord(
                     server=server,
                     tool=tool,
-                    bytes_before=outcome.bytes_before + lazy_bytes,
-                    bytes_after=outcome.bytes_after + lazy_bytes,
-                    tokens_before=outcome.tokens_before + lazy_tokens,
-                    tokens_after=outcome.tokens_after + lazy_tokens,
+                    bytes_before=outcome.bytes_before,
+                    bytes_after=outcome.bytes_after,
+                    tokens_before=outcome.tokens_before,
+                    tokens_after=outcome.tokens_after,
                     encoding=self.config.encoding,
                     decision=outcome.decision,
                     encode_ms=elapsed_ms,
@@ -370,7 +260,15 @@ class ProxyCore:
         return records
 
     def from_client(self, line: bytes) -> list[Output]:
-        """Handle one line the client wrote; returns what to write to the server."""
+        """Handle one line the client wrote; returns what to write to the server.
+
+        A line over 1 MB (a large file written through a tool) is read from its envelope
+        when that is enough (see :meth:`receive_server`), and relayed as it came.
+        """
+        if len(line) > _SNIFF_BYTES:
+            quick = self._client_large(line)
+            if quick is not None:
+                return quick
         msg, safe = parse_envelope(line) if line.strip() else (None, False)
         if isinstance(msg, dict):
             new = self._client_message(msg)
@@ -388,22 +286,108 @@ class ProxyCore:
         return [Output("server", line)]
 
     def from_server(self, line: bytes) -> list[Output]:
-        """Handle one line the server wrote; returns what to write to the client."""
+        """Handle one line the server wrote; returns what to write to the client.
+
+        Tool results are rewritten here, in the caller's thread; a shell that must stay
+        responsive meanwhile uses :meth:`receive_server` instead.
+        """
+        out = self._from_server(line, defer=False)
+        assert not isinstance(out, ToolJob)
+        return out
+
+    def receive_server(self, line: bytes) -> list[Output] | ToolJob:
+        """:meth:`from_server` without the expensive part: a tool result to rewrite comes
+        back as a :class:`ToolJob` for the shell to run elsewhere (the worker process,
+        :mod:`gcfkit.transports.offload`) and then hand to :meth:`finish`. Everything else
+        is answered at once.
+
+        A line over 1 MB is not parsed here at all: its envelope is read from its two ends
+        (:func:`~gcfkit.proxy.jsonrpc.sniff_envelope`) for the bookkeeping, so a 64 MB
+        message that is not rewritten costs what a small one does, and one that is gets
+        parsed in the worker.
+        """
+        if len(line) > _SNIFF_BYTES:
+            quick = self._receive_large(line)
+            if quick is not None:
+                return quick
+        return self._from_server(line, defer=True)
+
+    def finish(
+        self, job: ToolJob, line: bytes | None, *, failed: str | None = None
+    ) -> list[Output]:
+        """What to write for ``job`` once it is done: ``line`` (None: the original). With
+        ``failed`` (no answer in time, no worker) the original goes out and the ledger says
+        why; otherwise the worker recorded the result itself."""
+        if failed is not None:
+            size = job.text_bytes
+            self._record(
+                job.tool,
+                Outcome(None, f"fallback:{failed}", size, size, size // 4, size // 4),
+                (self._clock() - job.started) * 1000.0,
+            )
+        return [Output("client", job.line if line is None else line, response=True)]
+
+    def pop_events(self) -> list[tuple[str, ...]]:
+        """What happened to the session here that the rewriter must know and, with a worker
+        process (:mod:`gcfkit.transports.offload`), does not see: ``("forget", slot)`` (the
+        client got an original for that call) and ``("reset",)`` (a new session)."""
+        events, self._events = self._events, []
+        return events
+
+    def _from_server(self, line: bytes, *, defer: bool) -> list[Output] | ToolJob:
         msg, safe = parse_envelope(line) if line.strip() else (None, False)
         if isinstance(msg, dict):
-            new = self._server_message(msg, safe)
+            new = self._server_message(msg, safe, line if defer else None)
+            if isinstance(new, ToolJob):
+                return new
+            response = _is_response(msg)
             if new is not None:
-                return [Output("client", dump_message(new))]
-        elif isinstance(msg, list):
+                return [Output("client", dump_message(new), response=response)]
+            return [Output("client", line, response=response)]
+        if isinstance(msg, list):
+            # Batches (gone from MCP since 2025-06-18) are answered in one piece, here.
             changed = False
             items: list[Any] = []
             for item in msg:
-                new = self._server_message(item, safe) if isinstance(item, dict) else None
+                new = self._server_message(item, safe, None) if isinstance(item, dict) else None
+                assert not isinstance(new, ToolJob)
                 changed = changed or new is not None
                 items.append(item if new is None else new)
             if changed:
                 return [Output("client", dump_message(items))]
         return [Output("client", line)]
+
+    def _receive_large(self, line: bytes) -> list[Output] | ToolJob | None:
+        """A large line handled from its envelope alone, or None to parse it in full."""
+        envelope = sniff_envelope(line)
+        if envelope is None:
+            return None
+        relay = [Output("client", line, response=envelope.is_response)]
+        if not envelope.is_response:
+            if "method" in envelope.members:
+                return relay  # a notification or a server request: relayed as is
+            return None
+        key = envelope.key
+        pending = self._pending.get(key) if key is not None else None
+        if pending is None:
+            return relay
+        if pending.method != "tools/call":
+            return None  # initialize, tools/list...: read in full (they are never this big)
+        del self._pending[key]  # type: ignore[arg-type]
+        if envelope.container != "result":
+            return relay  # a JSON-RPC error
+        tool = pending.tool
+        size = len(line)
+        decision = None
+        if self._file_passthrough(tool):
+            decision = "passthrough-file"
+        elif size > self.config.max_text_bytes + _ENVELOPE_SLACK:
+            decision = "unchanged"  # too large to try (max_text_bytes)
+        if decision is not None:
+            self._forget(pending.args_key)
+            self._record(tool, Outcome(None, decision, size, size, size // 4, size // 4), 0.0)
+            return relay
+        return ToolJob(line, self._call(pending), self._session.server_name, self._clock(), size)
 
     def server_exited(self, status: int | None = None) -> list[Output]:
         """The server is gone: one JSON-RPC error per request still pending, oldest first."""
@@ -411,11 +395,49 @@ class ProxyCore:
         out: list[Output] = []
         for key, pending in self._pending.items():
             message = f"MCP server {how} before answering {pending.method}"
-            out.append(Output("client", error_response(key, CONNECTION_CLOSED, message)))
+            error = error_response(key, CONNECTION_CLOSED, message)
+            out.append(Output("client", error, response=True))
         self._pending.clear()
         return out
 
     # -- client side -------------------------------------------------------------------
+
+    def _client_large(self, line: bytes) -> list[Output] | None:
+        """A large client line handled from its envelope alone, or None to parse it in full
+        (whenever the proxy might change it: ``_format``, ``_meta`` capabilities, GCF
+        arguments to decode, a handshake)."""
+        envelope = sniff_envelope(line)
+        if envelope is None:
+            return None
+        relay = [Output("server", line)]
+        method = envelope.members.get("method")
+        if not isinstance(method, str):
+            return relay if envelope.is_response else None  # the answer to a server request
+        if "id" not in envelope.members:
+            return None if method == "notifications/cancelled" else relay
+        key = envelope.key
+        if key is None or method in ("initialize", "server/discover", "tasks/result"):
+            return None
+        if method != "tools/call":
+            self._pending[key] = _Pending(method=method, fmt=self._session.ceiling)
+            return relay
+        if (
+            envelope.container != "params"
+            or b'"_format"' in line
+            or b'"_since"' in line
+            or b'"_meta"' in line
+            or (self.config.decode_args and b"GCF profile=generic" in line)
+        ):
+            return None
+        params = leading_members(line, envelope.container_at)
+        name = params.get("name") if params is not None else None
+        if not isinstance(name, str):
+            return None
+        # A slot of its own (by request id): a call this large is not one to keep a delta
+        # base for, and hashing its arguments would cost what parsing them does.
+        slot = f"{name}\x00request:{key[0]}:{key[1]!r}"
+        self._pending[key] = _Pending("tools/call", name, slot, self._session.ceiling)
+        return relay
 
     def _client_message(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         method = msg.get("method")
@@ -435,7 +457,8 @@ class ProxyCore:
         pending = _Pending(method=method, fmt=self._session.ceiling)
         self._pending[key] = pending
         if method == "initialize":
-            self._names.reset()
+            self._rewriter.reset()
+            self._events.append(("reset",))
         if method in ("initialize", "server/discover") and isinstance(params, dict):
             # Handshake era: capabilities in params; 2026 era: in the request's _meta.
             meta = params.get("_meta")
@@ -520,7 +543,9 @@ class ProxyCore:
 
     # -- server side -------------------------------------------------------------------
 
-    def _server_message(self, msg: dict[str, Any], safe: bool) -> dict[str, Any] | None:
+    def _server_message(
+        self, msg: dict[str, Any], safe: bool, line: bytes | None
+    ) -> dict[str, Any] | ToolJob | None:
         if "method" in msg or ("result" not in msg and "error" not in msg):
             return None  # a server request or notification: relayed as is
         key = request_key(msg.get("id"))
@@ -531,7 +556,7 @@ class ProxyCore:
         if not isinstance(result, dict):
             return None  # a JSON-RPC error: relayed as is, and not a tool result to record
         if pending.method == "tools/call":
-            return self._tool_result(msg, result, pending, safe)
+            return self._tool_result(msg, result, pending, safe, line)
         if not safe:
             return None
         if pending.method in ("initialize", "server/discover"):
@@ -599,8 +624,15 @@ class ProxyCore:
         return {**msg, "result": {**result, "tools": new_tools}}
 
     def _tool_result(
-        self, msg: dict[str, Any], result: dict[str, Any], pending: _Pending, safe: bool
-    ) -> dict[str, Any] | None:
+        self,
+        msg: dict[str, Any],
+        result: dict[str, Any],
+        pending: _Pending,
+        safe: bool,
+        line: bytes | None,
+    ) -> dict[str, Any] | ToolJob | None:
+        """The rewritten response, None to relay it as is, or (with ``line``: the caller
+        defers) the :class:`ToolJob` that rewrites it elsewhere."""
         task = result.get("task")
         if (
             "content" not in result
@@ -613,47 +645,26 @@ class ProxyCore:
             while len(tasks) > _MAX_TASKS:
                 del tasks[next(iter(tasks))]
             return None
-        self.warm_up()
         started = self._clock()
-        budget = _Budget(self._clock, started, self.config.time_budget)
         tool = pending.tool
-        policy = self.config.policy.for_tool(tool)
-        fmt = cap_format(policy.format, pending.fmt)
-        texts = [block["text"] for _, block in _text_blocks(_content_of(result))]
-        if pending.since is None:
-            pending.since = self._names.implicit_since(pending.args_key)
-            pending.implicit = pending.since is not None
+        texts = text_blocks_of(result)
         if not safe:
-            outcome = _Outcome(None, "fallback:unsafe-envelope", lazy=texts)
+            outcome = Outcome(None, "fallback:unsafe-envelope", lazy=texts)
+            self._forget(pending.args_key)
+        elif line is not None:
+            size = sum(utf8_len(t) for t in texts)
+            return ToolJob(line, self._call(pending), self._session.server_name, started, size)
         else:
-            try:
-                if self.config.policy.is_file_tool(tool) and policy.format == "off":
-                    # Byte for byte: at most an identical re-read is answered (unchanged).
-                    outcome = _Outcome(None, "passthrough-file", lazy=texts)
-                    if pending.fmt == "gcf":
-                        outcome = self._text_answer(result, pending, "file", outcome)
-                else:
-                    outcome = self._rewrite(result, policy, fmt, pending, budget)
-            except _BudgetExceeded:
-                outcome = _Outcome(None, "fallback:time-budget", lazy=texts)
-            except Exception as e:  # never break the agent: the original goes through
-                outcome = _Outcome(None, f"fallback:error-{type(e).__name__}", lazy=texts)
+            self.warm_up()
+            started = self._clock()
+            budget = Budget(self._clock, started + self.config.time_budget)
+            outcome = self._rewriter.rewrite(result, self._call(pending), budget)
         self._record(tool, outcome, (self._clock() - started) * 1000.0)
         if outcome.result is None:
             return None
         return {**msg, "result": outcome.result}
 
-    # -- rewriting ---------------------------------------------------------------------
-
-    def _count(self, text: str) -> int:
-        return self._count_fn(text, self.config.encoding)
-
-    def _count_for_ledger(self, text: str) -> int:
-        # Texts nobody rewrites can be huge (a 64 MB blob): a tokenizer pass over them would
-        # stall the relay for seconds, and before == after anyway, so a rough size will do.
-        if len(text) > _LEDGER_EXACT_CHARS:
-            return utf8_len(text) // 4
-        return self._count(text)
+    # -- rewriting (gcfkit.proxy.rewrite) ------------------------------------------------
 
     def warm_up(self) -> None:
         """Load the tokenizer and codec now (about a second, once per process), so the first
@@ -662,227 +673,25 @@ class ProxyCore:
         if self._warm:
             return
         try:
-            self._count("{}")
-            self._loads(self._dumps({"a": [1]}))
-        except Exception:  # a broken codec shows up, and is handled, per result
-            pass
+            self._rewriter.warm_up()
         finally:
             self._warm = True
 
-    def _rewrite(
-        self,
-        result: dict[str, Any],
-        policy: ToolPolicy,
-        fmt: Format,
-        pending: _Pending,
-        budget: _Budget,
-    ) -> _Outcome:
-        content = _content_of(result)
-        blocks = _text_blocks(content)
-        texts = [block["text"] for _, block in blocks]
-        outcome = _Outcome(None, "unchanged", lazy=list(texts))
-        if result.get("isError") is True or fmt == "off" or not blocks:
-            return outcome
-        sizes = [utf8_len(t) for t in texts]
-        limit = self.config.max_text_bytes
-        values = [
-            _json_value_of(t) if policy.min_bytes <= n <= limit else None
-            for t, n in zip(texts, sizes, strict=True)
-        ]
-        budget.check()
-        if all(v is None for v in values):
-            if fmt == "gcf":
-                return self._text_answer(result, pending, "text", outcome, budget)
-            return outcome
-        pieces = _pieces(blocks, values, join=policy.join, content_length=len(content))
-        answered = {i for piece in pieces for i in piece.blocks}
-        outcome.lazy = [t for i, t in enumerate(texts) if i not in answered]
-        # A delta replaces the whole result, so only a result answered as one value has one.
-        whole = len(pieces) == 1 and len(pieces[0].blocks) == len(blocks)
-        delta = whole and policy.delta and fmt == "gcf"
-        # A named result is one value that is the whole content (nothing else beside it).
-        names, call = self._names, (pending.tool, pending.args_key, pending.since, pending.implicit)
-        named = whole and fmt == "gcf" and len(blocks) == len(content)
-        handle = names.memory.mint() if named and names.may_name(sum(sizes)) else None
-        held = names.held(*call, "json") if handle is not None else None
-        choices: list[Choice] = []
-        plain = 0
-        for piece in pieces:
-            original = [texts[i] for i in piece.blocks]
-            choice, before, plain = self._answer(
-                piece.value, original, fmt, policy, pending, delta, budget, (held, handle)
-            )
-            choices.append(choice)
-            outcome.tokens_before += before.tokens
-            outcome.bytes_before += before.size
-            if choice.text is None:
-                outcome.tokens_after += before.tokens
-                outcome.bytes_after += before.size
-            else:
-                outcome.tokens_after += choice.tokens
-                outcome.bytes_after += utf8_len(choice.text)
-        outcome.decision = ledger_decision(choices)
-        block = None
-        if handle is not None:
-            choices[0], extra, block = names.name_value(
-                choices[0], handle, plain, *call, pieces[0].value, held
-            )
-            outcome.tokens_after += extra
-        new_content = _reassemble(content, blocks, pieces, choices)
-        if block is not None:
-            # Not GCF: the handle travels in a text block of its own after the result's.
-            base = new_content if new_content is not None else list(content)
-            new_content = [*base, {"type": "text", "text": block}]
-        if new_content is not None:
-            outcome.result = {**result, "content": new_content}
-        return outcome
+    def _call(self, pending: _Pending) -> Call:
+        return Call(
+            pending.tool, pending.args_key, pending.fmt, pending.since, self._names.uses_since
+        )
 
-    # -- relative answers --------------------------------------------------------------
+    def _file_passthrough(self, tool: str) -> bool:
+        """Whether ``tool`` reads files and the policy leaves its results alone."""
+        policy = self.config.policy
+        return policy.is_file_tool(tool) and policy.for_tool(tool).format == "off"
 
-    def _text_answer(
-        self,
-        result: dict[str, Any],
-        pending: _Pending,
-        kind: Kind,
-        outcome: _Outcome,
-        budget: _Budget | None = None,
-    ) -> _Outcome:
-        """A text result (one text block, not JSON), or a file read: named with a ``ref=``
-        block, or answered relative to the held text when the call named one."""
-        content = _content_of(result)
-        if result.get("isError") is True or len(_text_blocks(content)) != 1 or len(content) != 1:
-            return outcome
-        check = budget.check if budget is not None else (lambda: None)
-        call = (pending.tool, pending.args_key, pending.since, pending.implicit)
-        answer = self._names.text_result(content[0], *call, kind, self._answers, check)
-        if answer is None:
-            return outcome
-        if answer.original is not None:  # counted now: no lazy count of the text
-            outcome.lazy = []
-            outcome.tokens_before = outcome.tokens_after = answer.original.tokens
-            outcome.bytes_before = outcome.bytes_after = answer.original.size
-        outcome.result = {**result, "content": answer.content}
-        if answer.answer is not None:
-            outcome.tokens_after, outcome.bytes_after = answer.tokens, answer.size
-            outcome.decision = ledger_decision([answer.answer])
-        else:
-            # The text itself may be counted lazily (before and after alike); the block is new.
-            outcome.tokens_after += answer.tokens
-            outcome.bytes_after += answer.size
-            if answer.fallback is not None:
-                outcome.decision = answer.fallback.word
-        return outcome
+    def _forget(self, slot: str) -> None:
+        self._rewriter.forget(slot)
+        self._events.append(("forget", slot))
 
-    def _answer(
-        self,
-        value: Any,
-        original: list[str],
-        fmt: Format,
-        policy: ToolPolicy,
-        pending: _Pending,
-        delta: bool,
-        budget: _Budget,
-        since: tuple[Held | None, str | None] = (None, None),
-    ) -> tuple[Choice, Cost, int]:
-        """The answer for one value, what the original texts cost and the tokens of the cheaper
-        plain form (compact JSON or the original): candidates, then the one answer policy; the
-        delta state it leaves is stored here, and only here. ``since``: the held result the
-        call named (if usable) and the handle the result will get."""
-        compact = dumps_compact(value)
-        json_form = Form.of(compact, self._count)
-        if len(original) == 1 and compact == original[0]:
-            before = Cost(json_form.tokens, json_form.size)  # already compact: counted once
-        else:
-            before = Cost(sum(self._count(t) for t in original), sum(utf8_len(t) for t in original))
-        budget.check()
-        candidates = Candidates(json=json_form, original=before)
-        if fmt == "gcf":
-            candidates = self._with_gcf(candidates, value, budget)
-        step = self._delta_step(value, policy, pending.args_key) if delta else None
-        if step is not None and step.wire is not None and not step.is_full:
-            budget.check()
-            candidates = replace(
-                candidates,
-                delta=Form.of(step.wire, self._count),
-                unchanged=is_unchanged(step.wire),
-            )
-
-        since_held, handle = since
-        if since_held is not None:
-            candidates = self._names.json_candidate(
-                candidates, since_held, value, pending.tool, handle, policy.key
-            )
-            budget.check()
-
-        base = step.before.base if step is not None and step.before is not None else None
-        update = step.after.base if step is not None else None
-
-        def verify(choice: Choice) -> bool:
-            if choice.text is None:
-                return True
-            if choice.decision == "gcf":
-                ok = self._lossless(choice.text, value, compact)
-            elif base is not None and update is not None:
-                ok = delta_rebuilds(base, choice.text, update)
-            else:
-                ok = False
-            budget.check()
-            return ok
-
-        choice = settle(candidates, self._answers, verify if self.config.selfcheck else None)
-        if delta:
-            held = held_after(choice, step, self._answers) if step is not None else None
-            if held is None:
-                self._session.deltas.pop(pending.args_key, None)
-            else:
-                self._session.deltas[pending.args_key] = held
-        return choice, before, min(json_form.tokens, before.tokens)
-
-    def _with_gcf(self, candidates: Candidates, value: Any, budget: _Budget) -> Candidates:
-        try:
-            gcf = self._dumps(value)
-        except (GCFError, RecursionError, ValueError, TypeError) as e:
-            refused = Fallback("encode", getattr(e, "code", type(e).__name__))
-            return Candidates(
-                json=candidates.json,
-                original=candidates.original,
-                fallbacks=(*candidates.fallbacks, refused),
-            )
-        budget.check()
-        form = Form.of(gcf, self._count)
-        budget.check()
-        return Candidates(json=candidates.json, original=candidates.original, gcf=form)
-
-    def _delta_step(self, value: Any, policy: ToolPolicy, slot: str) -> DeltaStep | None:
-        """``value`` diffed against what the client holds for this call; None when it is not
-        a keyed set (§10a.1), which also forgets what the client held."""
-        key = _identity_column(value, policy.key)
-        if key is None:
-            return None
-        update = keyed_set(value, key)
-        if update is None:
-            return None
-        try:
-            return advance(self._session.deltas.get(slot), update, self._start_session)
-        except (GCFError, ValueError, TypeError, KeyError):
-            return None
-
-    def _start_session(self, base: KeyedSet) -> DeltaSession:
-        # The base is the logical set last delivered in any form: its pack root (§10a.3) is a
-        # content hash, so a full result needs no pack_root header of its own. That keeps
-        # first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
-        return DeltaSession(base, reanchor=self._reanchor)
-
-    def _lossless(self, gcf: str, value: Any, compact: str) -> bool:
-        try:
-            decoded = self._loads(gcf)
-            # Same compact JSON means the same value (json.dumps keeps types, key order and
-            # float bits); only a mismatch (e.g. 3.0 decoded as 3) needs the slow walk.
-            return dumps_compact(decoded) == compact or same_value(decoded, value)
-        except (GCFError, RecursionError, ValueError, TypeError):
-            return False
-
-    def _record(self, tool: str, outcome: _Outcome, elapsed_ms: float) -> None:
+    def _record(self, tool: str, outcome: Outcome, elapsed_ms: float) -> None:
         if self.config.stats:
             self._unfinished.append((self._session.server_name, tool, outcome, elapsed_ms))
 
@@ -897,88 +706,8 @@ _FORMAT_SCHEMA: Final = {
 }
 
 
-def _scalar_key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, value)
-
-
-def _identity_column(value: Any, preferred: str | None) -> str | None:
-    """The identity column that makes ``value`` a keyed set (§10a.1), or None: a non-empty
-    array of objects where every row has that column, with unique string/integer values."""
-    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
-        return None
-    for key in (preferred,) if preferred else IDENTITY_KEYS:
-        seen: set[tuple[str, Any]] = set()
-        for row in value:
-            v = row.get(key)
-            if isinstance(v, bool) or not isinstance(v, (str, int)):
-                break
-            k = _scalar_key(v)
-            if k in seen:
-                break
-            seen.add(k)
-        else:
-            return key
-    return None
-
-
-def _content_of(result: dict[str, Any]) -> list[Any]:
-    """A result's ``content`` list ([] when it is not a list)."""
-    content = result.get("content")
-    return content if isinstance(content, list) else []
-
-
-def _text_blocks(content: Any) -> list[tuple[int, dict[str, Any]]]:
-    """The text blocks of ``content`` with their positions in it."""
-    if not isinstance(content, list):
-        return []
-    return [
-        (i, b)
-        for i, b in enumerate(content)
-        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    ]
-
-
-def _pieces(
-    blocks: list[tuple[int, dict[str, Any]]], values: list[Any], *, join: bool, content_length: int
-) -> list[_Piece]:
-    """Which text blocks are answered as one value: all of them as one array when ``join``
-    applies (every block of the content is a plain text block holding a JSON object), else
-    each JSON block alone."""
-    joinable = (
-        join
-        and len(blocks) >= 2
-        and len(blocks) == content_length
-        and all(isinstance(v, dict) for v in values)
-        and all(set(block) == {"type", "text"} for _, block in blocks)
-    )
-    if joinable:
-        return [_Piece(tuple(range(len(blocks))), list(values))]
-    return [_Piece((i,), v) for i, v in enumerate(values) if v is not None]
-
-
-def _reassemble(
-    content: list[Any],
-    blocks: list[tuple[int, dict[str, Any]]],
-    pieces: list[_Piece],
-    choices: list[Choice],
-) -> list[Any] | None:
-    """The new content: each answered piece's text in its first block, its other blocks
-    gone, everything else in place; None when every piece keeps its original."""
-    texts: dict[int, str] = {}
-    merged: set[int] = set()
-    for piece, choice in zip(pieces, choices, strict=True):
-        if choice.text is None:
-            continue
-        first, *rest = (blocks[i][0] for i in piece.blocks)
-        texts[first] = choice.text
-        merged.update(rest)
-    if not texts:
-        return None
-    return [
-        {**item, "text": texts[i]} if i in texts else item
-        for i, item in enumerate(content)
-        if i not in merged
-    ]
+def _is_response(msg: dict[str, Any]) -> bool:
+    return "method" not in msg and "id" in msg and ("result" in msg or "error" in msg)
 
 
 def _schema_types(schema: Any) -> set[str]:

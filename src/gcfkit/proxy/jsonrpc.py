@@ -13,6 +13,8 @@ bytes that came in.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import GCFError
@@ -20,11 +22,14 @@ from ..jsonio import dumps_compact, loads_json
 
 __all__ = [
     "CONNECTION_CLOSED",
+    "Envelope",
     "RequestKey",
     "dump_message",
     "error_response",
+    "leading_members",
     "parse_envelope",
     "request_key",
+    "sniff_envelope",
 ]
 
 #: The JSON-RPC error code the SDKs use for a connection that closed under a request.
@@ -91,3 +96,230 @@ def error_response(key: RequestKey, code: int, message: str) -> bytes:
     return dump_message(
         {"jsonrpc": "2.0", "id": key[1], "error": {"code": code, "message": message}}
     )
+
+
+# ---------------------------------------------------------------------------------------
+# The envelope of a huge line, without parsing it
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """The top level of a JSON-RPC object read from its two ends (see :func:`sniff_envelope`):
+    its scalar members (``id``, ``method``, ``jsonrpc``...) and the key of its first member
+    that is an object or array (``result``, ``error``, ``params``), if any."""
+
+    members: dict[str, Any]
+    container: str | None
+    #: Where the first container's value starts (its ``{`` or ``[``); -1 without one.
+    container_at: int
+
+    @property
+    def key(self) -> RequestKey | None:
+        """The request key of its ``id``, if it has a valid one."""
+        return request_key(self.members.get("id"))
+
+    @property
+    def is_response(self) -> bool:
+        """Whether it is a response (an ``id`` and a result or error, no method)."""
+        return (
+            "method" not in self.members
+            and "id" in self.members
+            and self.container in ("result", "error")
+        )
+
+
+_WS: Final = b" \t\r\n"
+_SCALAR_END: Final = re.compile(rb"[-+.0-9A-Za-z]+")
+_SCALAR_START: Final = re.compile(rb"[-+.0-9A-Za-z]+$")
+#: Escaped quotes a string may hold before the sniffer gives up on it (a top-level string
+#: member is short in any JSON-RPC message; a huge one goes to the full parser).
+_MAX_QUOTES: Final = 64
+
+
+def sniff_envelope(line: bytes) -> Envelope | None:
+    """The envelope of the JSON object ``line`` (bytes), read from both ends in time that does
+    not grow with what its containers hold: a 64 MB result costs what a 64-byte one does.
+
+    Members before the first object/array member are read from the front and members after
+    the last one from the back, which finds ``id`` and ``method`` wherever SDKs put them
+    (Python writes ``jsonrpc, id, result``; TypeScript ``result, jsonrpc, id``). None when
+    the line is not that simple (then the caller parses it in full). Only the relay's
+    bookkeeping reads this; what is relayed is the line itself.
+
+    >>> e = sniff_envelope(b'{"result":{"content":[]},"jsonrpc":"2.0","id":7}\\n')
+    >>> e.members, e.container, e.is_response
+    ({'jsonrpc': '2.0', 'id': 7}, 'result', True)
+    >>> sniff_envelope(b'[1, 2]') is None
+    True
+    """
+    n = len(line)
+    start = _skip_ws(line, 0, n)
+    end = n
+    while end > start and line[end - 1] in _WS:
+        end -= 1
+    if start >= end or line[start] != 0x7B or line[end - 1] != 0x7D:  # { ... }
+        return None
+    forward = _forward_members(line, start, end)
+    if forward is None:
+        return None
+    members, container, pos = forward
+    if container is None:
+        return Envelope(members, None, -1) if pos == end else None
+    # Backward: ..., "key": scalar } until the end of the last container.
+    back = end - 1
+    tail: dict[str, Any] = {}
+    while True:
+        back = _skip_ws_back(line, back, pos)
+        if back <= pos:
+            return None
+        c = line[back - 1]
+        if c in b"}]":
+            break
+        value = _scalar_backward(line, back, pos)
+        if value is None:
+            return None
+        item, back = value
+        back = _skip_ws_back(line, back, pos)
+        if back <= pos or line[back - 1] != 0x3A:
+            return None
+        back = _skip_ws_back(line, back - 1, pos)
+        got_key = _string_backward(line, back, pos)
+        if got_key is None or not isinstance(got_key[0], str):
+            return None
+        key, back = got_key
+        tail.setdefault(key, item)
+        back = _skip_ws_back(line, back, pos)
+        if back <= pos or line[back - 1] != 0x2C:
+            return None
+        back -= 1
+    for key, item in reversed(tail.items()):
+        members.setdefault(key, item)
+    return Envelope(members, container, pos)
+
+
+def leading_members(line: bytes, start: int) -> dict[str, Any] | None:
+    """The scalar members of the JSON object that opens at ``start``, up to its first
+    object or array member (all of them when it has none); None when it cannot be read so.
+
+    >>> leading_members(b'{"params":{"name":"write","arguments":{"a":1}}}', 10)
+    {'name': 'write'}
+    """
+    got = _forward_members(line, start, len(line))
+    return None if got is None else got[0]
+
+
+def _forward_members(
+    line: bytes, start: int, end: int
+) -> tuple[dict[str, Any], str | None, int] | None:
+    """From the ``{`` at ``start``: its scalar members up to the first container, that
+    container's key and the position of its first character (no container: None and the
+    position after the closing brace)."""
+    if start >= end or line[start] != 0x7B:
+        return None
+    members: dict[str, Any] = {}
+    pos = start + 1
+    while True:
+        pos = _skip_ws(line, pos, end)
+        if pos >= end:
+            return None
+        if line[pos] == 0x7D:  # }
+            return members, None, pos + 1
+        got = _string_forward(line, pos, end)
+        if got is None or not isinstance(got[0], str):
+            return None
+        key, pos = got
+        pos = _skip_ws(line, pos, end)
+        if pos >= end or line[pos] != 0x3A:  # :
+            return None
+        pos = _skip_ws(line, pos + 1, end)
+        if pos >= end:
+            return None
+        if line[pos] in b"{[":
+            return members, key, pos
+        value = _scalar_forward(line, pos, end)
+        if value is None:
+            return None
+        members[key], pos = value
+        pos = _skip_ws(line, pos, end)
+        if pos < end and line[pos] == 0x2C:  # ,
+            pos += 1
+
+
+def _skip_ws(line: bytes, pos: int, end: int) -> int:
+    while pos < end and line[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _skip_ws_back(line: bytes, back: int, floor: int) -> int:
+    while back > floor and line[back - 1] in _WS:
+        back -= 1
+    return back
+
+
+def _string_forward(line: bytes, pos: int, end: int) -> tuple[Any, int] | None:
+    if line[pos] != 0x22:  # "
+        return None
+    i = pos + 1
+    for _ in range(_MAX_QUOTES):
+        j = line.find(b'"', i, end)
+        if j < 0:
+            return None
+        k = j
+        while line[k - 1] == 0x5C:  # backslash
+            k -= 1
+        if (j - k) % 2 == 0:
+            return _decode_string(line[pos : j + 1]), j + 1
+        i = j + 1
+    return None
+
+
+def _string_backward(line: bytes, back: int, floor: int) -> tuple[Any, int] | None:
+    if back <= floor or line[back - 1] != 0x22:
+        return None
+    close = back - 1
+    i = close
+    for _ in range(_MAX_QUOTES):
+        j = line.rfind(b'"', floor, i)
+        if j < 0:
+            return None
+        k = j
+        while k > floor and line[k - 1] == 0x5C:
+            k -= 1
+        if (j - k) % 2 == 0:
+            return _decode_string(line[j : close + 1]), j
+        i = j
+    return None
+
+
+def _decode_string(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError included
+        return None
+
+
+def _scalar_forward(line: bytes, pos: int, end: int) -> tuple[Any, int] | None:
+    if line[pos] == 0x22:
+        got = _string_forward(line, pos, end)
+        return got
+    m = _SCALAR_END.match(line, pos, end)
+    if m is None:
+        return None
+    try:
+        return json.loads(m.group()), m.end()
+    except ValueError:
+        return None
+
+
+def _scalar_backward(line: bytes, back: int, floor: int) -> tuple[Any, int] | None:
+    if line[back - 1] == 0x22:
+        return _string_backward(line, back, floor)
+    m = _SCALAR_START.search(line, max(floor, back - 64), back)
+    if m is None:
+        return None
+    try:
+        return json.loads(m.group()), m.start()
+    except ValueError:
+        return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -82,6 +83,7 @@ class ResultMemory:
         self._held: OrderedDict[str, Held] = OrderedDict()
         self._bytes = 0
         self._minted: set[str] = set()
+        self._issued: list[str] = []
 
     def __len__(self) -> int:
         return len(self._held)
@@ -105,7 +107,31 @@ class ResultMemory:
             handle = str(self._rng.randint(_LOW, _HIGH))
             if handle not in self._minted:
                 self._minted.add(handle)
+                self._issued.append(handle)
                 return handle
+
+    @property
+    def issued(self) -> Sequence[str]:
+        """The handles this memory has minted, oldest first (not those it was told were
+        spent): what another memory of the same session must never mint.
+
+        >>> m = ResultMemory(seed=3)
+        >>> h = m.mint()
+        >>> list(m.issued) == [h]
+        True
+        """
+        return self._issued
+
+    def spend(self, handles: Iterable[str]) -> None:
+        """Never mint ``handles``: an earlier memory of the same session issued them (the
+        proxy's worker process was replaced, and a reader may still hold them).
+
+        >>> m = ResultMemory(seed=1)
+        >>> first = ResultMemory(seed=1).mint()
+        >>> m.spend([first]); m.mint() != first
+        True
+        """
+        self._minted.update(handles)
 
     def remember(
         self,

@@ -58,6 +58,8 @@ TERM_GRACE: Final = 1.0
 #: How long to wait for the kernel to deliver a SIGKILL and the leader to be reaped.
 _KILL_WAIT: Final = 1.0
 
+_READ_BUFFER: Final = 1 << 20
+
 _POLL_FIRST: Final = 0.005
 _POLL_MAX: Final = 0.05
 
@@ -122,6 +124,9 @@ class ServerProcess:
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
             start_new_session=_GROUPS,
+            # What the pipe reader buffers before it pauses: the default 64 KB makes a 64 MB
+            # line two thousand pause/resume round trips.
+            limit=_READ_BUFFER,
         )
         return cls(process, grace=grace, term_grace=term_grace)
 

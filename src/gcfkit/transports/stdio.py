@@ -45,8 +45,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import IO, TYPE_CHECKING, Protocol
 
 from ..ledger import Ledger, utc_now_iso
+from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
+from .offload import Offload, ServerLines
 from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_GRACE", "run_proxy", "split_lines"]
 
-_CHUNK = 1 << 16
+_CHUNK = 1 << 18
 
 #: After a signal, how long the server's last output may take to arrive once it is gone.
 _DRAIN_HURRIED = 0.25
@@ -78,8 +80,12 @@ async def split_lines(read: _Reader) -> AsyncIterator[bytes]:
         chunk = await read(_CHUNK)
         if not chunk:
             break
-        for line in buffer.feed(chunk):
-            yield line
+        lines = buffer.feed(chunk)
+        lines.reverse()
+        while lines:
+            # Popped, not bound to a loop variable: a suspended generator's locals stay
+            # alive, and the last line (64 MB, say) would be held until the next read.
+            yield lines.pop()
     final = buffer.close()
     if final is not None:
         yield final
@@ -87,6 +93,24 @@ async def split_lines(read: _Reader) -> AsyncIterator[bytes]:
 
 class _Reader(Protocol):
     async def __call__(self, n: int, /) -> bytes: ...
+
+
+#: Large lines are handed to a pipe transport this much at a time: what the pipe cannot take
+#: at once is copied into the transport's buffer, so a 64 MB line written whole would be.
+_WRITE_SLICE = 1 << 20
+
+
+async def write_chunked(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """``data`` to ``writer``, a slice at a time, draining in between: the bytes are never
+    copied into the transport's buffer all at once."""
+    if len(data) <= _WRITE_SLICE:
+        writer.write(data)
+        await writer.drain()
+        return
+    view = memoryview(data)
+    for start in range(0, len(view), _WRITE_SLICE):
+        writer.write(view[start : start + _WRITE_SLICE])
+        await writer.drain()
 
 
 class _Sink:
@@ -117,8 +141,7 @@ class _Sink:
             return
         try:
             if self._stream is not None:
-                self._stream.write(data)
-                await self._stream.drain()
+                await write_chunked(self._stream, data)
             elif self._fd is not None:
                 view = memoryview(data)
                 while view:
@@ -191,6 +214,7 @@ async def run_proxy(
     stdout: IO[bytes] | None = None,
     ledger: Ledger | None = None,
     grace: float = DEFAULT_GRACE,
+    codec: Codec | None = None,
     capture: Capture | None = None,
 ) -> int:
     """Run ``command`` as an MCP server behind the proxy, relaying ``stdin``/``stdout``
@@ -199,9 +223,11 @@ async def run_proxy(
     ``ledger`` receives one record per tools/call result (unless ``config.stats`` is off;
     default: the ledger at :func:`gcfkit.paths.default_ledger_path`). ``capture`` is handed a
     copy of each line the server receives and of each line it writes (it only queues them).
+    ``codec`` replaces the codec functions (tests: it must pickle, by reference, to reach the
+    worker process).
     """
     config = config or ProxyConfig()
-    core = ProxyCore(config, clock=time.perf_counter)
+    core = ProxyCore(config, codec, clock=time.perf_counter)
     if config.stats and ledger is None:
         ledger = Ledger()
     client_in = stdin if stdin is not None else sys.stdin.buffer
@@ -221,9 +247,16 @@ async def run_proxy(
         server.hurry()
 
     restore_signals = stop_signals(loop, on_signal)
-    # Loading the tokenizer takes about a second: do it while the server starts up, and let
-    # the first tool result wait for it (outside its time budget) rather than lock the core.
-    warming = loop.run_in_executor(None, core.warm_up)
+    # Tool results are rewritten in a worker process, so that nothing they cost can hold up
+    # the relay (or the signal handlers); it loads the tokenizer (about a second) while the
+    # server starts up. Without one (it cannot start), they are rewritten here, and the
+    # warm-up runs in a thread meanwhile; the first tool result waits for it.
+    offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
+    if await offload.start():
+        warming: asyncio.Future[None] = loop.create_future()
+        warming.set_result(None)
+    else:
+        warming = loop.run_in_executor(None, core.warm_up)
     to_client = await _Sink.open(client_out)
     read_client = await _open_reader(client_in)
     server_write_broken = False
@@ -235,29 +268,34 @@ async def run_proxy(
         for record in core.pop_records():
             ledger.append(record, time=utc_now_iso())
 
-    async def write(outputs: list[Output]) -> None:
+    async def write_client(data: bytes) -> None:
+        await to_client.write(data)
+        if to_client.broken and not server.stopping:
+            # The client is gone: nobody will read the answers, so stop the server (its
+            # remaining output is still drained, then the proxy exits).
+            stopping = asyncio.ensure_future(server.stop())
+            background.add(stopping)
+            stopping.add_done_callback(background.discard)
+        flush_records()
+
+    lines = ServerLines(core, offload, write_client)
+
+    async def write_server(outputs: list[Output]) -> None:
         nonlocal server_write_broken
         for out in outputs:
-            if out.to == "client":
-                await to_client.write(out.data)
-                if to_client.broken and not server.stopping:
-                    # The client is gone: nobody will read the answers, so stop the server
-                    # (its remaining output is still drained, then the proxy exits).
-                    stopping = asyncio.ensure_future(server.stop())
-                    background.add(stopping)
-                    stopping.add_done_callback(background.discard)
-            elif not server_write_broken:
-                if capture is not None:
-                    capture.to_server(out.data)
-                try:
-                    server_in.write(out.data)
-                    await server_in.drain()
-                except (BrokenPipeError, ConnectionResetError, OSError):
-                    server_write_broken = True
+            if server_write_broken:
+                return
+            if capture is not None:
+                capture.to_server(out.data)
+            try:
+                await write_chunked(server_in, out.data)
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                server_write_broken = True
 
     async def client_to_server() -> None:
         async for line in split_lines(read_client):
-            await write(core.from_client(line))
+            await write_server(core.from_client(line))
+            del line  # not held while the next line is awaited: it may be 64 MB
         # Client EOF: the MCP shutdown sequence; the server pump relays what is left.
         await server.stop()
 
@@ -267,8 +305,8 @@ async def run_proxy(
                 capture.from_server(line)
             if not warming.done() and core.expects_tool_result:
                 await asyncio.shield(warming)
-            await write(core.from_server(line))
-            flush_records()
+            await lines.feed(line)
+            del line
 
     async def server_to_client() -> None:
         relay = asyncio.create_task(relay_server_output())
@@ -292,7 +330,10 @@ async def run_proxy(
             # rather than leave the client's requests hanging.
             await server.stop()
         await exited
-        await write(core.server_exited(server.returncode))
+        # Results still being rewritten go out first (each within its deadline), then an
+        # error for every request left unanswered.
+        await lines.drain(timeout=_DRAIN_HURRIED if signalled else None)
+        await lines.add(core.server_exited(server.returncode))
 
     upstream = asyncio.create_task(client_to_server())
     downstream = asyncio.create_task(server_to_client())
@@ -314,6 +355,10 @@ async def run_proxy(
             await upstream
         with contextlib.suppress(Exception):
             await server.stop()
+        with contextlib.suppress(Exception):
+            await lines.drain(timeout=0)
+        with contextlib.suppress(Exception):
+            await offload.close()
         restore_signals()
         flush_records()
         to_client.close()

@@ -1,0 +1,93 @@
+"""The proxy's options and the codec it works with (both picklable: the worker process that
+rewrites results, :mod:`gcfkit.transports.worker`, receives them as they are).
+
+>>> ProxyConfig().time_budget, Codec().count("{}", "o200k_base")
+(0.5, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import dumps as gcf_dumps
+from .. import loads as gcf_loads
+from .. import tokens
+from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS
+from .policy import Format, Policy
+from .since import RefMode
+
+__all__ = ["Codec", "ProxyConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """The functions the core encodes, decodes and counts with (injectable for tests):
+    by default :func:`gcfkit.dumps`, :func:`gcfkit.loads` and :func:`gcfkit.tokens.count`.
+
+    ``count_till_limit(text, limit, encoding)`` is the count of ``text`` when it is at most
+    ``limit``, else None; left out, it is :func:`gcfkit.tokens.count_till_limit` for the
+    default ``count`` and a full ``count`` compared with the limit for any other.
+
+    >>> Codec().count("{}", "o200k_base")
+    1
+    >>> Codec(count=lambda t, e: len(t)).limited()("abcd", 3, "o200k_base") is None
+    True
+    """
+
+    dumps: Callable[[Any], str] = gcf_dumps
+    loads: Callable[[str], Any] = gcf_loads
+    count: Callable[[str, str], int] = tokens.count
+    count_till_limit: Callable[[str, int, str], int | None] | None = None
+
+    def limited(self) -> Callable[[str, int, str], int | None]:
+        """The limited counter that agrees with :attr:`count`."""
+        if self.count_till_limit is not None:
+            return self.count_till_limit
+        if self.count is tokens.count:
+            return tokens.count_till_limit
+        count = self.count
+
+        def by_full_count(text: str, limit: int, encoding: str) -> int | None:
+            n = count(text, encoding)
+            return n if n <= limit else None
+
+        return by_full_count
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """Proxy options (the ``gcfkit proxy`` flags).
+
+    ``format`` caps every tool's policy (``json`` makes the proxy a pure minifier);
+    ``time_budget`` is seconds per result before the original is sent instead (a real
+    bound when the shell runs rewrites in the worker process);
+    ``max_text_bytes`` skips larger text blocks without trying.
+
+    Relative answers (:mod:`gcfkit.proxy.since`): ``refs`` (auto, all, off), ``ref_results`` and
+    ``ref_bytes`` (the LRU), ``ref_min_bytes``, ``relative_ratio``, ``session_deltas``.
+
+    >>> ProxyConfig().format, ProxyConfig().encoding
+    ('gcf', 'o200k_base')
+    """
+
+    policy: Policy = field(default_factory=Policy)
+    format: Format = "gcf"
+    primer: bool = True
+    decode_args: bool = False
+    advertise_format: bool = False
+    stats: bool = True
+    encoding: str = "o200k_base"
+    selfcheck: bool = True
+    time_budget: float = 0.5
+    max_text_bytes: int = 16 * 1024 * 1024
+    reanchor: int = 15
+    delta_ratio: float = 0.6
+    server_name: str = ""
+    refs: RefMode = "auto"
+    session_deltas: bool = False
+    relative_ratio: float = 0.6
+    ref_results: int = DEFAULT_MAX_RESULTS
+    ref_bytes: int = DEFAULT_MAX_BYTES
+    ref_min_bytes: int = 128

@@ -1,0 +1,769 @@
+"""The expensive part of the proxy: one ``tools/call`` result rewritten, within a deadline.
+
+:class:`Rewriter` holds the options, the codec and what the client holds for §10a deltas,
+and answers one result at a time with an :class:`Outcome` (the new result, or None to keep
+the original, and the ledger's numbers). It does no I/O and reads only the clock it is
+given, so it runs wherever a shell puts it: in process (:meth:`ProxyCore.from_server
+<gcfkit.proxy.core.ProxyCore.from_server>`), or in the worker process
+(:mod:`gcfkit.transports.worker`), where nothing it does, however long, holds up the relay.
+
+Three rules keep a result cheap to answer:
+
+* **Estimate before building.** GCF writes every row of a table with the union of its
+  rows' fields (§7.4.3), so ``[{"k0": 0}, {"k1": 1}, ...]`` costs rows x fields cells:
+  4,000 such records are 57 KB of JSON and 32 MB of GCF. :func:`gcf_cells` counts those
+  cells first (a walk as cheap as one ``json.dumps``); each cell and its delimiter is at
+  least a quarter of a token and a token at least one byte, so past ``4 x`` the JSON's
+  tokens GCF cannot win and is not built.
+* **Count the likely winner first.** The GCF (when built) is counted in full, then compact
+  JSON and the original only up to the count to beat
+  (:func:`gcfkit.tokens.count_till_limit`); a text that loses is never counted to its end.
+  The ledger's exact "before" count of a text that lost is taken after the answer is out
+  (:attr:`Outcome.owed`).
+* **Check the deadline between steps**; past it the original goes out. (Between steps only:
+  the real bound is the shell's, which gives up on the worker at the deadline.)
+
+>>> from gcfkit.proxy.config import ProxyConfig
+>>> r = Rewriter(ProxyConfig())
+>>> result = {"content": [{"type": "text", "text": '[{"a": 1}, {"a": 2}, {"a": 3}]'}]}
+>>> out = r.rewrite(result, Call("t", "t", fmt="json"), Budget.unlimited())
+>>> out.decision, out.result["content"][0]["text"]
+('json-minified', '[{"a":1},{"a":2},{"a":3}]')
+>>> gcf_cells([{f"k{i}": i} for i in range(100)])
+10000
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from ..errors import GCFError
+from ..jsonio import dumps_compact, loads_json, same_value
+from ..keyed import DeltaSession, FixedN, KeyedSet
+from ..relative import Held, ResultMemory
+from ..relative.memory import Kind
+from .answer import (
+    AnswerPolicy,
+    Candidates,
+    Choice,
+    Cost,
+    DeltaState,
+    DeltaStep,
+    Fallback,
+    Form,
+    advance,
+    choose,
+    delta_rebuilds,
+    held_after,
+    is_unchanged,
+    keyed_set,
+    settle,
+    utf8_len,
+)
+from .config import Codec, ProxyConfig
+from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
+from .record import ledger_decision
+from .since import Names
+
+__all__ = [
+    "Budget",
+    "BudgetExceeded",
+    "Call",
+    "Outcome",
+    "Rewriter",
+    "gcf_cells",
+    "text_blocks_of",
+]
+
+#: Each table cell GCF writes (a scalar and a delimiter, at least 2 characters) is at least
+#: this many tokens: o200k_base and cl100k_base spend 1-2 tokens on "~|", and no token of
+#: either spans 4 cells. A token is at least one byte, so GCF can win only below this bound.
+_TOKENS_PER_CELL: Final = 0.25
+
+#: Below this many cells per byte of compact JSON, a table is dense (GCF's case) and GCF is
+#: built and counted first; above, compact JSON is counted first to compare the cells with.
+_DENSE_CELLS_PER_BYTE: Final = 0.25
+
+#: Ledger counts of texts over this many characters are estimated (bytes / 4): before ==
+#: after for them, and an exact pass over a 64 MB blob buys nothing.
+_LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
+
+_DEPTH: Final = 512
+
+
+#: Tokens a ``ref=`` name may add to an answer (a stamp in a GCF header, or a block): the
+#: counts a named result is compared with are bounded this much higher.
+_NAMING_SLACK: Final = 64
+
+
+class BudgetExceeded(Exception):
+    """The deadline passed between two steps."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A deadline on a clock (``time.monotonic`` is one clock for every process).
+
+    >>> Budget.unlimited().check()
+    """
+
+    clock: Callable[[], float]
+    deadline: float
+
+    @classmethod
+    def unlimited(cls) -> Budget:
+        """A budget that never runs out."""
+        return cls(time.monotonic, float("inf"))
+
+    def check(self) -> None:
+        """Raise :class:`BudgetExceeded` when the deadline has passed."""
+        if self.clock() > self.deadline:
+            raise BudgetExceeded
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What became of one result: ``result`` (None: the original goes out), the ledger's
+    ``decision`` and numbers so far, and the texts whose tokens are still owed to the
+    ledger: ``lazy`` were delivered unchanged (they count before and after), ``owed`` were
+    replaced after losing a limited count (they count before only)."""
+
+    result: dict[str, Any] | None
+    decision: str
+    bytes_before: int = 0
+    bytes_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    lazy: list[str] = field(default_factory=list)
+    owed: list[str] = field(default_factory=list)
+
+    def settle(self, count: Callable[[str], int]) -> None:
+        """Count what is owed (after the answer is out: not on the relay's path)."""
+        for text in self.lazy:
+            n = _ledger_count(text, count)
+            size = utf8_len(text)
+            self.tokens_before += n
+            self.tokens_after += n
+            self.bytes_before += size
+            self.bytes_after += size
+        for text in self.owed:
+            self.tokens_before += _ledger_count(text, count)
+        self.lazy = []
+        self.owed = []
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What the core knows of the call a result answers: the ``tool``, the ``slot`` (tool and
+    arguments: where its delta state and held results live), the most the call may get
+    (``fmt``), the held result it named with ``_since`` and whether the client has used
+    ``_since`` in this session at all (then every result is named)."""
+
+    tool: str
+    slot: str
+    fmt: Format = "gcf"
+    since: str | None = None
+    uses_since: bool = False
+
+
+def _ledger_count(text: str, count: Callable[[str], int]) -> int:
+    if len(text) > _LEDGER_EXACT_CHARS:
+        return utf8_len(text) // 4
+    return count(text)
+
+
+# ---------------------------------------------------------------------------------------
+# Estimates
+# ---------------------------------------------------------------------------------------
+
+
+def gcf_cells(value: Any, stop: int | None = None) -> int:
+    """How many table cells GCF writes for ``value``: rows x field-union width for every
+    array of objects and every keyed map (§7.2a) in it (counting stops past ``stop``).
+
+    Flattened columns need identical keys in every row, so they never multiply; the union
+    does: a table's width is every field any row has.
+
+    >>> gcf_cells({"a": [{"x": 1}, {"y": 2}], "b": {"p": {"q": 1}, "r": {"s": 2}}})
+    8
+    """
+    cells = 0
+    stack: list[Any] = [value]
+    while stack:
+        v = stack.pop()
+        rows: Sequence[Any] | None = None
+        if isinstance(v, list):
+            if v and all(isinstance(x, dict) for x in v):
+                rows = v
+            stack.extend(x for x in v if isinstance(x, (list, dict)))
+        elif isinstance(v, dict):
+            values = list(v.values())
+            if len(values) >= 2 and all(isinstance(x, dict) for x in values):
+                rows = values
+            stack.extend(x for x in values if isinstance(x, (list, dict)))
+        if rows is not None:
+            cells += len(rows) * _union_width(rows)
+            if stop is not None and cells > stop:
+                return cells
+    return cells
+
+
+def _union_width(rows: Sequence[dict[str, Any]]) -> int:
+    seen: set[Any] = set()
+    previous: Any = None
+    for row in rows:
+        keys = row.keys()
+        if previous is not None and keys == previous:
+            continue  # the common uniform table: one set operation per distinct shape
+        previous = keys
+        seen.update(keys)
+    return len(seen)
+
+
+# ---------------------------------------------------------------------------------------
+# The rewriter
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _At:
+    """Where a result's answer is decided: its tool, slot, and the held result it is
+    relative to (named by the call, or, with ``--delta session``, implicitly its latest)."""
+
+    tool: str
+    slot: str
+    since: str | None
+    implicit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """Text blocks answered as one value: their positions among the result's text blocks."""
+
+    blocks: tuple[int, ...]
+    value: Any
+
+
+class Rewriter:
+    """Answers tool results for one session (see the module docstring).
+
+    ``rewrite`` never raises: a failure of any kind sends the original and says why.
+    """
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        codec: Codec | None = None,
+        *,
+        memory: Callable[[], ResultMemory] | None = None,
+    ) -> None:
+        codec = codec or Codec()
+        c = self.config = config
+        self._dumps = codec.dumps
+        self._loads = codec.loads
+        self._count_fn = codec.count
+        self._limited_fn = codec.limited()
+        self._answers = AnswerPolicy(c.delta_ratio, True, c.relative_ratio)
+        self._reanchor = FixedN(c.reanchor)
+        # What the client holds, per tool + arguments, for §10a deltas.
+        self._deltas: dict[str, DeltaState] = {}
+        held = (
+            memory() if memory else ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes)
+        )
+        #: The named results of the session (relative answers, :mod:`gcfkit.proxy.since`).
+        self.names = Names(c.refs, c.reanchor, c.ref_min_bytes, self.count, held, c.session_deltas)
+
+    # -- public ----------------------------------------------------------------------
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` in the session's encoding."""
+        return self._count_fn(text, self.config.encoding)
+
+    def warm_up(self) -> None:
+        """Load the tokenizer and codec now (about a second, once per process)."""
+        try:
+            self.count("{}")
+            self._loads(self._dumps({"a": [1]}))
+        except Exception:  # a broken codec shows up, and is handled, per result
+            pass
+
+    def forget(self, slot: str) -> None:
+        """The client got the original for ``slot``: no delta against what it held before.
+        (Held results stay: a relative answer names the one it is relative to.)"""
+        self._deltas.pop(slot, None)
+
+    def reset(self) -> None:
+        """A new session (``initialize``): nothing delivered before is held any more."""
+        self._deltas.clear()
+        self.names.reset()
+
+    def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
+        """The answer to one result of ``call``."""
+        policy = self.config.policy.for_tool(call.tool)
+        fmt = cap_format(policy.format, call.fmt)
+        texts = text_blocks_of(result)
+        self.names.uses_since = call.uses_since
+        since, implicit = call.since, False
+        if since is None:
+            since = self.names.implicit_since(call.slot)
+            implicit = since is not None
+        at = _At(call.tool, call.slot, since, implicit)
+        try:
+            if self.config.policy.is_file_tool(call.tool) and policy.format == "off":
+                # Byte for byte: at most an identical re-read is answered (unchanged).
+                outcome = Outcome(None, "passthrough-file", lazy=texts)
+                if call.fmt == "gcf":
+                    outcome = self._text_answer(result, at, "file", outcome)
+                return outcome
+            return self._rewrite(result, policy, fmt, at, budget)
+        except BudgetExceeded:
+            outcome = Outcome(None, "fallback:time-budget", lazy=texts)
+        except Exception as e:  # never break the agent: the original goes through
+            outcome = Outcome(None, f"fallback:error-{type(e).__name__}", lazy=texts)
+        # The client gets the original: a delta next time must not be against an older set.
+        self.forget(call.slot)
+        return outcome
+
+    # -- the steps -------------------------------------------------------------------
+
+    def _rewrite(
+        self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: _At, budget: Budget
+    ) -> Outcome:
+        content = _content_of(result)
+        blocks = _text_blocks(content)
+        texts = [block["text"] for _, block in blocks]
+        outcome = Outcome(None, "unchanged", lazy=list(texts))
+        if result.get("isError") is True or fmt == "off" or not blocks:
+            self.forget(at.slot)
+            return outcome
+        sizes = [utf8_len(t) for t in texts]
+        limit = self.config.max_text_bytes
+        values = [
+            _json_value_of(t) if policy.min_bytes <= n <= limit else None
+            for t, n in zip(texts, sizes, strict=True)
+        ]
+        budget.check()
+        if all(v is None for v in values):
+            self.forget(at.slot)
+            if fmt == "gcf":
+                return self._text_answer(result, at, "text", outcome, budget)
+            return outcome
+        pieces = _pieces(blocks, values, join=policy.join, content_length=len(content))
+        answered = {i for piece in pieces for i in piece.blocks}
+        outcome.lazy = [t for i, t in enumerate(texts) if i not in answered]
+        # A delta replaces the whole result, so only a result answered as one value has one.
+        whole = len(pieces) == 1 and len(pieces[0].blocks) == len(blocks)
+        delta = whole and policy.delta and fmt == "gcf"
+        if not delta:
+            self.forget(at.slot)
+        # A named result is one value that is the whole content (nothing else beside it).
+        names, call = self.names, (at.tool, at.slot, at.since, at.implicit)
+        named = whole and fmt == "gcf" and len(blocks) == len(content)
+        handle = names.memory.mint() if named and names.may_name(sum(sizes)) else None
+        held = names.held(*call, "json") if handle is not None else None
+        choices: list[Choice] = []
+        plain = 0
+        for piece in pieces:
+            original = [texts[i] for i in piece.blocks]
+            choice, before, exact, plain = self._answer(
+                piece.value, original, fmt, policy, at, delta, budget, (held, handle)
+            )
+            choices.append(choice)
+            outcome.bytes_before += before.size
+            if exact:
+                outcome.tokens_before += before.tokens
+            else:
+                outcome.owed.extend(original)
+            if choice.text is None:
+                outcome.tokens_after += before.tokens
+                outcome.bytes_after += before.size
+            else:
+                outcome.tokens_after += choice.tokens
+                outcome.bytes_after += utf8_len(choice.text)
+        outcome.decision = ledger_decision(choices)
+        block = None
+        if handle is not None:
+            choices[0], extra, block = names.name_value(
+                choices[0], handle, plain, *call, pieces[0].value, held
+            )
+            outcome.tokens_after += extra
+        new_content = _reassemble(content, blocks, pieces, choices)
+        if block is not None:
+            # Not GCF: the handle travels in a text block of its own after the result's.
+            base = new_content if new_content is not None else list(content)
+            new_content = [*base, {"type": "text", "text": block}]
+        if new_content is not None:
+            outcome.result = {**result, "content": new_content}
+        return outcome
+
+    def _text_answer(
+        self,
+        result: dict[str, Any],
+        at: _At,
+        kind: Kind,
+        outcome: Outcome,
+        budget: Budget | None = None,
+    ) -> Outcome:
+        """A text result (one text block, not JSON), or a file read: named with a ``ref=``
+        block, or answered relative to the held text when the call named one."""
+        content = _content_of(result)
+        if result.get("isError") is True or len(_text_blocks(content)) != 1 or len(content) != 1:
+            return outcome
+        check = budget.check if budget is not None else (lambda: None)
+        call = (at.tool, at.slot, at.since, at.implicit)
+        answer = self.names.text_result(content[0], *call, kind, self._answers, check)
+        if answer is None:
+            return outcome
+        if answer.original is not None:  # counted now: no lazy count of the text
+            outcome.lazy = []
+            outcome.tokens_before = outcome.tokens_after = answer.original.tokens
+            outcome.bytes_before = outcome.bytes_after = answer.original.size
+        outcome.result = {**result, "content": answer.content}
+        if answer.answer is not None:
+            outcome.tokens_after, outcome.bytes_after = answer.tokens, answer.size
+            outcome.decision = ledger_decision([answer.answer])
+        else:
+            # The text itself may be counted lazily (before and after alike); the block is new.
+            outcome.tokens_after += answer.tokens
+            outcome.bytes_after += answer.size
+            if answer.fallback is not None:
+                outcome.decision = answer.fallback.word
+        return outcome
+
+    def _answer(
+        self,
+        value: Any,
+        original: list[str],
+        fmt: Format,
+        policy: ToolPolicy,
+        at: _At,
+        delta: bool,
+        budget: Budget,
+        since: tuple[Held | None, str | None] = (None, None),
+    ) -> tuple[Choice, Cost, bool, int]:
+        """The answer for one value, what its original texts cost, whether that cost is exact
+        (else it is a lower bound, and the ledger counts the texts later) and the tokens of
+        the cheaper plain form (compact JSON or the original: what naming may not exceed).
+        ``since``: the held result the call named (if usable) and the handle the result gets.
+
+        Every count that can decide the choice is exact; a form that lost a limited count
+        carries ``limit + 1`` tokens, which keeps every comparison of the one answer policy
+        (:func:`~gcfkit.proxy.answer.choose`) as exact counts would have it. When the result
+        may be named, the limits leave room for what the name costs, so that "no dearer than
+        the plain form" is decided exactly too.
+        """
+        slot = at.slot
+        since_held, handle = since
+        slack = _NAMING_SLACK if handle is not None else 0
+        compact = dumps_compact(value)
+        json_size = utf8_len(compact)
+        original_size = sum(utf8_len(t) for t in original)
+        already_compact = len(original) == 1 and compact == original[0]
+        budget.check()
+        counts = _Counts(self, compact, original, already_compact, slack)
+        gcf: Form | None = None
+        fallbacks: tuple[Fallback, ...] = ()
+        if fmt == "gcf":
+            cells = gcf_cells(value, stop=int(json_size / _TOKENS_PER_CELL))
+            if cells > json_size * _DENSE_CELLS_PER_BYTE:
+                # A sparse table: compact JSON first; GCF only if the cells leave it a chance.
+                if cells * _TOKENS_PER_CELL < counts.json_exact():
+                    gcf, fallbacks = self._gcf(value, compact, counts, budget)
+            else:
+                gcf, fallbacks = self._gcf(value, compact, counts, budget)
+        budget.check()
+        best_full = gcf.tokens if gcf is not None else None
+        json_form = Form(compact, counts.json(best_full), json_size)
+        best = min(json_form.tokens, best_full) if best_full is not None else json_form.tokens
+        before = Cost(counts.original(best), original_size)
+        budget.check()
+        candidates = Candidates(json=json_form, original=before, gcf=gcf, fallbacks=fallbacks)
+        step = self._delta_step(value, policy, slot) if delta else None
+        if step is not None and step.wire is not None and not step.is_full:
+            budget.check()
+            best = _best_tokens(candidates, self._answers)
+            bound = _largest_below(self._answers.delta_ratio * best)
+            n = self._limited(step.wire, bound)
+            wire_form = Form(step.wire, bound + 1 if n is None else n, utf8_len(step.wire))
+            candidates = replace(candidates, delta=wire_form, unchanged=is_unchanged(step.wire))
+        if since_held is not None:
+            candidates = self.names.json_candidate(
+                candidates, since_held, value, at.tool, handle, policy.key
+            )
+            budget.check()
+        base = step.before.base if step is not None and step.before is not None else None
+        update = step.after.base if step is not None else None
+
+        def verify(choice: Choice) -> bool:
+            if choice.text is None or choice.decision == "gcf":
+                return True  # a GCF form is checked before it is a candidate
+            ok = (
+                base is not None
+                and update is not None
+                and delta_rebuilds(base, choice.text, update)
+            )
+            budget.check()
+            return ok
+
+        choice = settle(candidates, self._answers, verify if self.config.selfcheck else None)
+        if delta:
+            held = held_after(choice, step, self._answers) if step is not None else None
+            if held is None:
+                self._deltas.pop(slot, None)
+            else:
+                self._deltas[slot] = held
+        return choice, before, counts.original_exact, min(json_form.tokens, before.tokens)
+
+    def _gcf(
+        self, value: Any, compact: str, counts: _Counts, budget: Budget
+    ) -> tuple[Form | None, tuple[Fallback, ...]]:
+        """The GCF form if it can win: built, counted, and (when it beats the plain forms)
+        decoded and compared with the value; else None and why not."""
+        try:
+            text = self._dumps(value)
+        except (GCFError, RecursionError, ValueError, TypeError) as e:
+            return None, (Fallback("encode", getattr(e, "code", type(e).__name__)),)
+        budget.check()
+        form = Form(text, self.count(text), utf8_len(text))
+        budget.check()
+        if counts.json(form.tokens) <= form.tokens or counts.original(form.tokens) <= form.tokens:
+            return form, ()  # it loses anyway: no need to check it
+        if self.config.selfcheck and not self._lossless(text, value, compact):
+            return None, (Fallback("selfcheck"),)
+        budget.check()
+        return form, ()
+
+    def _limited(self, text: str, limit: int) -> int | None:
+        return self._limited_fn(text, limit, self.config.encoding)
+
+    def _delta_step(self, value: Any, policy: ToolPolicy, slot: str) -> DeltaStep | None:
+        """``value`` diffed against what the client holds for this call; None when it is not
+        a keyed set (§10a.1), which also forgets what the client held."""
+        key = _identity_column(value, policy.key)
+        update = keyed_set(value, key) if key is not None else None
+        if update is None:
+            self._deltas.pop(slot, None)
+            return None
+        try:
+            return advance(self._deltas.get(slot), update, self._start_session)
+        except (GCFError, ValueError, TypeError, KeyError):
+            self._deltas.pop(slot, None)
+            return None
+
+    def _start_session(self, base: KeyedSet) -> DeltaSession:
+        # The base is the logical set last delivered in any form: its pack root (§10a.3) is a
+        # content hash, so a full result needs no pack_root header of its own. That keeps
+        # first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
+        return DeltaSession(base, reanchor=self._reanchor)
+
+    def _lossless(self, gcf: str, value: Any, compact: str) -> bool:
+        try:
+            decoded = self._loads(gcf)
+            # Same compact JSON means the same value (json.dumps keeps types, key order and
+            # float bits); only a mismatch (e.g. 3.0 decoded as 3) needs the slow walk.
+            return dumps_compact(decoded) == compact or same_value(decoded, value)
+        except (GCFError, RecursionError, ValueError, TypeError):
+            return False
+
+
+class _Counts:
+    """Token counts of compact JSON and of the original, each taken once, and only as far
+    as a comparison needs: ``json(limit)`` / ``original(limit)`` return the exact count, or
+    ``limit + 1`` when the text has more tokens than ``limit`` (it loses to ``limit``)."""
+
+    __slots__ = (
+        "_json",
+        "_json_floor",
+        "_original",
+        "_original_floor",
+        "_rewriter",
+        "_slack",
+        "_texts",
+        "compact",
+        "same",
+    )
+
+    def __init__(
+        self, rewriter: Rewriter, compact: str, texts: list[str], same: bool, slack: int = 0
+    ) -> None:
+        self._rewriter = rewriter
+        self._slack = slack
+        self.compact = compact
+        self._texts = texts
+        self.same = same
+        self._json: int | None = None  # exact
+        self._json_floor = -1  # known: more tokens than this
+        self._original: int | None = None
+        self._original_floor = -1
+
+    def json_exact(self) -> int:
+        if self._json is None:
+            self._json = self._rewriter.count(self.compact)
+        return self._json
+
+    def json(self, limit: int | None) -> int:
+        if self._json is not None:
+            return self._json
+        if limit is None:
+            return self.json_exact()
+        limit += self._slack
+        if limit <= self._json_floor:
+            return self._json_floor + 1
+        n = self._rewriter._limited(self.compact, limit)
+        if n is None:
+            self._json_floor = max(self._json_floor, limit)
+            return limit + 1
+        self._json = n
+        return n
+
+    def original(self, limit: int | None) -> int:
+        if self.same:
+            return self.json(limit)
+        if self._original is not None:
+            return self._original
+        if limit is None:
+            self._original = sum(self._rewriter.count(t) for t in self._texts)
+            return self._original
+        limit += self._slack
+        if limit <= self._original_floor:
+            return self._original_floor + 1
+        total = 0
+        for text in self._texts:
+            n = self._rewriter._limited(text, limit - total)
+            if n is None:
+                self._original_floor = max(self._original_floor, limit)
+                return limit + 1
+            total += n
+        self._original = total
+        return total
+
+    @property
+    def original_exact(self) -> bool:
+        if self.same:
+            return self._json is not None
+        return self._original is not None
+
+
+def _best_tokens(candidates: Candidates, policy: AnswerPolicy) -> int:
+    """The tokens of the best full form :func:`~gcfkit.proxy.answer.choose` would pick."""
+    return choose(candidates, policy).tokens
+
+
+def _largest_below(bound: float) -> int:
+    """The largest integer strictly below ``bound`` (-1 when there is none >= 0)."""
+    n = int(bound)
+    if n >= bound:
+        n -= 1
+    return max(n, -1)
+
+
+# ---------------------------------------------------------------------------------------
+# Results: their text blocks, and putting them back together
+# ---------------------------------------------------------------------------------------
+
+
+def _json_value_of(text: str) -> Any:
+    """The JSON value of ``text`` if it is a JSON object or array, else ``None``."""
+    i = 0
+    n = len(text)
+    while i < n and text[i] in " \t\r\n":
+        i += 1
+    if i == n or text[i] not in "{[":
+        return None
+    try:
+        value = loads_json(text)
+    except (GCFError, RecursionError):
+        return None
+    return value if isinstance(value, (dict, list)) else None
+
+
+def _scalar_key(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__, value)
+
+
+def _identity_column(value: Any, preferred: str | None) -> str | None:
+    """The identity column that makes ``value`` a keyed set (§10a.1), or None: a non-empty
+    array of objects where every row has that column, with unique string/integer values."""
+    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
+        return None
+    for key in (preferred,) if preferred else IDENTITY_KEYS:
+        seen: set[tuple[str, Any]] = set()
+        for row in value:
+            v = row.get(key)
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                break
+            k = _scalar_key(v)
+            if k in seen:
+                break
+            seen.add(k)
+        else:
+            return key
+    return None
+
+
+def _content_of(result: dict[str, Any]) -> list[Any]:
+    """A result's ``content`` list ([] when it is not a list)."""
+    content = result.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _text_blocks(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The text blocks of ``content`` with their positions in it."""
+    if not isinstance(content, list):
+        return []
+    return [
+        (i, b)
+        for i, b in enumerate(content)
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+
+
+def text_blocks_of(result: dict[str, Any]) -> list[str]:
+    """The texts of a result's text blocks, in order."""
+    return [block["text"] for _, block in _text_blocks(_content_of(result))]
+
+
+def _pieces(
+    blocks: list[tuple[int, dict[str, Any]]], values: list[Any], *, join: bool, content_length: int
+) -> list[_Piece]:
+    """Which text blocks are answered as one value: all of them as one array when ``join``
+    applies (every block of the content is a plain text block holding a JSON object), else
+    each JSON block alone."""
+    joinable = (
+        join
+        and len(blocks) >= 2
+        and len(blocks) == content_length
+        and all(isinstance(v, dict) for v in values)
+        and all(set(block) == {"type", "text"} for _, block in blocks)
+    )
+    if joinable:
+        return [_Piece(tuple(range(len(blocks))), list(values))]
+    return [_Piece((i,), v) for i, v in enumerate(values) if v is not None]
+
+
+def _reassemble(
+    content: list[Any],
+    blocks: list[tuple[int, dict[str, Any]]],
+    pieces: list[_Piece],
+    choices: list[Choice],
+) -> list[Any] | None:
+    """The new content: each answered piece's text in its first block, its other blocks
+    gone, everything else in place; None when every piece keeps its original."""
+    texts: dict[int, str] = {}
+    merged: set[int] = set()
+    for piece, choice in zip(pieces, choices, strict=True):
+        if choice.text is None:
+            continue
+        first, *rest = (blocks[i][0] for i in piece.blocks)
+        texts[first] = choice.text
+        merged.update(rest)
+    if not texts:
+        return None
+    return [
+        {**item, "text": texts[i]} if i in texts else item
+        for i, item in enumerate(content)
+        if i not in merged
+    ]
