@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """An MCP stdio server that misbehaves on request, for the proxy's fault tests (stdlib only).
 
-Every line it writes to stdout is also appended, byte for byte, to ``--log FILE``, so a test
-can compare what the client received with what the server sent. Process facts go to
+Every line it writes to stdout is also appended, byte for byte, to ``--log FILE`` (and every
+line it reads to ``--inlog FILE``), so a test can compare what the client received with what
+the server sent, and what the server received with what the client sent. Process facts go to
 ``--pids FILE`` as JSON lines (``{"role": "server"|"child", "pid": ..., "pgid": ...}``).
 
 Options: ``--children N`` starts N children that only sleep (the server's process group);
@@ -18,6 +19,7 @@ Tools (``tools/call`` name, arguments):
 * ``notify`` ``{"n": N}``: N ``notifications/message`` before the answer;
 * ``ask``: a ``roots/list`` request to the client; the call is answered with its answer;
 * ``crash``: exits with status 3 without answering;
+* ``sleep`` ``{"seconds": s}``: answers after ``s`` seconds (nothing else is read meanwhile);
 * ``garbage``: a line that is not JSON and a partial line, then the answer.
 """
 
@@ -39,6 +41,7 @@ def option(name: str) -> str | None:
 
 
 LOG = option("--log")
+INLOG = option("--inlog")
 PIDS = option("--pids")
 CHILDREN = int(option("--children") or 0)
 LINGER = "--linger" in ARGS
@@ -46,6 +49,7 @@ IGNORE_TERM = "--ignore-term" in ARGS
 
 _out = sys.stdout.buffer
 _log = open(LOG, "ab", buffering=0) if LOG else None  # noqa: SIM115
+_inlog = open(INLOG, "ab", buffering=0) if INLOG else None  # noqa: SIM115
 
 
 def note(role: str, pid: int) -> None:
@@ -75,7 +79,7 @@ TOOLS = [
         "description": f"fault server tool {name}",
         "inputSchema": {"type": "object", "properties": {}},
     }
-    for name in ("echo", "text", "records", "blob", "notify", "ask", "crash", "garbage")
+    for name in ("echo", "text", "records", "blob", "notify", "ask", "crash", "garbage", "sleep")
 ]
 
 
@@ -92,6 +96,9 @@ def call(msg_id: Any, name: str, args: dict[str, Any], asks: dict[Any, Any]) -> 
         result(msg_id, str(args.get("text", "")))
     elif name == "records":
         result(msg_id, json.dumps(records(int(args.get("n", 10)), str(args.get("shape", "")))))
+    elif name == "sleep":
+        time.sleep(float(args.get("seconds", 1)))
+        result(msg_id, json.dumps({"slept": args.get("seconds", 1)}))
     elif name == "blob":
         result(msg_id, json.dumps("x" * int(args.get("bytes", 10))))
     elif name == "notify":
@@ -164,6 +171,8 @@ def main() -> None:
         note("child", child.pid)
     asks: dict[Any, Any] = {}
     for line in sys.stdin.buffer:
+        if _inlog is not None:
+            _inlog.write(line)
         try:
             msg = json.loads(line)
         except ValueError:

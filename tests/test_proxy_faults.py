@@ -243,3 +243,442 @@ def test_a_server_crash_takes_its_children_down(tmp_path: Path) -> None:
         assert error["id"] == 7 and error["error"]["code"] == -32000
         assert proc.wait(timeout=30) == 3
         _assert_all_gone(pids)
+
+
+# --------------------------------------------------------------------------------------
+# The fault suite: raw JSON-RPC over asyncio pipes, both directions logged by the server
+# --------------------------------------------------------------------------------------
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (by parent pid, read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for pid in children.get(stack.pop(), []):
+            if pid not in found:
+                found.add(pid)
+                stack.append(pid)
+    return found
+
+
+def is_response(msg: Any) -> bool:
+    return isinstance(msg, dict) and "method" not in msg and ("result" in msg or "error" in msg)
+
+
+def parsed(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def texts_value(msg: dict[str, Any]) -> Any:
+    """A result's text blocks as values (GCF or JSON decoded), with everything else."""
+    import gcfkit
+
+    result = msg.get("result")
+    if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+        return msg
+    blocks = []
+    for block in result["content"]:
+        text = block.get("text") if isinstance(block, dict) else None
+        if isinstance(text, str):
+            with contextlib.suppress(ValueError):
+                text = gcfkit.loads(text) if text.startswith("GCF profile=") else json.loads(text)
+        blocks.append({**block, "text": text} if isinstance(block, dict) else block)
+    return {**msg, "result": {**result, "content": blocks}}
+
+
+def check_relay(server: list[bytes], client: list[bytes]) -> None:
+    """Every line the server wrote reached the client once, unchanged (byte for byte) or, for
+    a tool result, rewritten to the same value; and no two lines changed places except two
+    responses (a response may overtake a result that was being rewritten)."""
+    from gcfkit.jsonio import same_value
+
+    by_id: dict[str, int] = {}
+    for i, data in enumerate(server):
+        msg = parsed(data)
+        if is_response(msg):
+            by_id.setdefault(json.dumps(msg["id"]), i)
+    used: set[int] = set()
+    order: list[int] = []
+    for data in client:
+        msg = parsed(data)
+        if is_response(msg) and json.dumps(msg["id"]) in by_id:
+            i = by_id[json.dumps(msg["id"])]
+            if data != server[i]:
+                want = parsed(server[i])
+                assert same_value(texts_value(msg), texts_value(want)), (
+                    data[:200],
+                    server[i][:200],
+                )
+        else:
+            i = next((k for k, s in enumerate(server) if k not in used and s == data), -1)
+            assert i >= 0, f"the client got a line the server never wrote: {data[:200]!r}"
+        assert i not in used, f"delivered twice: {data[:200]!r}"
+        used.add(i)
+        order.append(i)
+    lost = [server[i][:200] for i in range(len(server)) if i not in used]
+    assert not lost, f"lost: {lost}"
+    for at, i in enumerate(order):
+        for j in order[at + 1 :]:
+            if j < i:  # j was written before i, and arrived after it
+                assert is_response(parsed(server[i])) and is_response(parsed(server[j])), (
+                    server[j][:120],
+                    server[i][:120],
+                )
+
+
+class Session:
+    """``gcfkit proxy`` as a subprocess in front of tests/fault_server.py, spoken to in raw
+    lines; the server logs what it reads and writes, and every process below the proxy is
+    watched by PID, checked gone at the end and killed on the way out whatever happens."""
+
+    def __init__(self, tmp_path: Path, *server_args: str, options: tuple[str, ...] = ()) -> None:
+        self.out_log = tmp_path / "server-wrote.bin"
+        self.in_log = tmp_path / "server-read.bin"
+        self.pids = tmp_path / "pids.jsonl"
+        self.command = proxy_command(
+            "--log",
+            str(self.out_log),
+            "--inlog",
+            str(self.in_log),
+            "--pids",
+            str(self.pids),
+            *server_args,
+            options=("--time-budget", "30", *options),
+        )
+        self.received: list[bytes] = []
+        self.sent: list[bytes] = []
+        self.seen: set[int] = set()
+        self._arrived = asyncio.Event()
+
+    async def __aenter__(self) -> Session:
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env(),
+            limit=1 << 28,
+        )
+        self._reader = asyncio.create_task(self._read())
+        self._watcher = asyncio.create_task(self._watch())
+        return self
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while True:
+            data = await self.proc.stdout.readline()
+            if not data:
+                return
+            self.received.append(data)
+            self._arrived.set()
+
+    async def _watch(self) -> None:
+        while self.proc.returncode is None:
+            self.seen |= descendants(self.proc.pid)
+            await asyncio.sleep(0.05)
+
+    async def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.sent.append(data)
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    async def request(self, msg: dict[str, Any]) -> None:
+        await self.send(json.dumps(msg).encode() + b"\n")
+
+    async def until(self, done: Any, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(self.received):
+            left = deadline - time.monotonic()
+            assert left > 0, f"waited {timeout} s; got {[r[:80] for r in self.received]}"
+            self._arrived.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), min(left, 0.5))
+
+    def responses(self) -> dict[Any, dict[str, Any]]:
+        out: dict[Any, dict[str, Any]] = {}
+        for data in self.received:
+            msg = parsed(data)
+            if is_response(msg):
+                out[json.dumps(msg["id"])] = msg
+        return out
+
+    async def close(self, timeout: float = 30.0) -> int:
+        """Client EOF, then the proxy's exit status (bounded)."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(ConnectionError):
+            self.proc.stdin.close()
+        status = await asyncio.wait_for(self.proc.wait(), timeout)
+        await asyncio.wait_for(self._reader, timeout)
+        return status
+
+    def server_wrote(self) -> list[bytes]:
+        return self.out_log.read_bytes().splitlines(keepends=True) if self.out_log.exists() else []
+
+    def server_read(self) -> list[bytes]:
+        return self.in_log.read_bytes().splitlines(keepends=True) if self.in_log.exists() else []
+
+    def everyone(self) -> list[int]:
+        return sorted(self.seen | {e["pid"] for e in reported(self.pids)})
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.proc.wait(), 10)
+        self._watcher.cancel()
+        self._reader.cancel()
+        left = wait_gone(self.everyone(), 5.0)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if exc[0] is None:
+            assert left == [], f"processes left behind: {left}"
+
+
+def in_session(body: Any, tmp_path: Path, *server_args: str, **kw: Any) -> Any:
+    async def main() -> Any:
+        async with Session(tmp_path, *server_args, **kw) as s:
+            return await body(s)
+
+    return asyncio.run(asyncio.wait_for(main(), 240))
+
+
+def rpc(msg_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def test_1000_concurrent_calls_nothing_lost_reordered_or_changed(tmp_path: Path) -> None:
+    async def body(s: Session) -> None:
+        ids: list[Any] = []
+        for i in range(1000):
+            msg_id: Any = i if i % 3 else f"call-{i}"
+            ids.append(msg_id)
+            if i % 10 == 5:
+                await s.request(rpc(msg_id, "ping"))
+            elif i % 10 == 7:
+                await s.request(call("notify", msg_id, n=2))
+            else:
+                await s.request(call("echo", msg_id, i=i, pad=["x" * 20] * (i % 7)))
+        await s.until(lambda got: len(s.responses()) >= 1000)
+        assert await s.close() == 0
+        assert s.server_read() == s.sent  # client to server: byte for byte, in order
+        check_relay(s.server_wrote(), s.received)
+        assert set(s.responses()) == {json.dumps(i) for i in ids}
+
+    in_session(body, tmp_path)
+
+
+def test_malformed_and_partial_lines_pass_both_ways_byte_for_byte(tmp_path: Path) -> None:
+    async def body(s: Session) -> None:
+        await s.send(b"not json at all\n")
+        await s.send(b"\xff\xfe invalid utf-8 \xc3\n")
+        await s.send(b'{"jsonrpc":"2.0","id":1,"method":"ping","x":1,"x":2}\n')  # duplicate key
+        await s.send(b"\n")
+        await s.send(b"   \r\n")
+        for piece in (b'{"jsonrpc":"2.0",', b'"id":"split","me', b'thod":"ping"}\n'):
+            await s.send(piece)  # one line, three writes
+            await asyncio.sleep(0.05)
+        await s.request(call("garbage", 2))
+        await s.send(b'{"truncated": \n')
+        await s.until(lambda got: {'"split"', "2", "1"} <= set(s.responses()))
+        await s.send(b'{"jsonrpc":"2.0","id":"last","method":"ping"}')  # no LF, then EOF
+        assert await s.close() == 0
+        assert b"".join(s.server_read()) == b"".join(s.sent)
+        check_relay(s.server_wrote(), s.received)
+        wrote = b"".join(s.server_wrote())
+        assert b"this is not json\n" in wrote and b"this is not json\n" in s.received
+
+    in_session(body, tmp_path)
+
+
+def test_server_to_client_requests_are_relayed_and_answered(tmp_path: Path) -> None:
+    async def body(s: Session) -> None:
+        for i in range(5):
+            await s.request(call("ask", f"q{i}"))
+
+        def asks(got: list[bytes]) -> list[dict[str, Any]]:
+            return [m for d in got if (m := parsed(d)) and m.get("method") == "roots/list"]
+
+        answered = 0
+        while answered < 5:
+            await s.until(lambda got, n=answered: len(asks(got)) > n)
+            for ask in asks(s.received)[answered:]:
+                root = {"roots": [{"uri": f"file:///{ask['id']}"}]}
+                await s.request({"jsonrpc": "2.0", "id": ask["id"], "result": root})
+                answered += 1
+        await s.until(lambda got: {f'"q{i}"' for i in range(5)} <= set(s.responses()))
+        assert await s.close() == 0
+        assert s.server_read() == s.sent
+        check_relay(s.server_wrote(), s.received)
+        result = s.responses()['"q3"']["result"]["content"][0]["text"]
+        assert json.loads(result) == {"roots": [{"uri": "file:///ask-q3"}]}
+
+    in_session(body, tmp_path)
+
+
+def test_a_server_crash_mid_call_answers_every_pending_request(tmp_path: Path) -> None:
+    async def body(s: Session) -> None:
+        await s.request(call("sleep", "slow", seconds=30))  # the server is busy...
+        await s.request(rpc("p", "ping"))  # ...so these wait behind it,
+        await s.request(call("crash", "boom"))  # and this one is never read: it dies first
+        for _ in range(600):
+            if len(reported(s.pids)) >= 2 and s.server_read():
+                break
+            await asyncio.sleep(0.05)
+        os.kill(reported(s.pids)[0]["pid"], signal.SIGKILL)
+        await s.until(lambda got: {'"slow"', '"p"', '"boom"'} <= set(s.responses()))
+        for msg_id in ('"slow"', '"p"', '"boom"'):
+            assert s.responses()[msg_id]["error"]["code"] == -32000
+        assert await s.close() == 128 + signal.SIGKILL
+
+    in_session(body, tmp_path, "--children", "1")
+
+
+def test_a_client_that_vanishes_takes_everything_down(tmp_path: Path) -> None:
+    async def body(s: Session) -> None:
+        await s.request(call("echo", 1, x=1))
+        await s.until(lambda got: len(got) >= 1)
+        await s.request(call("sleep", 2, seconds=1))
+        s.seen |= descendants(s.proc.pid)
+        assert len(s.seen) >= 3  # the server, its child and the worker
+        # The client dies: both pipes close under the proxy, mid-call.
+        assert s.proc.stdin is not None and s.proc.stdout is not None
+        s.proc.stdin.close()
+        s._reader.cancel()
+        transport = getattr(s.proc.stdout, "_transport", None)
+        if transport is not None:
+            transport.close()
+        await asyncio.wait_for(s.proc.wait(), 30)
+
+    in_session(body, tmp_path, "--children", "1", "--linger")
+
+
+def test_a_64_mb_line_both_ways_holds_nothing_up(tmp_path: Path) -> None:
+    size = 64 * 1024 * 1024
+
+    async def body(s: Session) -> int:
+        blob = json.dumps({"data": "y" * size})
+        await s.request(call("echo", "up", blob=blob))  # 64 MB to the server (and back)
+        await s.until(lambda got: '"up"' in s.responses(), 120)
+        await s.request(call("blob", "down", bytes=size))  # 64 MB from the server
+        await s.request(rpc("after", "ping"))
+        await s.until(lambda got: {'"down"', '"after"'} <= set(s.responses()), 120)
+        peak = int(
+            next(
+                x
+                for x in Path(f"/proc/{s.proc.pid}/status").read_text().splitlines()
+                if x.startswith("VmHWM")
+            ).split()[1]
+        )
+        assert await s.close() == 0
+        assert s.server_read() == s.sent
+        check_relay(s.server_wrote(), s.received)
+        return peak * 1024
+
+    peak = in_session(body, tmp_path)
+    # Before: 285-349 MB at peak (a strict parse of the whole line, and a copy into the
+    # pipe's buffer). Now the line is read from its envelope and written a slice at a time:
+    # the line and the chunks it was joined from, over the proxy's own ~30 MB.
+    assert peak < 2.5 * size + 40 * 1024 * 1024, peak
+
+
+# --------------------------------------------------------------------------------------
+# Item 1 end to end: the relay stays responsive, the budget is a real bound
+# --------------------------------------------------------------------------------------
+
+
+def test_a_ping_is_answered_while_a_large_result_is_rewritten(tmp_path: Path) -> None:
+    async def body(s: Session) -> None:
+        await s.request(call("records", "big", n=150_000, shape="uniform"))
+        await s.until(lambda got: True)
+        await asyncio.sleep(0.05)  # the result is on its way through the proxy
+        await s.request(rpc("ping", "ping"))
+        await s.until(lambda got: {'"big"', '"ping"'} <= set(s.responses()), 120)
+        ids = [json.dumps(m["id"]) for d in s.received if is_response(m := parsed(d))]
+        # Before: the ping waited for the encode (seconds: the loop was blocked).
+        assert ids.index('"ping"') < ids.index('"big"')
+        text = s.responses()['"big"']["result"]["content"][0]["text"]
+        assert text.startswith("GCF profile=generic")
+        assert await s.close() == 0
+        check_relay(s.server_wrote(), s.received)
+
+    in_session(body, tmp_path)
+
+
+def test_an_exploding_result_goes_out_at_once_and_pings_flow(tmp_path: Path) -> None:
+    async def body(s: Session) -> None:
+        started = time.monotonic()
+        await s.request(call("records", "union", n=8000, shape="union"))
+        await s.request(rpc("ping", "ping"))
+        await s.until(lambda got: {'"union"', '"ping"'} <= set(s.responses()), 120)
+        elapsed = time.monotonic() - started
+        text = s.responses()['"union"']["result"]["content"][0]["text"]
+        assert not text.startswith("GCF")  # 64 M cells: compact JSON, never built
+        assert elapsed < 5, elapsed  # 11-17 s of a frozen relay before (0.1 s now)
+        assert await s.close() == 0
+        check_relay(s.server_wrote(), s.received)
+
+    in_session(body, tmp_path)
+
+
+_STUCK_PROXY = """
+import asyncio, sys
+from gcfkit.proxy.config import Codec, ProxyConfig
+from gcfkit.transports.stdio import run_proxy
+from fault_codec import stuck_dumps
+config = ProxyConfig(primer=False, stats=False, time_budget=0.5)
+sys.exit(asyncio.run(run_proxy(sys.argv[1:], config, codec=Codec(dumps=stuck_dumps))))
+"""
+
+
+def test_the_time_budget_is_a_real_bound(tmp_path: Path) -> None:
+    """An encode that never ends (a codec that sleeps for an hour): the original goes out
+    at the deadline and the relay never stops. Before, the budget was checked only between
+    steps: the proxy froze for as long as the step took."""
+    pids = tmp_path / "pids.jsonl"
+    command = [
+        sys.executable,
+        "-c",
+        _STUCK_PROXY,
+        sys.executable,
+        FAULT_SERVER,
+        "--pids",
+        str(pids),
+    ]
+    environment = env()  # the worker imports the stuck codec by name, from tests/
+    environment["PYTHONPATH"] += os.pathsep + str(ROOT / "tests")
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment)
+    with cleanup(pids, proc):
+        wait_reported(pids, 1)
+        rows = json.dumps([{"id": i, "v": i} for i in range(50)], indent=2)
+        started = time.monotonic()
+        send(proc, call("text", 1, text=rows))
+        send(proc, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        first, second = receive(proc), receive(proc)
+        elapsed = time.monotonic() - started
+        assert first == {"jsonrpc": "2.0", "id": 2, "result": {}}  # not held up
+        assert second["result"]["content"][0]["text"] == rows  # the original, untouched
+        assert elapsed < 15, elapsed  # 0.5 s budget; generous for a loaded machine
+        send(proc, call("text", 3, text=rows))  # a fresh worker is started for the next
+        assert receive(proc)["result"]["content"][0]["text"] == rows
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        _assert_all_gone(pids)
