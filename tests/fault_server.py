@@ -12,7 +12,8 @@ Options: ``--children N`` starts N children that only sleep (the server's proces
 Tools (``tools/call`` name, arguments):
 
 * ``echo`` ``{...}``: the arguments as a JSON text block;
-* ``text`` ``{"text": s}``: ``s`` as the text block, as it is;
+* ``text`` ``{"text": s}``: ``s`` as the text block, as it is (``readFile`` and ``bash``
+  too: a file read and a shell, by their names);
 * ``records`` ``{"n": N, "shape": "union"|"uniform"}``: N records as JSON text
   (``union``: record i is ``{"k<i>": i}``, the field union grows with every row);
 * ``blob`` ``{"bytes": N}``: a JSON string of N bytes in one text block;
@@ -79,7 +80,19 @@ TOOLS = [
         "description": f"fault server tool {name}",
         "inputSchema": {"type": "object", "properties": {}},
     }
-    for name in ("echo", "text", "records", "blob", "notify", "ask", "crash", "garbage", "sleep")
+    for name in (
+        "echo",
+        "text",
+        "readFile",
+        "bash",
+        "records",
+        "blob",
+        "notify",
+        "ask",
+        "crash",
+        "garbage",
+        "sleep",
+    )
 ]
 
 
@@ -92,7 +105,7 @@ def records(n: int, shape: str) -> list[dict[str, Any]]:
 def call(msg_id: Any, name: str, args: dict[str, Any], asks: dict[Any, Any]) -> None:
     if name == "echo":
         result(msg_id, json.dumps(args))
-    elif name == "text":
+    elif name in ("text", "readFile", "bash"):
         result(msg_id, str(args.get("text", "")))
     elif name == "records":
         result(msg_id, json.dumps(records(int(args.get("n", 10)), str(args.get("shape", "")))))

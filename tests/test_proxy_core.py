@@ -388,14 +388,18 @@ def test_file_read_then_exact_edit_still_matches(reader: str) -> None:
 
 
 def test_file_tools_are_configurable() -> None:
-    policy = Policy.from_mapping({"file_tools": ["fetch_*"]})
+    policy = Policy.from_mapping({"file_tools": ["fetch_*"], "not_file_tools": ["read_text*"]})
     core = ProxyCore(cfg(policy=policy))
     data = response(1, text_result(pretty(ORDERS)))
     core.from_client(request(1, "tools/call", {"name": "fetch_doc", "arguments": {}}))
     assert core.from_server(data) == [Output("client", data)]
-    # read_text_file is no longer a file tool under this policy.
+    # read_text_file is not a file tool under this policy (it says so explicitly).
     _, down = call(core, "read_text_file", text_result(pretty(ORDERS)), msg_id=2)
     assert delivered_result(down)["content"][0]["text"].startswith("GCF")
+    # file_tools adds to the built-in ones; it does not replace them.
+    data = response(3, text_result(pretty(ORDERS)))
+    core.from_client(request(3, "tools/call", {"name": "read_file", "arguments": {}}))
+    assert core.from_server(data) == [Output("client", data)]
 
 
 def test_explicit_policy_entry_overrides_the_file_rule() -> None:
@@ -572,8 +576,16 @@ def test_client_opt_out_in_the_2026_discover_envelope() -> None:
     assert got["content"][0]["text"] == json.dumps(ORDERS, separators=(",", ":"))
 
 
+def listed(core: ProxyCore, *names: str, msg_id: Any = "tools") -> None:
+    """The session's tools/list: tools ``names``, none with an argument of the proxy's."""
+    tools = [{"name": n, "inputSchema": {"type": "object", "properties": {}}} for n in names]
+    core.from_client(request(msg_id, "tools/list"))
+    core.from_server(response(msg_id, {"tools": tools}))
+
+
 def test_per_call_format_argument_is_stripped_and_honoured() -> None:
     core = ProxyCore(cfg())
+    listed(core, "list_orders")
     up, down = call(
         core, "list_orders", text_result(pretty(ORDERS)), {"limit": 5, "_format": "json"}
     )
@@ -853,6 +865,7 @@ def test_no_stats_no_records() -> None:
 
 def test_batches_are_tracked_and_rewritten_in_place() -> None:
     core = ProxyCore(cfg())
+    listed(core, "t")
     batch = [
         {
             "jsonrpc": "2.0",

@@ -150,6 +150,7 @@ def call(name: str, msg_id: Any, **arguments: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ignore_term", [False, True], ids=["lingers", "lingers-ignores-term"])
 def test_the_sdk_client_shutdown_leaves_no_process(tmp_path: Path, ignore_term: bool) -> None:
     """The official SDK client closes stdin, waits 2 s, SIGTERMs the proxy's group and
@@ -570,6 +571,7 @@ def test_a_client_that_vanishes_takes_everything_down(tmp_path: Path) -> None:
     in_session(body, tmp_path, "--children", "1", "--linger")
 
 
+@pytest.mark.slow
 def test_a_64_mb_line_both_ways_holds_nothing_up(tmp_path: Path) -> None:
     size = 64 * 1024 * 1024
 
@@ -604,6 +606,7 @@ def test_a_64_mb_line_both_ways_holds_nothing_up(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_ping_is_answered_while_a_large_result_is_rewritten(tmp_path: Path) -> None:
     async def body(s: Session) -> None:
         await s.request(call("records", "big", n=150_000, shape="uniform"))

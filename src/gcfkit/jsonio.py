@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any, Final
 
 from .errors import GCFError
@@ -108,10 +109,34 @@ def dumps_compact(value: Any) -> str:
     and Infinity refused (``ValueError``). What the proxy compares GCF against, what the
     server helpers send to JSON clients, what the ledger writes.
 
-    >>> dumps_compact({"a": [1, "é"]})
-    '{"a":[1,"é"]}'
+    A lone surrogate (a string that came from a ``\\ud800`` escape) stays an escape
+    (:func:`escape_lone_surrogates`): as a character it cannot travel as UTF-8.
+
+    >>> dumps_compact({"a": [1, "é"]}), dumps_compact(["\\ud800"])
+    ('{"a":[1,"é"]}', '["\\\\ud800"]')
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return escape_lone_surrogates(text)
+
+
+def escape_lone_surrogates(text: str) -> str:
+    """``text`` (JSON written with ``ensure_ascii=False``) with every lone surrogate written
+    back as its ``\\uXXXX`` escape: same JSON value, and valid UTF-8. In such JSON a
+    surrogate can only stand inside a string, where the escape means the same code point.
+
+    >>> escape_lone_surrogates('["\\udc80é"]') == '["\\\\udc80é"]'
+    True
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 _NUMBER: Final = (int, float)

@@ -22,13 +22,16 @@ _EPILOG = """\
 what is rewritten:
   tools/call results whose text blocks are JSON: to GCF when that has fewer tokens
   than compact JSON, else to compact JSON when smaller, else left alone. Errors,
-  structuredContent, images, audio, resources, non-JSON text and file contents
-  (read_file, read_text_file, ... or the policy's file_tools) pass unchanged.
+  structuredContent, images, audio, resources, non-JSON text and file contents pass
+  unchanged. File reads are told by name (read_file, read-file, readFile,
+  get_file_text_by_path, cat...), by a description about file contents with a path
+  argument, and shells (bash, run_command) count too; when in doubt, text is left alone.
 
 policy file (JSON, or TOML on Python 3.11+ / with tomli):
   {"defaults": {"format": "gcf", "join": true, "delta": false, "min_bytes": 0},
-   "tools": {"read_*": {"format": "off"}, "list_orders": {"delta": true, "key": "sku"}},
-   "file_tools": ["read_file", "read_text_file"]}
+   "tools": {"read_*": {"format": "off"}, "list_orders": {"delta": true, "key": "sku"},
+             "run_query": {"file": false}},
+   "file_tools": ["fetch_doc"], "not_file_tools": ["get_report_*"]}
 
 opting out from the client:
   session:  initialize capabilities

@@ -63,7 +63,7 @@ from .config import Codec, ProxyConfig
 from .jsonrpc import (
     CONNECTION_CLOSED,
     RequestKey,
-    dump_message,
+    dump_edited,
     error_response,
     leading_members,
     parse_envelope,
@@ -165,6 +165,7 @@ class _Pending:
     args_key: str = ""
     fmt: Format = "gcf"
     since: str | None = None  # the held result a tools/call named with _since
+    opted: bool = False  # the call carries the proxy's _format opt-out
 
 
 @dataclass(slots=True)
@@ -172,6 +173,8 @@ class _Session:
     ceiling: Format
     server_name: str
     schemas: dict[str, Any] = field(default_factory=dict)
+    # Each listed tool's entry (description, annotations...): what file reads are told by.
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     native_format_arg: set[str] = field(default_factory=set)
     # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
     tasks: dict[str, _Pending] = field(default_factory=dict)
@@ -273,7 +276,7 @@ class ProxyCore:
         if isinstance(msg, dict):
             new = self._client_message(msg)
             if new is not None and safe:
-                return [Output("server", dump_message(new))]
+                return [Output("server", dump_edited(new, msg, line))]
         elif isinstance(msg, list):
             changed = False
             items: list[Any] = []
@@ -282,7 +285,7 @@ class ProxyCore:
                 changed = changed or new is not None
                 items.append(item if new is None else new)
             if changed and safe:
-                return [Output("server", dump_message(items))]
+                return [Output("server", dump_edited(items, msg, line))]
         return [Output("server", line)]
 
     def from_server(self, line: bytes) -> list[Output]:
@@ -342,7 +345,7 @@ class ProxyCore:
                 return new
             response = _is_response(msg)
             if new is not None:
-                return [Output("client", dump_message(new), response=response)]
+                return [Output("client", dump_edited(new, msg, line), response=response)]
             return [Output("client", line, response=response)]
         if isinstance(msg, list):
             # Batches (gone from MCP since 2025-06-18) are answered in one piece, here.
@@ -354,7 +357,7 @@ class ProxyCore:
                 changed = changed or new is not None
                 items.append(item if new is None else new)
             if changed:
-                return [Output("client", dump_message(items))]
+                return [Output("client", dump_edited(items, msg, line))]
         return [Output("client", line)]
 
     def _receive_large(self, line: bytes) -> list[Output] | ToolJob | None:
@@ -494,7 +497,11 @@ class ProxyCore:
         pending.tool = name
         args = params.get("arguments")
         new_args = self._client_arguments(name, args, pending)
-        pending.args_key = _args_key(name, args if new_args is None else new_args)
+        sent = args if new_args is None else new_args
+        if isinstance(sent, dict) and FORMAT_ARGUMENT in sent and pending.opted:
+            # The opt-out is the proxy's even where it is left in: not part of the call.
+            sent = {k: v for k, v in sent.items() if k != FORMAT_ARGUMENT}
+        pending.args_key = _args_key(name, sent)
         if new_args is None:
             return None
         return {**msg, "params": {**params, "arguments": new_args}}
@@ -504,10 +511,12 @@ class ProxyCore:
             return None
         new: dict[str, Any] | None = None
         if FORMAT_ARGUMENT in args and tool not in self._session.native_format_arg:
-            new = {k: v for k, v in args.items() if k != FORMAT_ARGUMENT}
             fmt = args[FORMAT_ARGUMENT]
+            pending.opted = True
             if fmt in FORMATS:
                 pending.fmt = cap_format(pending.fmt, fmt)
+            if self._lacks_argument(tool, FORMAT_ARGUMENT):
+                new = {k: v for k, v in args.items() if k != FORMAT_ARGUMENT}
         rest, since = self._names.take_since(tool, new if new is not None else args)
         if rest is not None:
             new, pending.since = rest, since
@@ -516,6 +525,18 @@ class ProxyCore:
             if decoded is not None:
                 new = decoded
         return new
+
+    def _lacks_argument(self, tool: str, name: str) -> bool:
+        """Whether ``tool``'s input schema is known (from this session's ``tools/list``) and
+        does not declare ``name``: only then is the argument the proxy's own to remove. A
+        client with a cached tool list may call a tool that declares it itself, and a
+        removed argument changes the call without a word; one left in at worst gets a
+        loud "unknown argument" from a strict server. Its value still caps the result."""
+        schema = self._session.schemas.get(tool)
+        if not isinstance(schema, dict):
+            return False
+        props = schema.get("properties")
+        return not (isinstance(props, dict) and name in props)
 
     def _decode_arguments(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
         schema = self._session.schemas.get(tool)
@@ -527,7 +548,9 @@ class ProxyCore:
             if not isinstance(value, str) or not value.startswith("GCF profile=generic"):
                 continue
             wanted = _schema_types(props.get(name))
-            if not wanted & {"object", "array"}:
+            # Only where the schema admits no string: write_file(content="GCF profile=...")
+            # under anyOf string/object means the text itself.
+            if not wanted & {"object", "array"} or "string" in wanted:
                 continue
             try:
                 decoded = self._loads(value)
@@ -555,6 +578,8 @@ class ProxyCore:
         result = msg.get("result")
         if not isinstance(result, dict):
             return None  # a JSON-RPC error: relayed as is, and not a tool result to record
+        if not self._session.server_name:
+            self._session.server_name = _server_name(result)
         if pending.method == "tools/call":
             return self._tool_result(msg, result, pending, safe, line)
         if not safe:
@@ -568,11 +593,6 @@ class ProxyCore:
     def _with_primer(
         self, msg: dict[str, Any], result: dict[str, Any], pending: _Pending
     ) -> dict[str, Any] | None:
-        info = result.get("serverInfo")
-        if not self._session.server_name and isinstance(info, dict):
-            name = info.get("name")
-            if isinstance(name, str):
-                self._session.server_name = name
         if not self.config.primer or pending.fmt != "gcf":
             return None
         if self._session.ceiling != "gcf" or not self.config.policy.may_send_gcf:
@@ -591,6 +611,7 @@ class ProxyCore:
                 continue
             schema = tool.get("inputSchema")
             self._session.schemas[tool["name"]] = schema
+            self._session.tools[tool["name"]] = tool
             props = schema.get("properties") if isinstance(schema, dict) else None
             if isinstance(props, dict) and FORMAT_ARGUMENT in props:
                 self._session.native_format_arg.add(tool["name"])
@@ -608,7 +629,7 @@ class ProxyCore:
             schema = tool.get("inputSchema")
             if name in self._session.native_format_arg or not isinstance(schema, dict):
                 continue
-            if self.config.policy.for_tool(name).format == "off":
+            if self.config.policy.for_tool(name, file=self._is_file_tool(name)).format == "off":
                 continue
             props = schema.get("properties", {})
             if not isinstance(props, dict):
@@ -678,14 +699,25 @@ class ProxyCore:
             self._warm = True
 
     def _call(self, pending: _Pending) -> Call:
+        tool = pending.tool
         return Call(
-            pending.tool, pending.args_key, pending.fmt, pending.since, self._names.uses_since
+            tool,
+            pending.args_key,
+            pending.fmt,
+            pending.since,
+            self._names.uses_since,
+            self._is_file_tool(tool),
         )
+
+    def _is_file_tool(self, tool: str) -> bool:
+        """Whether ``tool`` reads files: the policy's word, else its name and (when this
+        session listed it) its description and input schema."""
+        return self.config.policy.is_file_tool(tool, self._session.tools.get(tool))
 
     def _file_passthrough(self, tool: str) -> bool:
         """Whether ``tool`` reads files and the policy leaves its results alone."""
-        policy = self.config.policy
-        return policy.is_file_tool(tool) and policy.for_tool(tool).format == "off"
+        is_file = self._is_file_tool(tool)
+        return is_file and self.config.policy.for_tool(tool, file=is_file).format == "off"
 
     def _forget(self, slot: str) -> None:
         self._rewriter.forget(slot)
@@ -706,22 +738,56 @@ _FORMAT_SCHEMA: Final = {
 }
 
 
+#: Where a 2026-07-28 server names itself: in every result's ``_meta`` (there is no
+#: ``initialize`` result, whose ``serverInfo`` older servers use).
+_SERVER_INFO_META: Final = "io.modelcontextprotocol/serverInfo"
+
+
+def _server_name(result: dict[str, Any]) -> str:
+    """The name a server gives itself in a result ("" when it gives none).
+
+    >>> _server_name({"serverInfo": {"name": "git"}})
+    'git'
+    >>> _server_name({"_meta": {"io.modelcontextprotocol/serverInfo": {"name": "time"}}})
+    'time'
+    """
+    meta = result.get("_meta")
+    for info in (
+        result.get("serverInfo"),
+        meta.get(_SERVER_INFO_META) if isinstance(meta, dict) else None,
+    ):
+        name = info.get("name") if isinstance(info, dict) else None
+        if isinstance(name, str) and name:
+            return name
+    return ""
+
+
 def _is_response(msg: dict[str, Any]) -> bool:
     return "method" not in msg and "id" in msg and ("result" in msg or "error" in msg)
 
 
 def _schema_types(schema: Any) -> set[str]:
+    """The JSON types a JSON Schema admits, as far as ``type``, ``anyOf`` and ``oneOf`` say;
+    a schema (or branch) that says nothing about types admits a string, among the rest.
+
+    >>> sorted(_schema_types({"anyOf": [{"type": "object"}, {"type": "string"}]}))
+    ['object', 'string']
+    >>> sorted(_schema_types({"anyOf": [{"type": "array"}, {"description": "anything"}]}))
+    ['array', 'string']
+    """
     if not isinstance(schema, dict):
-        return set()
+        return {"string"}
     t = schema.get("type")
     out: set[str] = set()
     if isinstance(t, str):
         out.add(t)
     elif isinstance(t, list):
         out.update(x for x in t if isinstance(x, str))
-    for combo in ("anyOf", "oneOf"):
-        options = schema.get(combo)
+    combos = [schema.get(c) for c in ("anyOf", "oneOf")]
+    for options in combos:
         if isinstance(options, list):
             for option in options:
                 out |= _schema_types(option)
+    if t is None and not any(isinstance(o, list) for o in combos):
+        out.add("string")  # unconstrained (or constrained in ways not read here)
     return out

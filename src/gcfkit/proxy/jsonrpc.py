@@ -24,6 +24,7 @@ __all__ = [
     "CONNECTION_CLOSED",
     "Envelope",
     "RequestKey",
+    "dump_edited",
     "dump_message",
     "error_response",
     "leading_members",
@@ -71,6 +72,85 @@ def dump_message(msg: Any) -> bytes:
     except UnicodeEncodeError:
         # Lone surrogates cannot be UTF-8; \\u escapes keep the same JSON value.
         return json.dumps(msg, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
+
+
+def dump_edited(new: Any, old: Any, line: bytes) -> bytes:
+    """:func:`dump_message` of ``new``, an edit of ``old`` (the message parsed from ``line``),
+    with every number the edit kept spelled as it was in ``line``: a parse and a dump would
+    turn ``-0`` into ``0`` and ``1E2`` into ``100.0``, and a server (or client) may tell.
+
+    Kept means the same object: the core builds edits from the parts it does not change
+    (``{**params, "arguments": rest}``), so those are found by identity and written from a
+    second parse of ``line`` that keeps each number's text.
+
+    >>> line = b'{"id":1,"params":{"a":-0,"b":1E2,"_format":"json"}}\\n'
+    >>> old, _ = parse_envelope(line)
+    >>> new = {**old, "params": {k: v for k, v in old["params"].items() if k != "_format"}}
+    >>> dump_edited(new, old, line)
+    b'{"id":1,"params":{"a":-0,"b":1E2}}\\n'
+    """
+    try:
+        literal = json.loads(line, parse_int=_Number, parse_float=_Number)
+    except (ValueError, RecursionError):
+        return dump_message(new)
+    numbers: list[str] = []
+    tree = _with_sentinels(_graft(new, old, literal), numbers)
+    if not numbers:
+        return dump_message(new)
+    out = dump_message(tree)
+    if out.count(_SENTINEL_MARK) != len(numbers):  # the message itself holds the mark
+        return dump_message(new)
+    for i, text in enumerate(numbers):
+        out = out.replace(b'"' + _sentinel(i).encode() + b'"', text.encode(), 1)
+    return out
+
+
+class _Number(str):
+    """A number's text, as ``line`` spells it (a parse hook's result)."""
+
+    __slots__ = ()
+
+
+_SENTINEL_MARK: Final = b"\\u0000gcfkit-number-"
+
+
+def _sentinel(i: int) -> str:
+    # dump_message writes U+0000 as \u0000: the mark is the escaped text.
+    return f"\\u0000gcfkit-number-{i}\\u0000"
+
+
+def _graft(new: Any, old: Any, literal: Any) -> Any:
+    """``new`` with the parts it kept from ``old`` replaced by ``literal``'s (same shape as
+    ``old``, numbers as :class:`_Number`)."""
+    if new is old:
+        return literal
+    if type(new) is dict and type(old) is dict and type(literal) is dict:
+        return {
+            k: _graft(v, old[k], literal[k]) if k in old and k in literal else v
+            for k, v in new.items()
+        }
+    if type(new) is list and type(old) is list and type(literal) is list:
+        if len(old) != len(literal):
+            return new
+        where = {id(item): i for i, item in enumerate(old)}
+        return [
+            _graft(item, old[where[id(item)]], literal[where[id(item)]])
+            if id(item) in where
+            else item
+            for item in new
+        ]
+    return new
+
+
+def _with_sentinels(value: Any, numbers: list[str]) -> Any:
+    if isinstance(value, _Number):
+        numbers.append(str.__str__(value))
+        return "\x00gcfkit-number-" + str(len(numbers) - 1) + "\x00"
+    if type(value) is dict:
+        return {k: _with_sentinels(v, numbers) for k, v in value.items()}
+    if type(value) is list:
+        return [_with_sentinels(v, numbers) for v in value]
+    return value
 
 
 def request_key(value: Any) -> RequestKey | None:

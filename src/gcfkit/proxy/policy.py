@@ -15,13 +15,19 @@ A policy file is JSON or TOML (TOML needs Python 3.11+ or ``tomli``)::
 
     {"defaults": {"format": "gcf", "join": true, "delta": false, "min_bytes": 0},
      "tools": {"read_*": {"format": "off"},
-               "list_orders": {"delta": true, "key": "order_id"}},
-     "file_tools": ["read_file", "read_text_file", "cat"]}
+               "list_orders": {"delta": true, "key": "order_id"},
+               "get_page": {"file": false}},
+     "file_tools": ["fetch_doc"],
+     "not_file_tools": ["get_report_*"]}
 
 Tools are matched by exact name first, then by the globs of ``tools`` in file order (the
-first match wins). Tools that read files (:data:`DEFAULT_FILE_TOOLS`, or the policy's
-``file_tools``) are never rewritten, so what the agent reads is byte-for-byte what is on
-disk, unless the policy names that exact tool with an explicit ``format``.
+first match wins). Tools that read files are never rewritten, so what the agent reads is
+byte-for-byte what is on disk, unless the policy names that exact tool with an explicit
+``format``. Which tools read files is the policy's word first (a tool's ``file``, then
+``not_file_tools``, then ``file_tools``, names or globs), then the tool's own name,
+description and input schema (:mod:`gcfkit.proxy.toolkind`: ``read-file``, ``readFile``,
+``get_file_text_by_path``, shells like ``bash``...), erring on the side of leaving text
+alone.
 
 >>> p = Policy.from_mapping({"tools": {"list_*": {"delta": True}}})
 >>> p.for_tool("list_orders").delta, p.for_tool("read_file").format
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, cast
 
 from ..errors import ConfigError
+from .toolkind import looks_like_file_read
 
 __all__ = [
     "CAPABILITY",
@@ -79,7 +86,7 @@ DEFAULT_FILE_TOOLS: Final[tuple[str, ...]] = (
 #: Identity columns tried, in order, to make a record array a keyed set (spec §10a.1).
 IDENTITY_KEYS: Final[tuple[str, ...]] = ("id", "key", "uuid", "sha", "path", "name")
 
-_TOOL_FIELDS: Final = frozenset({"format", "join", "delta", "min_bytes", "key"})
+_TOOL_FIELDS: Final = frozenset({"format", "join", "delta", "min_bytes", "key", "file"})
 
 
 def cap_format(a: Format, b: Format) -> Format:
@@ -134,6 +141,8 @@ class ToolPolicy:
     delta: bool = False
     min_bytes: int = 0
     key: str | None = None
+    #: Whether the tool reads files, as the policy says (None: decided from the tool).
+    file: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +162,7 @@ class Policy:
     defaults: ToolPolicy = field(default_factory=ToolPolicy)
     rules: tuple[_Rule, ...] = ()
     file_tools: tuple[str, ...] = DEFAULT_FILE_TOOLS
+    not_file_tools: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], base: ToolPolicy | None = None) -> Policy:
@@ -163,7 +173,7 @@ class Policy:
         """
         if not isinstance(data, Mapping):
             raise ConfigError("invalid_option", "a policy must be a JSON object / TOML table")
-        unknown = set(data) - {"version", "defaults", "tools", "file_tools"}
+        unknown = set(data) - {"version", "defaults", "tools", "file_tools", "not_file_tools"}
         if unknown:
             raise ConfigError("invalid_option", f"unknown policy section(s): {sorted(unknown)}")
         defaults = base or ToolPolicy()
@@ -175,15 +185,11 @@ class Policy:
         rules = tuple(
             _Rule(str(name), _check_fields(f"tools.{name}", spec)) for name, spec in tools.items()
         )
-        file_tools: tuple[str, ...] = DEFAULT_FILE_TOOLS
-        if "file_tools" in data:
-            raw = data["file_tools"]
-            if not isinstance(raw, Sequence) or isinstance(raw, str):
-                raise ConfigError("invalid_option", "policy 'file_tools' must be a list")
-            if not all(isinstance(x, str) for x in raw):
-                raise ConfigError("invalid_option", "policy 'file_tools' must list strings")
-            file_tools = tuple(raw)
-        return cls(defaults=defaults, rules=rules, file_tools=file_tools)
+        file_tools = DEFAULT_FILE_TOOLS + _names(data, "file_tools")
+        not_file_tools = _names(data, "not_file_tools")
+        return cls(
+            defaults=defaults, rules=rules, file_tools=file_tools, not_file_tools=not_file_tools
+        )
 
     def _match(self, tool: str) -> _Rule | None:
         for rule in self.rules:
@@ -205,26 +211,54 @@ class Policy:
             return True
         return any(rule.fields.get("format") == "gcf" for rule in self.rules)
 
-    def is_file_tool(self, tool: str) -> bool:
-        """Whether ``tool`` returns file contents (exact name or glob in ``file_tools``).
+    def is_file_tool(self, tool: str, definition: Mapping[str, Any] | None = None) -> bool:
+        """Whether ``tool`` returns file contents (see the module docstring); ``definition``
+        is its ``tools/list`` entry when the proxy has seen one.
 
-        >>> Policy().is_file_tool("read_text_file")
-        True
+        >>> Policy().is_file_tool("read_text_file"), Policy().is_file_tool("readFile")
+        (True, True)
+        >>> Policy.from_mapping({"not_file_tools": ["read*"]}).is_file_tool("readFile")
+        False
         """
-        return any(tool == p or fnmatch.fnmatchcase(tool, p) for p in self.file_tools)
+        rule = self._match(tool)
+        said = rule.fields.get("file") if rule is not None else self.defaults.file
+        if said is None and rule is not None:
+            said = self.defaults.file
+        if isinstance(said, bool):
+            return said
+        if _listed(tool, self.not_file_tools):
+            return False
+        if _listed(tool, self.file_tools):
+            return True
+        return looks_like_file_read(tool, definition)
 
-    def for_tool(self, tool: str) -> ToolPolicy:
-        """The effective policy for ``tool``.
+    def for_tool(self, tool: str, *, file: bool | None = None) -> ToolPolicy:
+        """The effective policy for ``tool``; ``file``: whether it reads files, when the
+        caller has decided it (:meth:`is_file_tool` with its definition), else by name.
 
-        >>> Policy().for_tool("read_file").format
-        'off'
+        >>> Policy().for_tool("read_file").format, Policy().for_tool("list_x").format
+        ('off', 'gcf')
         """
         rule = self._match(tool)
         resolved = self.defaults if rule is None else _apply(self.defaults, rule.fields)
         explicit = rule is not None and rule.pattern == tool and "format" in rule.fields
-        if self.is_file_tool(tool) and not explicit:
+        is_file = self.is_file_tool(tool) if file is None else file
+        if is_file and not explicit:
             resolved = replace(resolved, format="off")
         return resolved
+
+
+def _listed(tool: str, patterns: Sequence[str]) -> bool:
+    return any(tool == p or fnmatch.fnmatchcase(tool, p) for p in patterns)
+
+
+def _names(data: Mapping[str, Any], section: str) -> tuple[str, ...]:
+    raw = data.get(section, ())
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise ConfigError("invalid_option", f"policy '{section}' must be a list")
+    if not all(isinstance(x, str) for x in raw):
+        raise ConfigError("invalid_option", f"policy '{section}' must list strings")
+    return tuple(raw)
 
 
 def _check_fields(where: str, spec: Any) -> Mapping[str, Any]:
@@ -235,7 +269,7 @@ def _check_fields(where: str, spec: Any) -> Mapping[str, Any]:
         raise ConfigError("invalid_option", f"policy '{where}': unknown field(s) {sorted(unknown)}")
     if "format" in spec and spec["format"] not in FORMATS:
         raise ConfigError("invalid_option", f"policy '{where}': format must be gcf, json or off")
-    for name in ("join", "delta"):
+    for name in ("join", "delta", "file"):
         if name in spec and not isinstance(spec[name], bool):
             raise ConfigError("invalid_option", f"policy '{where}': {name} must be a boolean")
     if "min_bytes" in spec:

@@ -159,14 +159,18 @@ class Outcome:
 class Call:
     """What the core knows of the call a result answers: the ``tool``, the ``slot`` (tool and
     arguments: where its delta state and held results live), the most the call may get
-    (``fmt``), the held result it named with ``_since`` and whether the client has used
-    ``_since`` in this session at all (then every result is named)."""
+    (``fmt``), the held result it named with ``_since``, whether the client has used
+    ``_since`` in this session at all (then every result is named) and whether the tool
+    reads files."""
 
     tool: str
     slot: str
     fmt: Format = "gcf"
     since: str | None = None
     uses_since: bool = False
+    #: Whether the tool reads files (None: by its name alone; the core decides it with the
+    #: tool's ``tools/list`` entry, :meth:`~gcfkit.proxy.policy.Policy.is_file_tool`).
+    file: bool | None = None
 
 
 def _ledger_count(text: str, count: Callable[[str], int]) -> int:
@@ -302,7 +306,8 @@ class Rewriter:
 
     def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         """The answer to one result of ``call``."""
-        policy = self.config.policy.for_tool(call.tool)
+        is_file = self.config.policy.is_file_tool(call.tool) if call.file is None else call.file
+        policy = self.config.policy.for_tool(call.tool, file=is_file)
         fmt = cap_format(policy.format, call.fmt)
         texts = text_blocks_of(result)
         self.names.uses_since = call.uses_since
@@ -312,7 +317,7 @@ class Rewriter:
             implicit = since is not None
         at = _At(call.tool, call.slot, since, implicit)
         try:
-            if self.config.policy.is_file_tool(call.tool) and policy.format == "off":
+            if is_file and policy.format == "off":
                 # Byte for byte: at most an identical re-read is answered (unchanged).
                 outcome = Outcome(None, "passthrough-file", lazy=texts)
                 if call.fmt == "gcf":

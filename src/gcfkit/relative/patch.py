@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import GCFError
-from ..jsonio import same_value
+from ..jsonio import escape_lone_surrogates, same_value
 from .path import Element, Member, Path, Select, Step, format_path, parse_path
 
 __all__ = [
@@ -102,7 +102,8 @@ class Op:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    return escape_lone_surrogates(text)  # a lone surrogate cannot travel as UTF-8
 
 
 def same(a: Any, b: Any) -> bool:

@@ -39,7 +39,7 @@ import sys
 import time
 from typing import IO, Any, Final
 
-from ..proxy.jsonrpc import dump_message, parse_envelope
+from ..proxy.jsonrpc import dump_edited, parse_envelope
 from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
 
@@ -183,7 +183,7 @@ def _answer(
     if outcome.result is None:
         return outcome, None
     assert isinstance(msg, dict)
-    return outcome, dump_message({**msg, "result": outcome.result})
+    return outcome, dump_edited({**msg, "result": outcome.result}, msg, line)
 
 
 if __name__ == "__main__":
