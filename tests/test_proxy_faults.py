@@ -685,3 +685,19 @@ def test_the_time_budget_is_a_real_bound(tmp_path: Path) -> None:
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
         _assert_all_gone(pids)
+
+
+def test_a_file_read_through_the_worker_is_byte_for_byte(tmp_path: Path) -> None:
+    """The file-read decision (here by the name readFile) reaches the worker process."""
+    text = json.dumps([{"id": i, "path": f"src/{i}.py"} for i in range(200)], indent=2) + "\n"
+
+    async def body(s: Session) -> None:
+        await s.request(call("readFile", "file", text=text))
+        await s.request(call("text", "data", text=text))
+        await s.until(lambda got: {'"file"', '"data"'} <= set(s.responses()))
+        assert s.responses()['"file"']["result"]["content"][0]["text"] == text
+        assert s.responses()['"data"']["result"]["content"][0]["text"].startswith("GCF")
+        assert await s.close() == 0
+        check_relay(s.server_wrote(), s.received)
+
+    in_session(body, tmp_path)

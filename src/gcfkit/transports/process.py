@@ -46,6 +46,7 @@ __all__ = [
     "ServerProcess",
     "exit_status",
     "stop_signals",
+    "widen_pipe",
 ]
 
 #: Seconds the server gets to exit after its stdin closes (the MCP SDK's own wait).
@@ -67,6 +68,23 @@ _POLL_MAX: Final = 0.05
 _STOP_SIGNALS: Final = ("SIGTERM", "SIGINT", "SIGHUP")
 
 _GROUPS: Final = hasattr(os, "killpg")
+
+
+#: Linux's F_SETPIPE_SZ (fcntl has the name only from Python 3.10 on some builds).
+_F_SETPIPE_SZ: Final = 1031
+_PIPE_SIZE: Final = 1 << 20
+
+
+def widen_pipe(fd: int) -> None:
+    """Give the pipe ``fd`` belongs to a 1 MB buffer where the system allows it (Linux; a
+    no-op on anything that is not a pipe, or elsewhere): a 64 MB message through a 64 KB
+    pipe is a thousand reads and wake-ups a hop (1.0 s against 0.7 s per 64 MB here)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(ImportError, OSError, ValueError):
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), _PIPE_SIZE)
 
 
 def exit_status(returncode: int | None) -> int:
@@ -128,6 +146,11 @@ class ServerProcess:
             # line two thousand pause/resume round trips.
             limit=_READ_BUFFER,
         )
+        for stream in (process.stdin, process.stdout):
+            transport = getattr(stream, "transport", None) or getattr(stream, "_transport", None)
+            pipe = transport.get_extra_info("pipe") if transport is not None else None
+            if pipe is not None:
+                widen_pipe(pipe.fileno())
         return cls(process, grace=grace, term_grace=term_grace)
 
     @property

@@ -49,7 +49,7 @@ from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
 from .offload import Offload, ServerLines
-from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals
+from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, widen_pipe
 
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
@@ -257,6 +257,10 @@ async def run_proxy(
         warming.set_result(None)
     else:
         warming = loop.run_in_executor(None, core.warm_up)
+    for pipe in (client_in, client_out):
+        with contextlib.suppress(OSError, ValueError):
+            if _is_pipe(pipe):
+                widen_pipe(pipe.fileno())
     to_client = await _Sink.open(client_out)
     read_client = await _open_reader(client_in)
     server_write_broken = False
