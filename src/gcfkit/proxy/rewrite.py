@@ -196,22 +196,36 @@ def gcf_cells(value: Any, stop: int | None = None) -> int:
     """
     cells = 0
     stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
+    # One pass over every container, by exact type (JSON values are plain dicts and lists):
+    # this runs before anything is built, so it must cost less than one json.dumps.
     while stack:
-        v = stack.pop()
-        rows: Sequence[Any] | None = None
-        if isinstance(v, list):
-            if v and all(isinstance(x, dict) for x in v):
-                rows = v
-            stack.extend(x for x in v if isinstance(x, (list, dict)))
-        elif isinstance(v, dict):
-            values = list(v.values())
-            if len(values) >= 2 and all(isinstance(x, dict) for x in values):
-                rows = values
-            stack.extend(x for x in values if isinstance(x, (list, dict)))
-        if rows is not None:
-            cells += len(rows) * _union_width(rows)
-            if stop is not None and cells > stop:
-                return cells
+        v = pop()
+        if type(v) is list:
+            rows = bool(v)
+            for x in v:
+                t = type(x)
+                if t is dict:
+                    push(x)
+                else:
+                    rows = False
+                    if t is list:
+                        push(x)
+            if rows:
+                cells += len(v) * _union_width(v)
+        elif type(v) is dict:
+            objects = 0
+            for x in v.values():
+                t = type(x)
+                if t is dict:
+                    objects += 1
+                    push(x)
+                elif t is list:
+                    push(x)
+            if objects >= 2 and objects == len(v):
+                cells += objects * _union_width(list(v.values()))
+        if stop is not None and cells > stop:
+            return cells
     return cells
 
 
