@@ -126,6 +126,30 @@ def test_kinds_cover_the_issue_and_delta_uses_the_proxys_delta() -> None:
     assert json.loads(extract_results(js)[1])[0]["id"] == 0
 
 
+def test_gcf_ext_repeats_are_relative_answers_with_the_proxys_primer() -> None:
+    from gcfkit.proxy.primer import PRIMER, RELATIVE_PRIMER
+
+    ext = formats.get_format("gcf-ext")
+    assert ext.available
+    assert ext.primer == f"{PRIMER}\n\n{RELATIVE_PRIMER}"
+    rows = [{"id": i, "name": f"n{i}", "v": i * 2} for i in range(40)]
+    ds = datasets.Dataset("flat", {"rows": rows}, "list_rows", "test")
+    qs = questions.generate_questions(ds, kinds=["delta"], per_kind=4, seed=0)
+    prompts = [build_prompt(q, ds, ext, primer=True) for q in qs]
+    firsts = [extract_results(p.user)[0] for p in prompts]
+    seconds = [extract_results(p.user)[1] for p in prompts]
+    assert all(" ref=" in t.split("\n", 1)[0] for t in firsts)
+    assert any(t.startswith("@@ unchanged tool=list_rows since=") for t in seconds)
+    assert any(t.startswith("@@ patch tool=list_rows since=") for t in seconds)
+    assert all("named the first result with _since" in p.user for p in prompts)
+    assert all(RELATIVE_PRIMER in p.system for p in prompts)
+    for q, p in zip(qs, prompts, strict=True):
+        got = oracle.answer(p.user)
+        assert scoring.score_answer(got, q.answer_type, q.expected).correct
+    # The same calls give the same texts (seeded handles): prompts are reproducible.
+    assert [build_prompt(q, ds, ext, primer=True) for q in qs] == prompts
+
+
 def test_absent_null_questions_cover_all_three_answers() -> None:
     ds = datasets.load_dataset("synthetic:records:40", seed=2)
     qs = questions.generate_questions(ds, kinds=["absent_null"], per_kind=6, seed=2)

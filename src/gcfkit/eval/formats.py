@@ -63,7 +63,8 @@ class EvalFormat:
     for graph datasets. ``render_pair(first, second, tool)`` writes two calls' results as
     the reader receives them; ``read_pair(first_text, second_text)`` is the state a reader
     holds after both (a strict reading, for the reference reader). ``label`` is how a prompt
-    names the format when it asks the model to write it. ``primer_for(texts)``, when set,
+    names the format when it asks the model to write it; ``pair_note`` is what a prompt
+    adds about the second call (how it was made). ``primer_for(texts)``, when set,
     is the primer for the payloads a prompt shows (a format whose primer depends on the
     constructs a payload uses); otherwise ``primer`` is.
     """
@@ -78,6 +79,7 @@ class EvalFormat:
     available: bool = True
     note: str = ""
     primer_for: Callable[[Sequence[str]], str] | None = None
+    pair_note: str = ""
 
     def primer_of(self, texts: Sequence[str]) -> str:
         """The primer the proxy would send along with the payloads ``texts``."""
@@ -173,30 +175,77 @@ def _gcf_decode(text: str) -> Any:
     return v
 
 
-def proxy_pair(
-    first: Any, second: Any, tool: str, *, delta: bool = True, extra: dict[str, Any] | None = None
-) -> tuple[str, str]:
-    """Two calls of ``tool`` with the same arguments, relayed through the real proxy core
-    (``gcfkit proxy --delta``): the texts the client receives. ``extra`` adds policy
-    defaults (for options other formats need)."""
-    from ..proxy import Policy, ProxyConfig, ProxyCore
+class ProxySession:
+    """One client session through the real proxy core (sans I/O, no process): what
+    ``gcfkit proxy`` with ``config`` sends a client. Result handles are drawn from a seeded
+    memory, so the same calls give the same texts.
 
-    defaults: dict[str, Any] = {"delta": delta, **(extra or {})}
-    core = ProxyCore(
-        ProxyConfig(policy=Policy.from_mapping({"defaults": defaults}), primer=False, stats=False)
-    )
-    texts = []
-    for i, value in enumerate((first, second), start=1):
-        call = {"jsonrpc": "2.0", "id": i, "method": "tools/call"}
-        call["params"] = {"name": tool, "arguments": {}}
-        core.from_client(json.dumps(call).encode() + b"\n")
-        text = _json_compact(value, tool, None)
-        reply = {"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": text}]}}
-        out = core.from_server(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+    >>> from gcfkit.proxy import ProxyConfig
+    >>> s = ProxySession(ProxyConfig(refs="off", stats=False))
+    >>> rows = [{"id": i, "name": f"user {i}", "active": True} for i in range(8)]
+    >>> s.call("t", {}, rows)[0].splitlines()[:2]
+    ['GCF profile=generic', '## [8]{id,name,active}']
+    """
+
+    def __init__(self, config: Any, *, seed: int = 0) -> None:
+        from ..proxy import ProxyCore
+        from ..relative import ResultMemory
+
+        self.core = ProxyCore(config, memory=lambda: ResultMemory(seed=seed))
+        self._id = 0
+
+    def _exchange(self, method: str, params: dict[str, Any], result: dict[str, Any]) -> Any:
+        self._id += 1
+        request = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}
+        self.core.from_client(json.dumps(request, ensure_ascii=False).encode() + b"\n")
+        reply = {"jsonrpc": "2.0", "id": self._id, "result": result}
+        out = self.core.from_server(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
         msgs = [json.loads(o.data) for o in out if o.to == "client"]
-        (msg,) = [m for m in msgs if m.get("id") == i]
-        texts.append(msg["result"]["content"][0]["text"])
-    return texts[0], texts[1]
+        (msg,) = [m for m in msgs if m.get("id") == self._id]
+        return msg["result"]
+
+    def instructions(self) -> str:
+        """The instructions the client sees for a server that sent none (the primer)."""
+        result = self._exchange(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": _CLIENT},
+            {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": _CLIENT},
+        )
+        return str(result.get("instructions") or "")
+
+    def call(self, tool: str, arguments: dict[str, Any], value: Any) -> list[str]:
+        """The text blocks the client receives when ``tool`` returns ``value`` as JSON."""
+        text = _json_compact(value, tool, None)
+        result = self._exchange(
+            "tools/call",
+            {"name": tool, "arguments": arguments},
+            {"content": [{"type": "text", "text": text}]},
+        )
+        return [b["text"] for b in result["content"] if b.get("type") == "text"]
+
+
+_CLIENT: Final = {"name": "gcfkit-eval", "version": "1"}
+
+
+def _config(**kw: Any) -> Any:
+    from ..proxy import Policy, ProxyConfig
+
+    delta = kw.pop("delta", False)
+    return ProxyConfig(
+        policy=Policy.from_mapping({"defaults": {"delta": delta}}), stats=False, **kw
+    )
+
+
+def _one(blocks: list[str]) -> str:
+    # Several text blocks (a result and its ref= block) are shown one after the other.
+    return "\n\n".join(blocks)
+
+
+def proxy_pair(first: Any, second: Any, tool: str) -> tuple[str, str]:
+    """Two calls of ``tool`` with the same arguments through ``gcfkit proxy --delta --refs
+    off`` (GCF v3.5.3: the second answer may be a §10a delta or ``unchanged=true``)."""
+    s = ProxySession(_config(delta=True, refs="off"))
+    return _one(s.call(tool, {}, first)), _one(s.call(tool, {}, second))
 
 
 def _read_any(text: str) -> Any:
@@ -239,14 +288,82 @@ def _gcf() -> EvalFormat:
 # ---------------------------------------------------------------------------------------
 
 
+_EXT_CONFIG: Final = {"refs": "all"}
+
+
+def _split_ref(text: str) -> tuple[str, str | None]:
+    """(result, handle): a result shown with its ``ref=`` block after it, taken apart."""
+    from ..relative import is_handle
+
+    body, sep, last = text.rpartition("\n\n")
+    if sep and last.startswith("ref=") and is_handle(last[4:]):
+        return body, last[4:]
+    return text, None
+
+
+def _ext_render(value: Any, tool: str, graph: Graph | None) -> str:
+    if graph is not None:
+        return graph_dumps(graph)
+    return _one(ProxySession(_config(**_EXT_CONFIG)).call(tool, {}, value))
+
+
+def _ext_decode(text: str) -> Any:
+    body, _ = _split_ref(text)
+    return _read_any(body)
+
+
+def _ext_pair(first: Any, second: Any, tool: str) -> tuple[str, str]:
+    """The agent holds the first result and names it in ``_since`` on the repeat."""
+    from ..relative import ref_of
+
+    s = ProxySession(_config(**_EXT_CONFIG))
+    t1 = _one(s.call(tool, {}, first))
+    body, handle = _split_ref(t1)
+    handle = handle or ref_of(body)
+    args = {"_since": handle} if handle else {}
+    return t1, _one(s.call(tool, args, second))
+
+
+def _ext_read_pair(first_text: str, second_text: str) -> Any:
+    from .. import relative
+
+    reader = relative.Reader()
+    body, handle = _split_ref(first_text)
+    if handle is not None:
+        reader.hold(handle, _read_any(body))
+    elif body.startswith("GCF ") and relative.ref_of(body):
+        reader.read(body)
+    if relative.is_answer(second_text):
+        return reader.read(second_text)
+    return _ext_decode(second_text)
+
+
 def _gcf_ext() -> EvalFormat:
+    """GCF as ``gcfkit proxy`` sends it with every extension on main switched on: results
+    named by ``ref=`` and repeats answered relative to the named result (``_since``:
+    ``@@ unchanged``, ``@@ patch``); the primer is the proxy's instructions for that."""
+    try:
+        from .. import relative  # noqa: F401 - the extension's codec
+    except ImportError:
+        return EvalFormat(
+            "gcf-ext",
+            "GCF with extensions",
+            _unavailable,
+            _unavailable,
+            available=False,
+            note="no GCF extension in this install",
+        )
     return EvalFormat(
         "gcf-ext",
         "GCF with extensions",
-        _unavailable,
-        _unavailable,
-        available=False,
-        note="the dense GCF extension (issue 10, branch ext10a) is not on main yet",
+        _ext_render,
+        _ext_decode,
+        primer=ProxySession(_config(**_EXT_CONFIG)).instructions(),
+        render_pair=_ext_pair,
+        read_pair=_ext_read_pair,
+        pair_note="The second call named the first result with _since.",
+        note="extensions: relative answers (ref=, _since); the dense profile (issue 10, "
+        "ext10a) is not in this install",
     )
 
 

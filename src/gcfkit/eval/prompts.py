@@ -77,6 +77,8 @@ def build_prompt(q: Question, ds: Dataset, fmt: EvalFormat, *, primer: bool) -> 
         t1, t2 = fmt.pair(first, second, ds.tool)
         texts = [t1, t2]
         intro = f"The tool {ds.tool} was called twice with the same arguments."
+        if fmt.pair_note:
+            intro = f"{intro} {fmt.pair_note}"
         body = f"{intro}\n\n{_block(ds.tool, t1, 1)}\n\n{_block(ds.tool, t2, 2)}"
     else:
         texts = [fmt.render(first, ds.tool, ds.graph)]

@@ -63,6 +63,8 @@ def _info_lines(s: Summary, meta: dict[str, Any]) -> list[str]:
     lines.append(f"answers scored: {s.total}")
     methods = meta.get("token_method") or {e: tokens.method(e) for e in _ENCODINGS}
     lines.append("token counts: " + ", ".join(f"{e} {m}" for e, m in methods.items()))
+    for name, note in (meta.get("format_notes") or {}).items():
+        lines.append(f"{name}: {note}")
     for name, note in (meta.get("unavailable") or {}).items():
         lines.append(f"not run: {name} ({note})")
     return lines

@@ -162,6 +162,7 @@ def plan(
         "dataset_sources": {d.name: d.source for d in loaded},
         "conditions": [c.name for c, _ in usable],
         "unavailable": unavailable,
+        "format_notes": {c.format: f.note for c, f in usable if f.note},
         "kinds": list(kinds) if kinds is not None else None,
         "per_kind": per_kind,
         "rows": rows,
