@@ -323,6 +323,15 @@ def test_wrong_script_scores_everything_wrong(tmp_path: Path) -> None:
     assert all(r["error"] is None for r in _records(out))
 
 
+def test_empty_answers_score_wrong_and_count_as_unreadable(tmp_path: Path) -> None:
+    with serve("empty") as srv:
+        out = _run(parse_model(f"openai-compatible:{srv.url}:m"), tmp_path, formats=["gcf"])
+    (cell,) = out.summary.overall.values()
+    assert cell.correct == 0 and cell.errors == 0
+    ints = [r for r in _records(out) if r["question"]["answer_type"] in ("int", "presence")]
+    assert ints and cell.unparsed >= len(ints)
+
+
 @pytest.mark.parametrize("first", ["malformed", "badshape", "500", "503", "429"])
 def test_transient_failures_are_retried(tmp_path: Path, first: str) -> None:
     with serve(f"{first},correct", retry_after="0") as srv:
