@@ -23,12 +23,14 @@ GCF profile=generic tool=t
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from .. import dumps as gcf_dumps
+from .. import tokens
 from ..errors import ConfigError, GCFError
 from ..graph import Graph
 from ..graph import dumps as graph_dumps
@@ -338,32 +340,61 @@ def _ext_read_pair(first_text: str, second_text: str) -> Any:
     return _ext_decode(second_text)
 
 
-def _gcf_ext() -> EvalFormat:
-    """GCF as ``gcfkit proxy`` sends it with every extension on main switched on: results
-    named by ``ref=`` and repeats answered relative to the named result (``_since``:
-    ``@@ unchanged``, ``@@ patch``); the primer is the proxy's instructions for that."""
+def _dense() -> Any | None:
+    """The dense profile's module (issue 10), or None while it is not in the install."""
     try:
-        from .. import relative  # noqa: F401 - the extension's codec
+        return importlib.import_module("gcfkit.dense")
     except ImportError:
+        return None
+
+
+def _gcf_ext() -> EvalFormat:
+    """GCF with every extension in the install: single results in the dense profile (when
+    ``gcfkit.dense`` is there: definitions, list cells, constant columns, short rows, chosen
+    by exact o200k counts), repeats as ``gcfkit proxy --refs all`` sends them through the
+    real proxy core (results named ``ref=``, the repeat passes ``_since`` and gets
+    ``@@ unchanged`` or ``@@ patch``). The primer is the proxy's instructions, plus the
+    dense sentences of the constructs a prompt's payloads use."""
+    base = ProxySession(_config(**_EXT_CONFIG)).instructions()
+    dense = _dense()
+    common: dict[str, Any] = {
+        "primer": base,
+        "render_pair": _ext_pair,
+        "read_pair": _ext_read_pair,
+        "pair_note": "The second call named the first result with _since.",
+    }
+    if dense is None:
+        note = "relative answers (ref=, _since); the dense profile is not in this install"
         return EvalFormat(
-            "gcf-ext",
-            "GCF with extensions",
-            _unavailable,
-            _unavailable,
-            available=False,
-            note="no GCF extension in this install",
+            "gcf-ext", "GCF with extensions", _ext_render, _ext_decode, note=note, **common
         )
+    count = tokens.counter(tokens.DEFAULT_ENCODING).count
+    used: dict[str, tuple[str, ...]] = {}
+
+    def render(value: Any, tool: str, graph: Graph | None) -> str:
+        if graph is not None:
+            return graph_dumps(graph)
+        enc = dense.encode(value, count=count, tool=tool or None)
+        used[enc.text] = tuple(enc.constructs)
+        return str(enc.text)
+
+    def primer_for(texts: Sequence[str]) -> str:
+        if not texts:  # writing, not reading: every construct may be used
+            return f"{base}\n\n{dense.primer(dense.CONSTRUCTS)}"
+        if not any(dense.is_dense(t) for t in texts):
+            return base
+        constructs = [c for t in texts for c in used.get(t, ())]
+        return f"{base}\n\n{dense.primer(constructs)}"
+
+    note = "dense profile (gcfkit.dense) and relative answers (ref=, _since)"
     return EvalFormat(
         "gcf-ext",
         "GCF with extensions",
-        _ext_render,
+        render,
         _ext_decode,
-        primer=ProxySession(_config(**_EXT_CONFIG)).instructions(),
-        render_pair=_ext_pair,
-        read_pair=_ext_read_pair,
-        pair_note="The second call named the first result with _since.",
-        note="extensions: relative answers (ref=, _since); the dense profile (issue 10, "
-        "ext10a) is not in this install",
+        primer_for=primer_for,
+        note=note,
+        **common,
     )
 
 
