@@ -426,6 +426,14 @@ def test_mixed_script_is_deterministic_per_prompt() -> None:
         Script.parse("correct,teleport")
 
 
+def test_mixed_script_treats_every_format_alike(tmp_path: Path) -> None:
+    with serve("mixed:1", retry_after="0") as srv:
+        out = _run(parse_model(f"openai-compatible:{srv.url}:m"), tmp_path, per_kind=2)
+    (pair,) = out.summary.pairs
+    assert pair.only_a == pair.only_b == 0 and pair.both < pair.n
+    assert len(set(_accuracy(out).values())) == 1
+
+
 def test_wrong_answers_are_wrong() -> None:
     ds = datasets.load_dataset("synthetic:records:20", seed=4)
     for q in questions.generate_questions(ds, per_kind=2, seed=4):

@@ -11,7 +11,9 @@ prompt (the last one repeats): ``correct``, ``wrong``, ``malformed`` (a 200 whos
 not JSON), ``badshape`` (JSON without the answer), ``empty`` (an empty answer), ``slow``
 (answers correctly after ``--slow`` seconds), ``429`` (with ``Retry-After``), ``500``,
 ``503``, ``529`` (Anthropic's "overloaded"), ``400``. ``mixed`` (or ``mixed:SEED``) picks,
-per prompt, mostly correct answers with some wrong ones and some transient failures.
+per question, mostly correct answers with some wrong ones and some transient failures; the
+pick depends on the question and its data, not on the format it is shown in, so every format
+scores the same and no difference between formats comes from the script.
 
 Run it::
 
@@ -39,7 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
 from .oracle import answer as oracle_answer
-from .prompts import question_line
+from .prompts import extract_data, question_line
 from .questions import parse_question
 from .report import SCRIPTED_MODEL
 
@@ -182,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
         prompt_key = hashlib.sha256(f"{system}\0{user}".encode()).hexdigest()
         with st.lock:
             attempt = st.attempts[prompt_key] = st.attempts.get(prompt_key, 0) + 1
-            behaviour = st.script.behaviour(prompt_key, attempt)
+            behaviour = st.script.behaviour(_question_key(user), attempt)
             st.log.append(
                 {
                     "protocol": protocol,
@@ -251,6 +253,15 @@ class _Handler(BaseHTTPRequestHandler):
                     "usage": {"input_tokens": 0, "output_tokens": 0},
                 },
             )
+
+
+def _question_key(user: str) -> str:
+    """What a mixed script draws on: the question (and a generation's data), the same in
+    every format."""
+    question = question_line(user)
+    if question.startswith("Write the data in <data> as "):
+        question = "generate"
+    return hashlib.sha256(f"{question}\0{extract_data(user) or ''}".encode()).hexdigest()
 
 
 def _prompt(protocol: str, body: dict[str, Any]) -> tuple[str, str]:
