@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import gcfkit
-from gcfkit import tokens
+from gcfkit import dense, tokens
 from gcfkit.graph import Edge, Graph, Session, SessionReader, Symbol, graph_to_model
 from gcfkit.graph import dumps as graph_dumps
 from gcfkit.graph import loads as graph_loads
@@ -107,11 +107,31 @@ LABELS = {
     "gcx1": "GCX1",
     "gcf": "GCF gcfkit",
 }
+# The formats "best lossless" chooses among per payload (what the proxy could send).
+LOSSLESS_CHOICES = ("gcf", "gcf-dense", "json-compact")
+
+
+def _dense_format() -> Format:
+    """gcfkit's dense profile, its definitions chosen with exact o200k counts (as the
+    proxy would choose them)."""
+    count = tokens.counter("o200k_base").count
+
+    def encode(value: Any) -> str:
+        return dense.dumps(value, count=count)
+
+    return Format(
+        "gcf-dense",
+        "GCF dense",
+        encode,
+        dense.loads,
+        note="gcfkit extension (docs/extensions/dense.md), definitions by o200k counts",
+    )
 
 
 def build_formats() -> list[Format]:
     """gcfkit stats' formats, then the two peers that are bench-only dependencies."""
     fmts = [replace(f, label=LABELS[f.name]) for f in default_formats(tool="bench")]
+    fmts.append(_dense_format())
     try:
         import gcf
 
@@ -186,7 +206,7 @@ def run_all(datasets: list[tuple[str, Any]], fmts: list[Format]) -> Results:
 
 
 def best_lossless(row: dict[str, FormatResult], enc: str) -> int | None:
-    choices = [row[k].tokens[enc] for k in ("gcf", "json-compact") if row[k].lossless]
+    choices = [row[k].tokens[enc] for k in LOSSLESS_CHOICES if k in row and row[k].lossless]
     return min(choices) if choices else None
 
 
@@ -566,7 +586,10 @@ def main() -> int:
         + ("" if have_tiktoken else " (tiktoken missing: terse falls back to len/4)")
         + "."
     )
-    r.append("- best lossless = min(GCF gcfkit, compact JSON) per payload.")
+    r.append(
+        "- best lossless = min(GCF gcfkit, GCF dense, compact JSON) per payload; GCF dense is "
+        "gcfkit's extension profile (docs/extensions/dense.md), which v3.5.3 decoders reject."
+    )
     r.append("")
     for enc in ENCODINGS:
         r.append(f"## TOON datasets, {enc}")
