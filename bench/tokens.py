@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import gcfkit
-from gcfkit import dense, tokens
+from gcfkit import tokens
 from gcfkit.graph import Edge, Graph, Session, SessionReader, Symbol, graph_to_model
 from gcfkit.graph import dumps as graph_dumps
 from gcfkit.graph import loads as graph_loads
 from gcfkit.jsonio import loads_json, same_value
 from gcfkit.keyed import DeltaSession, KeyedSet, apply_delta, loads_delta
-from gcfkit.measure.report import Format, FormatResult, default_formats
+from gcfkit.measure.report import Format, FormatResult, default_formats, extension_format
 from gcfkit.measure.report import measure as measure_format
 
 HERE = Path(__file__).resolve().parent
@@ -108,30 +108,14 @@ LABELS = {
     "gcf": "GCF gcfkit",
 }
 # The formats "best lossless" chooses among per payload (what the proxy could send).
-LOSSLESS_CHOICES = ("gcf", "gcf-dense", "json-compact")
-
-
-def _dense_format() -> Format:
-    """gcfkit's dense profile, its definitions chosen with exact o200k counts (as the
-    proxy would choose them)."""
-    count = tokens.counter("o200k_base").count
-
-    def encode(value: Any) -> str:
-        return dense.dumps(value, count=count)
-
-    return Format(
-        "gcf-dense",
-        "GCF dense",
-        encode,
-        dense.loads,
-        note="gcfkit extension (docs/extensions/dense.md), definitions by o200k counts",
-    )
+LOSSLESS_CHOICES = ("gcf", "gcf-ext", "json-compact")
 
 
 def build_formats() -> list[Format]:
     """gcfkit stats' formats, then the two peers that are bench-only dependencies."""
     fmts = [replace(f, label=LABELS[f.name]) for f in default_formats(tool="bench")]
-    fmts.append(_dense_format())
+    # The dense profile (docs/extensions/dense.md), its definitions chosen by o200k counts.
+    fmts.append(replace(extension_format("o200k_base"), label="GCF dense"))
     try:
         import gcf
 

@@ -112,10 +112,23 @@ def test_selection_uses_the_cost_function_and_is_deterministic() -> None:
     assert dense.dumps(value, count=count) == dense.dumps(value, count=count)
 
 
-def test_names_follow_first_occurrence_and_skip_unprofitable_strings() -> None:
+def test_names_go_to_the_biggest_savers_and_ignore_key_order() -> None:
     a, b = "first long repeated string here", "second long repeated string here"
-    value = {"x": [b, a, b, a, b, a], "y": ["abc", "abc", "abc"], "z": {"k": a}}
-    assert definitions.select(value) == {b: "a", a: "b"}
+    value = {"x": [b, a, b, a, b], "y": ["abc", "abc", "abc"], "z": {"k": a, "l": a}}
+    # a occurs 4 times, b 3 times: a saves more; "abc" saves nothing.
+    assert definitions.select(value) == {a: "a", b: "b"}
+    # Equal savings: the strings' code-point order. Key order changes nothing.
+    tie = {"p": [b, b, b], "r": [a, a, a]}
+    assert definitions.select(tie) == {a: "a", b: "b"}
+    assert definitions.select(dict(reversed(tie.items()))) == {a: "a", b: "b"}
+
+
+def test_a_decoded_table_re_encodes_to_itself() -> None:
+    # The wire moves a '>'-named field after the columns and writes rows in the table's
+    # field order; the definitions must not depend on that order (D9.2 step 5).
+    rows = [{"x>y": LONG, "name": "a|b, quoted"}, {"name": "a|b, quoted", "x>y": LONG}] * 2
+    wire = dense.dumps(rows)
+    assert dense.dumps(dense.loads(wire)) == wire
 
 
 def test_estimate_follows_d9_3() -> None:
@@ -180,3 +193,15 @@ def test_cli_encode_dense_and_decode(tmp_path: Path, capsys: pytest.CaptureFixtu
     gcf.write_text(wire)
     assert main(["decode", str(gcf)]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(src.read_text())
+
+
+def test_quoted_cells_and_list_cells_split_where_they_should() -> None:
+    # Found by fuzzing: a quoted cell holding '|' before a list cell holding a quoted '|',
+    # and a bare '[2: ...' whose ']:' is only found in a later cell.
+    value = {"r": [{"a": '[2: "x|y",z', "b": 2, "c": ["|", "a|b"]}, {"a": "[1]", "b": 3}]}
+    wire = dense.dumps(value)
+    assert wire.split("\n")[2] == '"[2: \\"x|y\\",z"|2|[2]: "|","a|b"'
+    assert identical(dense.loads(wire), value)
+    with pytest.raises(GCFError) as err:
+        dense.loads('GCF profile=dense\n## r [1]{a,b,c}\n[2: "x|y",z|2|[1]: "|"\n')
+    assert err.value.code == "row_width_mismatch"

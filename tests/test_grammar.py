@@ -124,3 +124,5 @@ def test_list_head() -> None:
         m = grammar.LIST_HEAD.match(text)
         assert m is not None and m.group(1) == inner
     assert grammar.LIST_HEAD.match("[2] a") is None and grammar.LIST_HEAD.match("x[2]:") is None
+    # A cell ends at '|': the head of the next cell is not this one's.
+    assert grammar.LIST_HEAD.match('[2: "x|y",z|2|[1]: w') is None

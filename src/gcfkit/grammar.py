@@ -275,9 +275,10 @@ REFERENCE_SIGIL: Final = "$"
 #: token. Also the name part of a definition line ``$name=scalar``.
 REFERENCE: Final = re.compile(r"\$[A-Za-z0-9_]+\Z")
 #: The head of a list cell, ``"[" count "]:"`` (D5.1), at the start of a row cell. Group 1
-#: is whatever stands between the brackets: a token of this shape is a list cell, and
-#: text that is not a ``count`` there is an error (``invalid_count``), never a string.
-LIST_HEAD: Final = re.compile(r"\[([^\]]*)\]:")
+#: is whatever stands between the brackets (no ``]``, and no ``|``, which ends a cell): a
+#: token of this shape is a list cell, and text that is not a ``count`` there is an error
+#: (``invalid_count``), never a string.
+LIST_HEAD: Final = re.compile(r"\[([^\]|]*)\]:")
 #: Printable ASCII after which a dense token can only be a bare string: BARE_FIRST
 #: without the reference sigil.
 DENSE_BARE_FIRST: Final = BARE_FIRST - {REFERENCE_SIGIL}

@@ -3,7 +3,10 @@
 One walk over the value counts the strings in value positions; each string seen at least
 twice (and at least 4 code points long) is defined when the cost function says its
 references save at least 2 tokens. No search, no re-measuring: the choice is a pure function
-of the value and the cost function, so it is deterministic for a given tokenizer.
+of the value and the cost function, so it is deterministic for a given tokenizer. Names go
+to the biggest savers first; neither the choice nor the names depend on the order of an
+object's keys, which a table may change on the wire (§7.4.3), so re-encoding a decoded
+payload gives the same payload.
 
 The cost function is the caller's exact token count (the proxy passes
 ``gcfkit.tokens.count``) or, by default, :func:`estimate` (D9.3): the codec itself has no
@@ -95,7 +98,7 @@ def spelling(s: str) -> str:
 
 
 def _occurrences(value: Any) -> dict[str, int]:
-    """Strings in value positions, counted, in order of first occurrence (D9.2 step 1)."""
+    """Strings in value positions (D9.2 step 1), counted."""
     counts: dict[str, int] = {}
     get = counts.get
     stack: list[Iterator[Any]] = [iter((value,))]
@@ -118,24 +121,24 @@ def select(value: Any, count: Count | None = None) -> dict[str, str]:
     """The strings a dense encode of ``value`` defines, mapped to their names (D9.2).
 
     ``count`` is the cost function (exact tokens of the target tokenizer); without it the
-    D9.3 :func:`estimate` is used. The mapping is in name order, which is the order of the
-    strings' first occurrence.
+    D9.3 :func:`estimate` is used. The mapping is in name order: by decreasing estimated
+    saving, equal savings by the strings' code points.
 
     >>> select({"paths": ["/api/users"] * 9 + ["/api/auth"] * 3})
     {'/api/users': 'a'}
     """
     cost = count if count is not None else estimate
     ref = cost("|$a|")
-    chosen: dict[str, str] = {}
-    gen: Iterator[str] | None = None
+    chosen: list[tuple[int, str]] = []
     for s, n in _occurrences(value).items():
         if n < 2 or len(s) < MIN_LENGTH:
             continue
         w = spelling(s)
         gain = cost("|" + w + "|") - ref
-        if gain <= 0 or n * gain <= cost("$a=" + w + "\n") + 1:
+        if gain <= 0:
             continue
-        if gen is None:
-            gen = names()
-        chosen[s] = next(gen)
-    return chosen
+        saving = n * gain - cost("$a=" + w + "\n")
+        if saving >= 2:
+            chosen.append((-saving, s))
+    chosen.sort()
+    return {s: name for (_, s), name in zip(chosen, names(), strict=False)}

@@ -396,7 +396,7 @@ def split_row(s: str, line: int, lists: bool = False) -> list[str]:
             m = _QUOTED(tok)
             if m is None or m.end() != len(tok):
                 # A '|' inside a quoted cell, or an error: the general (linear) splitter.
-                return split_cells(s, "|", line)
+                return split_cells(s, "|", line, lists=lists)
         elif tok[:2] == "^{" and '"' in tok:
             # A '|' inside a quoted inline-schema field name (§7.4.5.1).
             return split_cells(s, "|", line, lists=lists)
