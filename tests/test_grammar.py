@@ -102,3 +102,27 @@ def test_quoted_string_and_escape() -> None:
     assert grammar.QUOTED_STRING.match('"a\x01"') is None  # controls must be escaped
     e = grammar.ESCAPE.search("\\u00e9")
     assert e is not None and e.group(1) == "00e9"
+
+
+@_SETTINGS
+@given(st.one_of(_ascii, st.text(max_size=6), st.text(alphabet="$%ab1 ", max_size=4)))
+def test_dense_rules(s: str) -> None:
+    # The dense fast path is SAFE_BARE without a leading reference sigil (dense.md D4.3).
+    dense_bare = grammar.DENSE_SAFE_BARE.match(s) is not None
+    assert dense_bare == (grammar.SAFE_BARE.match(s) is not None and not s.startswith("$"))
+    assert grammar.BARE_FIRST - {"$"} == grammar.DENSE_BARE_FIRST
+    # A reference is the sigil and one or more name characters, nothing else (D4.1).
+    name = s[1:]
+    is_ref = (
+        s[:1] == "$" and bool(name) and all(c.isascii() and (c.isalnum() or c == "_") for c in name)
+    )
+    assert (grammar.REFERENCE.match(s) is not None) == is_ref
+
+
+def test_list_head() -> None:
+    for text, inner in (("[2]: a,b", "2"), ("[0]:", "0"), ("[?]: x", "?"), ("[01]:", "01")):
+        m = grammar.LIST_HEAD.match(text)
+        assert m is not None and m.group(1) == inner
+    assert grammar.LIST_HEAD.match("[2] a") is None and grammar.LIST_HEAD.match("x[2]:") is None
+    # A cell ends at '|': the head of the next cell is not this one's.
+    assert grammar.LIST_HEAD.match('[2: "x|y",z|2|[1]: w') is None

@@ -27,6 +27,7 @@ CODEC = (
     "gcfkit.keyed",
     "gcfkit.relative",
     "gcfkit.stream",
+    "gcfkit.dense",
     "gcfkit.tokens",
     "gcfkit.gcx1",
 )

@@ -86,7 +86,13 @@ def test_playground_numbers_are_gcfkit_stats_numbers(
         mine = by_name[f["format"]]
         for key in ("bytes", "tokens", "lossless", "saving", "error"):
             assert mine.get(key) == f.get(key), (example, f["format"], key)
-    assert got["best_lossless"] == want["best_lossless"]
+    # The playground also measures GCF with extensions, which gcfkit stats leaves out: it is
+    # the best only by being smaller than the best of the others.
+    if got["best_lossless"] == "gcf-ext":
+        best = by_name[want["best_lossless"]]["tokens"]["o200k_base"]
+        assert by_name["gcf-ext"]["tokens"]["o200k_base"] <= best
+    else:
+        assert got["best_lossless"] == want["best_lossless"]
     assert "gcf-ext" in by_name  # GCF with extensions: measured, or marked not installed
     assert by_name["gcf"]["text"].startswith("GCF profile=generic")
 

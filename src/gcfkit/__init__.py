@@ -54,7 +54,8 @@ def load(fp: IO[str] | IO[bytes]) -> Any:
 def decode(text: str | bytes) -> Any:
     """Decode any GCF payload by its header.
 
-    Generic payloads give their JSON value; graph payloads a :class:`gcfkit.graph.Graph`;
+    Generic and dense payloads (docs/extensions/dense.md) give their JSON value; graph
+    payloads a :class:`gcfkit.graph.Graph`;
     graph deltas a :class:`gcfkit.graph.GraphDelta`; generic deltas a
     :class:`gcfkit.keyed.GenericDelta` (an ``unchanged=true`` answer is a delta whose two
     roots are equal); relative answers (``@@ ...``, docs/extensions/relative-answers.md) a
@@ -83,6 +84,10 @@ def decode(text: str | bytes) -> Any:
         from . import graph
 
         return graph.loads_delta(text) if is_delta else graph.loads(text)
+    if header.profile == "dense":
+        from . import dense
+
+        return dense.loads(text)
     if is_delta:
         from . import keyed
 

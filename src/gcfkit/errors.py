@@ -85,6 +85,9 @@ ErrorCode = Literal[
     "unsupported_server",
     "invalid_json",
     "io_error",
+    "invalid_definition",
+    "undefined_reference",
+    "invalid_constant",
 ]
 
 
@@ -160,6 +163,10 @@ CODES: dict[ErrorCode, str] = {
     # command line
     "invalid_json": "input that is not valid JSON",
     "io_error": "a file that cannot be read or written",
+    # the dense profile (docs/extensions/dense.md D10.1)
+    "invalid_definition": "a dense definition line that is not $name=string, or a name twice",
+    "undefined_reference": "a bare $token that names no definition of the dense payload",
+    "invalid_constant": "a constant column (f=v) whose value or place breaks dense.md D6",
 }
 
 

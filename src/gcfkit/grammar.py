@@ -32,6 +32,8 @@ __all__ = [
     "COUNT",
     "COUNT_10_RE",
     "COUNT_OR_DEFERRED",
+    "DENSE_BARE_FIRST",
+    "DENSE_SAFE_BARE",
     "DISTANCE_GROUP",
     "ESCAPE",
     "FIELD_CONTROL",
@@ -46,6 +48,7 @@ __all__ = [
     "INLINE_ARRAY_LOOKALIKE",
     "ITEM_ID",
     "KV_LINE",
+    "LIST_HEAD",
     "MEMBER_LINE",
     "MUST_QUOTE_CHAR",
     "NON_ASCII",
@@ -60,6 +63,8 @@ __all__ = [
     "QUICK_ATTACHMENT",
     "QUOTED_STRING",
     "RECORD_UNSAFE",
+    "REFERENCE",
+    "REFERENCE_SIGIL",
     "ROW_NOT_FIRST",
     "ROW_NOT_LAST",
     "SAFE_BARE",
@@ -135,10 +140,9 @@ INLINE_ARRAY_LOOKALIKE: Final = re.compile(r"\[[^\]]*\]:")
 #: sign and zero, so the lookahead tests the rest of NUMBER only). It accepts a subset of
 #: what ``needs_quote`` leaves bare (a property test holds it to that); everything else
 #: takes the full check.
-SAFE_BARE: Final = re.compile(
-    f"(?!(?:true|false)\\Z|{_INT_NONZERO}{_OPT_FRAC_EXP}\\Z)"
-    r"[!$-*/1-9:-?A-Z\]_`a-{}](?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
-)
+_SAFE_NOT_WORD: Final = f"(?!(?:true|false)\\Z|{_INT_NONZERO}{_OPT_FRAC_EXP}\\Z)"
+_SAFE_REST: Final = r"(?:[ !#-+\--Z\]-{}~]*[!#-+\--Z\]-{}~])?\Z"
+SAFE_BARE: Final = re.compile(_SAFE_NOT_WORD + r"[!$-*/1-9:-?A-Z\]_`a-{}]" + _SAFE_REST)
 
 # ---------------------------------------------------------------------------------------
 # §2a keys, §3 and §4 the header
@@ -260,3 +264,23 @@ FIELD_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: What a gcf-pack-root-v1 record field may not hold: TAB/LF are its separators, and
 #: blanks and controls would make two different records alike (§10.2).
 RECORD_UNSAFE: Final = re.compile(r"[\x00-\x20\x7f]")
+
+# ---------------------------------------------------------------------------------------
+# The dense profile (gcfkit's extension, docs/extensions/dense.md "D")
+# ---------------------------------------------------------------------------------------
+
+#: A bare token beginning with this is a reference (D4.2); a literal is quoted (D4.3).
+REFERENCE_SIGIL: Final = "$"
+#: ``reference = "$" ref-name``, ``ref-name = 1*( ALPHA / DIGIT / "_" )`` (D4.1): a whole
+#: token. Also the name part of a definition line ``$name=scalar``.
+REFERENCE: Final = re.compile(r"\$[A-Za-z0-9_]+\Z")
+#: The head of a list cell, ``"[" count "]:"`` (D5.1), at the start of a row cell. Group 1
+#: is whatever stands between the brackets (no ``]``, and no ``|``, which ends a cell): a
+#: token of this shape is a list cell, and text that is not a ``count`` there is an error
+#: (``invalid_count``), never a string.
+LIST_HEAD: Final = re.compile(r"\[([^\]|]*)\]:")
+#: Printable ASCII after which a dense token can only be a bare string: BARE_FIRST
+#: without the reference sigil.
+DENSE_BARE_FIRST: Final = BARE_FIRST - {REFERENCE_SIGIL}
+#: The dense encoder's fast path: SAFE_BARE without a leading ``$`` (D4.3).
+DENSE_SAFE_BARE: Final = re.compile(_SAFE_NOT_WORD + r"[!%-*/1-9:-?A-Z\]_`a-{}]" + _SAFE_REST)

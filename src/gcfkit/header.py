@@ -23,8 +23,9 @@ __all__ = [
     "to_text",
 ]
 
-#: The profiles of §3.1.
-PROFILES: Final = ("generic", "graph")
+#: The profiles of §3.1, and gcfkit's dense profile (docs/extensions/dense.md), which every
+#: v3.5.3 decoder rejects as an unknown profile and gcfkit's decoders each refuse by name.
+PROFILES: Final = ("generic", "graph", "dense")
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,9 @@ def parse_header(text: str, line: int | None = 1) -> Header:
         )
     profile = tokens[1][len("profile=") :]
     if profile not in PROFILES:
-        raise GCFError("unknown_profile", f"profile={profile}: expected generic or graph", line)
+        raise GCFError(
+            "unknown_profile", f"profile={profile}: expected generic, graph (or dense)", line
+        )
     fields: dict[str, str] = {}
     for tok in tokens[2:]:
         key, eq, value = tok.partition("=")

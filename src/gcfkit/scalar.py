@@ -21,6 +21,7 @@ from .grammar import (
     C0_CONTROL,
     ESCAPE,
     INLINE_ARRAY_LOOKALIKE,
+    LIST_HEAD,
     MUST_QUOTE_CHAR,
     NON_ASCII,
     NUMBER_RE,
@@ -343,11 +344,18 @@ def check_scalar_text(text: str, line: int | None) -> None:
         raise GCFError("invalid_surrogate", "literal surrogate code point", line)
 
 
-def split_cells(text: str, delim: str, line: int | None = None) -> list[str]:
+def split_cells(
+    text: str, delim: str, line: int | None = None, *, lists: bool = False
+) -> list[str]:
     """Split ``text`` on ``delim`` outside quoted strings; tokens come back trimmed.
+
+    With ``lists`` (dense rows, dense.md D5.1) a list cell's quoted elements may hold the
+    delimiter too.
 
     >>> split_cells('a | "b|c" |d', "|")
     ['a', '"b|c"', 'd']
+    >>> split_cells('[2]: "x|y",z|1', "|", lists=True)
+    ['[2]: "x|y",z', '1']
     """
     if '"' not in text:
         return [t.strip(" \t") for t in text.split(delim)]
@@ -374,6 +382,13 @@ def split_cells(text: str, delim: str, line: int | None = None) -> list[str]:
                 # A malformed one is reported by parse_scalar on the whole token.
                 with contextlib.suppress(GCFError):
                     _, pos = parse_field_decl_at(text, pos + 1, line)
+            elif lists and text.startswith("[", pos) and LIST_HEAD.match(text, pos):
+                while True:
+                    quote = text.find('"', pos)
+                    bar = text.find(delim, pos)
+                    if quote < 0 or 0 <= bar < quote:
+                        break
+                    _, pos = parse_quoted_at(text, quote, line)
             nxt = text.find(delim, pos)
             stop = n if nxt < 0 else nxt
             out.append(text[start:stop].rstrip(" \t"))
@@ -493,15 +508,25 @@ def parse_key_at(text: str, pos: int, line: int | None = None) -> tuple[str, int
 
 
 def parse_field_decl_at(
-    text: str, pos: int, line: int | None = None, *, id_marker: bool = False
+    text: str,
+    pos: int,
+    line: int | None = None,
+    *,
+    id_marker: bool = False,
+    constants: list[tuple[int, str]] | None = None,
 ) -> tuple[list[str], int]:
     """Parse ``{f1,f2,...}`` at ``pos``; return (names, end). Duplicates are rejected.
 
     With ``id_marker`` one name may carry the ``@`` of a delta identity column (§10a.1);
-    it is kept in the returned name (``"@id"``).
+    it is kept in the returned name (``"@id"``). With ``constants`` (a list to fill, dense
+    profile D6.1) a name may be followed by ``=value``: each constant column's index and
+    value token are appended to it.
 
     >>> parse_field_decl_at('{id,"a,b",c}', 0)
     (['id', 'a,b', 'c'], 12)
+    >>> consts: list[tuple[int, str]] = []
+    >>> parse_field_decl_at('{id,t=commit,u="x,y"}', 0, constants=consts), consts
+    ((['id', 't', 'u'], 21), [(1, 'commit'), (2, '"x,y"')])
     """
     n = len(text)
     if pos >= n or text[pos] != "{":
@@ -519,6 +544,8 @@ def parse_field_decl_at(
             raise GCFError("duplicate_field_name", f"field {key!r} is declared twice", line)
         seen.add(key)
         names.append(marker + key)
+        if constants is not None and text.startswith("=", pos):
+            pos = _constant_at(text, pos + 1, len(names) - 1, constants, line)
         if pos >= n:
             raise GCFError("invalid_line", "unterminated field declaration", line)
         c = text[pos]
@@ -531,3 +558,31 @@ def parse_field_decl_at(
                 f"unexpected {c!r} in a field declaration; separate names with ','",
                 line,
             )
+
+
+def _constant_at(
+    text: str, pos: int, index: int, constants: list[tuple[int, str]], line: int | None
+) -> int:
+    """Read the value token of a constant column (dense D6.1) at ``pos``; return its end."""
+    n = len(text)
+    start = pos
+    while pos < n and text[pos] in " \t":
+        pos += 1
+    if text.startswith('"', pos):
+        _, end = parse_quoted_at(text, pos, line)
+    else:
+        end = pos
+        while end < n and text[end] not in ",}":
+            end += 1
+    tok = text[pos:end].strip(" \t")
+    if not tok or tok in ("~", "^") or tok.startswith("^{") or LIST_HEAD.match(tok):
+        raise GCFError(
+            "invalid_constant",
+            f"constant column value {text[start:end][:30]!r} must be one scalar "
+            "(not empty, ~, ^ or a list cell)",
+            line,
+        )
+    constants.append((index, tok))
+    while end < n and text[end] in " \t":
+        end += 1
+    return end

@@ -24,13 +24,20 @@ def register(sub: Any) -> None:
         action="store_true",
         help="the input is the camelCase graph model (symbols, edges); write the graph profile",
     )
+    enc.add_argument(
+        "--dense",
+        action="store_true",
+        help="write the dense profile (a gcfkit extension, docs/extensions/dense.md; "
+        "definitions chosen with exact o200k counts when the tokens extra is installed)",
+    )
     enc.set_defaults(func=_encode)
 
     dec = sub.add_parser(
         "decode",
         help="GCF to JSON",
         description="Read any GCF payload (FILE or stdin) and write it as JSON to stdout. "
-        "Graph payloads and deltas come out as their camelCase JSON model.",
+        "Graph payloads and deltas come out as their camelCase JSON model; dense payloads "
+        "(docs/extensions/dense.md) as their value.",
     )
     dec.add_argument("file", nargs="?", help="GCF file (default: stdin)")
     dec.add_argument("--indent", type=int, default=None, help="pretty-print with N spaces")
@@ -43,6 +50,12 @@ def _encode(args: argparse.Namespace) -> int:
         from .. import graph
 
         write_text(graph.dumps(graph.graph_from_model(value)))
+    elif args.dense:
+        from .. import dense, tokens
+
+        counter = tokens.counter("o200k_base")
+        count = counter.count if counter.exact else None
+        write_text(dense.dumps(value, count=count, tool=args.tool))
     else:
         write_text(dumps(value, tool=args.tool))
     return 0

@@ -61,6 +61,7 @@ from .frames import (
     MAX_DEPTH,
     MAX_LINE,
     PENDING,
+    Document,
     Frame,
     ItemsFrame,
     Marker,
@@ -68,9 +69,11 @@ from .frames import (
     OpenFrame,
     Schema,
     TableFrame,
+    TableInfo,
+    full_row,
     group,
 )
-from .scan import MEMO_MAX, Numbers, looks_like_member, new_memo, split_row
+from .scan import MEMO_MAX, Numbers, looks_like_member, new_memo, read_definitions, split_row
 
 __all__ = [
     "MAX_COUNT",
@@ -80,6 +83,7 @@ __all__ = [
     "TableInfo",
     "decode_document",
     "loads",
+    "loads_dense",
     "parse_header",
 ]
 
@@ -90,8 +94,9 @@ _PLAIN_BRACKET: Final = PLAIN_BRACKET.match
 _KV_LINE: Final = KV_LINE.match
 
 # Parsed declarations, shared across documents: tool results repeat their shapes. Keyed by
-# (declaration text, keyed?, the key= field when @ markers are live); schemas are immutable.
-_SCHEMAS: dict[tuple[str, bool, str | None], Schema] = {}
+# (declaration text, keyed?, the key= field when @ markers are live, dense?); schemas are
+# immutable.
+_SCHEMAS: dict[tuple[str, bool, str | None, bool], Schema] = {}
 _SCHEMAS_MAX: Final = 4096
 
 
@@ -107,31 +112,6 @@ def parse_header(line: str) -> dict[str, str]:
     return {"profile": header.profile, **header.fields}
 
 
-class TableInfo:
-    """Where a tabular or keyed section came from: its declaration and id field (§10a.1)."""
-
-    __slots__ = ("fields", "id_field", "keyed", "line")
-
-    def __init__(self, fields: list[str], id_field: str | None, keyed: bool, line: int) -> None:
-        self.fields = fields
-        self.id_field = id_field
-        self.keyed = keyed
-        self.line = line
-
-
-class Document:
-    """A decoded generic payload: header fields, the value and, for delta-participating
-    payloads (decoded with ``id_fields``), each table's declaration keyed by ``id()`` of
-    the decoded list or dict."""
-
-    __slots__ = ("header", "tables", "value")
-
-    def __init__(self, header: dict[str, str], value: Any, tables: dict[int, TableInfo]) -> None:
-        self.header = header
-        self.value = value
-        self.tables = tables
-
-
 class _Parser:
     """The general state machine over one document's lines.
 
@@ -140,9 +120,16 @@ class _Parser:
     """
 
     def __init__(
-        self, header: dict[str, str], id_fields: bool, numbers: Numbers, long_lines: bool
+        self,
+        header: dict[str, str],
+        id_fields: bool,
+        numbers: Numbers,
+        long_lines: bool,
+        defs: dict[str, str] | None = None,
     ) -> None:
         self.header = header
+        # A dense payload (docs/extensions/dense.md): its definitions live in the memo.
+        self.dense = defs is not None
         self.id_fields = id_fields
         self.key_field = header.get("key")
         self.stack: list[OpenFrame] = []
@@ -154,7 +141,7 @@ class _Parser:
         self.tables: dict[int, TableInfo] = {}
         # False promises that no line exceeds MAX_LINE (the whole text is shorter).
         self.long_lines = long_lines
-        self.memo = new_memo(numbers)
+        self.memo = new_memo(numbers, defs)
 
     # -- driver ----------------------------------------------------------------------
 
@@ -398,11 +385,12 @@ class _Parser:
         count, keyed, p = self._bracket(s, pos, ln)
         n = len(s)
         if p < n and s[p] == "{":
-            cache_key = (s[p:], keyed, self.key_field if self.id_fields else None)
+            cache_key = (s[p:], keyed, self.key_field if self.id_fields else None, self.dense)
             schema = _SCHEMAS.get(cache_key)
             if schema is None:
-                fields, id_index = self._decl(s, p, ln)
-                schema = Schema(fields, id_index, keyed, ln)
+                consts: list[tuple[int, str]] | None = [] if self.dense else None
+                fields, id_index = self._decl(s, p, ln, consts)
+                schema = Schema(fields, id_index, keyed, ln, consts)
                 if len(_SCHEMAS) >= _SCHEMAS_MAX:
                     _SCHEMAS.clear()
                 _SCHEMAS[cache_key] = schema
@@ -446,14 +434,17 @@ class _Parser:
         elif count != got:
             raise GCFError("count_mismatch", f"declared [{count}] but found {got} value(s)", ln)
 
-    def _decl(self, s: str, pos: int, ln: int) -> tuple[list[str], int]:
+    def _decl(
+        self, s: str, pos: int, ln: int, consts: list[tuple[int, str]] | None = None
+    ) -> tuple[list[str], int]:
         """Parse the field declaration ``{...}`` that ends the line at ``s[pos]``.
 
         Returns the names and the index of the ``@`` id field (-1 without one). The marker
-        is only syntax outside quotes: a quoted ``"@x"`` is an ordinary name.
+        is only syntax outside quotes: a quoted ``"@x"`` is an ordinary name. ``consts``
+        collects a dense declaration's constant columns (D6).
         """
         if not self.id_fields:
-            fields, q = parse_field_decl_at(s, pos, ln)
+            fields, q = parse_field_decl_at(s, pos, ln, constants=consts)
             if q != len(s):
                 raise GCFError(
                     "invalid_line", f"unexpected {s[q : q + 20]!r} after the field declaration", ln
@@ -505,7 +496,8 @@ class _Parser:
         member_ctx: bool,
     ) -> list[Any]:
         rows: list[Any] = []
-        self._open_table(TableFrame(indent, ln, count, schema, rows, member_ctx), rows, ln)
+        frame = TableFrame(indent, ln, count, schema, rows, member_ctx, self.dense)
+        self._open_table(frame, rows, ln)
         return rows
 
     def _keyed(
@@ -529,7 +521,8 @@ class _Parser:
                 ln,
             )
         out: dict[str, Any] = {}
-        self._open_table(TableFrame(indent, ln, count, schema, out, member_ctx), out, ln)
+        frame = TableFrame(indent, ln, count, schema, out, member_ctx, self.dense)
+        self._open_table(frame, out, ln)
         return out
 
     def _open_table(self, f: TableFrame, container: Any, ln: int) -> None:
@@ -667,7 +660,7 @@ class _Parser:
                 return True
             if f.count is not None and f.n >= f.count:
                 return self._after_last_row(f, ln, s)
-            if f.member_ctx and f.width > 1 and "|" not in s and looks_like_member(s):
+            if f.member_ctx and f.row_width > 1 and "|" not in s and looks_like_member(s):
                 # A one-cell line cannot be a row of a wider table: it is the next member
                 # of the enclosing object (this ends a [?] table, or reports a short one).
                 return False
@@ -742,8 +735,12 @@ class _Parser:
                 raise GCFError(
                     "invalid_item_id", f"row id @{m.group(1)} should be @{f.n} (its index)", ln
                 )
-        toks = split_row(s, ln) if '"' in s else s.split("|")
-        if len(toks) != f.width:
+        toks = split_row(s, ln, f.dense) if '"' in s else s.split("|")
+        short = False
+        if f.dense:
+            short = len(toks) < f.row_width
+            toks = full_row(f, toks, ln)
+        elif len(toks) != f.width:
             raise GCFError(
                 "row_width_mismatch",
                 f"row has {len(toks)} cell(s); the header declares {f.width}",
@@ -765,7 +762,7 @@ class _Parser:
                     "duplicate_key", f"duplicate identity value {ident!r} in the key column", ln
                 )
             f.id_seen.add(marker)
-        if f.simple and "~" not in s and "^" not in s:
+        if f.simple and not short and "~" not in s and "^" not in s:
             if f.keyed:
                 row = dict(zip(f.value_fields, vals[1:], strict=True))
             else:
@@ -800,7 +797,9 @@ class _Parser:
                 if v is MISSING:
                     continue
                 if isinstance(v, Attach):
-                    if not has_id:
+                    # A dense row needs its @N only for a positional body (D8).
+                    positional = v.schema is not None or name in (f.inline_schemas or ())
+                    if not has_id and (positional or not f.dense):
                         raise GCFError(
                             "invalid_item_id",
                             "a row with ^ cells must carry its @N prefix",
@@ -919,9 +918,25 @@ def decode_document(text: str | bytes, *, id_fields: bool = False) -> Document:
     return _decode(to_text(text), id_fields, accept_answers=True)
 
 
+# Where a payload of another profile is read, by (dense wanted?, its profile).
+_ELSEWHERE: Final = {
+    (False, "graph"): "this is a graph-profile payload; decode it with gcfkit.graph.loads",
+    (False, "dense"): "this is a dense-profile payload (a gcfkit extension of GCF, "
+    "docs/extensions/dense.md); read it with gcfkit.dense.loads or gcfkit.decode",
+    (True, "generic"): "a generic-profile payload is not dense; read it with gcfkit.decode",
+    (True, "graph"): "a graph-profile payload is not dense; read it with gcfkit.decode",
+}
+
+
 def _decode(
-    src: str, id_fields: bool, *, accept_answers: bool, numbers: Numbers | None = None
+    src: str,
+    id_fields: bool,
+    *,
+    accept_answers: bool,
+    numbers: Numbers | None = None,
+    dense: bool = False,
 ) -> Document:
+    """Decode a generic payload, or with ``dense`` a dense one (docs/extensions/dense.md)."""
     if "\r" in src:
         src = src.replace("\r\n", "\n")
     lines = src.split("\n")
@@ -929,19 +944,17 @@ def _decode(
     if len(first) > MAX_LINE:
         raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", 1)
     # The bare header is by far the commonest; it needs no field checks.
-    if first == "GCF profile=generic":
+    if first == "GCF profile=generic" and not dense:
         header: dict[str, str] = {"profile": "generic"}
     else:
         parsed = _parse_header_line(first, 1)
-        if parsed.profile != "generic":
-            raise GCFError(
-                "unsupported_profile",
-                "this is a graph-profile payload; decode it with gcfkit.graph.loads",
-                1,
-            )
+        if parsed.profile != ("dense" if dense else "generic"):
+            raise GCFError("unsupported_profile", _ELSEWHERE[dense, parsed.profile], 1)
         for name in _INT_FIELDS:
             parsed.count(name)
         answer = parsed.flag("delta") | parsed.flag("unchanged")
+        if answer and dense:
+            raise GCFError("unsupported_profile", "a dense payload is never a delta answer", 1)
         if answer and not accept_answers:
             raise GCFError(
                 "unsupported_profile",
@@ -952,7 +965,12 @@ def _decode(
         header = {"profile": parsed.profile, **parsed.fields}
     if numbers is None:
         numbers = scan.DEFAULT_NUMBERS
-    parser = _Parser(header, id_fields or "key" in header, numbers, len(src) > MAX_LINE)
+    # A dense payload defines no §10a identity column: its key= is an unknown field.
+    id_fields = not dense and (id_fields or "key" in header)
+    defs: dict[str, str] = {}
+    parser = _Parser(header, id_fields, numbers, len(src) > MAX_LINE, defs if dense else None)
+    if dense:
+        read_definitions(lines, defs, parser.memo, MAX_LINE)
     value = fast.run(parser, lines) if fast.ENABLED else parser.run(lines)
     return Document(header, value, parser.tables)
 
@@ -968,3 +986,12 @@ def loads(text: str | bytes) -> Any:
     {'name': 'Ada', 'langs': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'C'}]}
     """
     return _decode(to_text(text), False, accept_answers=False).value
+
+
+def loads_dense(text: str | bytes) -> Any:
+    """Decode a dense-profile payload (docs/extensions/dense.md); see gcfkit.dense.loads.
+
+    >>> loads_dense("GCF profile=dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
+    [{'k': 1, 'v': 'two words'}, {'k': 2, 'v': ['two words']}]
+    """
+    return _decode(to_text(text), False, accept_answers=False, dense=True).value

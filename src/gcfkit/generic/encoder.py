@@ -24,22 +24,26 @@ encoder raises ``GCFError("limit_exceeded")`` instead of exhausting the interpre
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, Final
 
 from ..errors import GCFError
-from ..grammar import ATTACHMENT_INDENT, INDENT, SAFE_BARE
+from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL, SAFE_BARE
 from ..header import format_header
-from ..scalar import INT64_MAX, INT64_MIN, format_key, format_number, format_scalar
+from ..scalar import format_key, format_number, format_scalar
+from . import dense_rows
+from .definitions import spelling
 
-__all__ = ["MAX_DEPTH", "dumps", "render_tabular"]
+__all__ = ["MAX_DEPTH", "Dense", "dumps", "encode_dense", "render_tabular"]
 
 #: Deepest container nesting :func:`dumps` accepts (the root container is level 1).
 MAX_DEPTH: Final = 256
 
 # Strings certainly safe bare in every context (the full §2.4 check is format_scalar's).
 _SAFE_BARE: Final = SAFE_BARE.match
+_DENSE_SAFE_BARE: Final = DENSE_SAFE_BARE.match
 #: A field absent from a row (distinct from a present None).
 ABSENT: Final = object()
 
@@ -62,37 +66,15 @@ class _Conflict(Exception):
 # ---------------------------------------------------------------------------------------
 
 
-def _scalar(v: Any, delim: str) -> str:
-    """Wire text of scalar ``v`` where ``delim`` is the active delimiter."""
-    t = type(v)
-    if t is str:
-        if _SAFE_BARE(v):
-            return v  # type: ignore[no-any-return]
-        return format_scalar(v)
-    if t is int:
-        if INT64_MIN <= v <= INT64_MAX:
-            return int.__repr__(v)
-        return format_number(v)  # raises out_of_range with the remediation
-    if t is float:
-        return format_number(v)
-    if v is None:
-        return "-"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    return _odd_scalar(v, delim)
-
-
-def _odd_scalar(v: Any, delim: str) -> str:
+def _odd_scalar(v: Any) -> str:
     # Subclasses of the JSON scalar types (IntEnum, str-enums, numpy-free float
     # subclasses) are encoded as their base value; anything else is outside the model.
     if isinstance(v, str):
-        return _scalar(str.__str__(v), delim)
+        return format_cell(str.__str__(v))
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
-        return _scalar(int(v), delim)
+        return format_cell(int(v))
     if isinstance(v, float):
         return format_number(float(v))
     if isinstance(v, (dict, list, tuple)):
@@ -116,7 +98,7 @@ def format_cell(
     _flt: type = float,
     _repr: Any = repr,
 ) -> str:
-    """A tabular cell: like :func:`_scalar` with ``|`` active, but signals containers.
+    """A scalar's wire text, in a tabular cell or anywhere else; signals containers.
 
     This is the hot path of every table, so builtins are bound as defaults and the
     common float range is formatted inline.
@@ -143,7 +125,43 @@ def format_cell(
         return "false"
     if isinstance(v, (dict, list, tuple)):
         raise Nested
-    return _odd_scalar(v, "|")
+    return _odd_scalar(v)
+
+
+def _dense_writer(dense: Dense, used: set[str]) -> Callable[[Any], str]:
+    """The cell and scalar writer of a dense encode (docs/extensions/dense.md D9): a
+    defined string is its reference (D4.2), a literal beginning with ``$`` is quoted
+    (D4.3), and with ``lists`` an array of primitives is a list cell (D5.2). Records in
+    ``used`` that a list cell was written. Containers raise :class:`Nested`, as in
+    :func:`format_cell`."""
+    refs = {s: REFERENCE_SIGIL + name for s, name in dense.defs.items()}
+    get = refs.get
+    bare = _DENSE_SAFE_BARE
+    lists = dense.lists
+
+    def cell(v: Any) -> str:
+        if type(v) is str:
+            if refs:
+                ref = get(v)
+                if ref is not None:
+                    return ref
+            if bare(v):
+                return v
+            return spelling(v)
+        if isinstance(v, str):
+            return cell(str.__str__(v))
+        if lists and isinstance(v, (list, tuple)) and _array_form(v) in ("empty", "inline"):
+            used.add("lists")
+            return f"[{len(v)}]: " + ",".join(map(cell, v)) if v else "[0]:"
+        return format_cell(v)
+
+    return cell
+
+
+def _dense_key(k: str) -> str:
+    """Cell 0 of a dense keyed map: a key, so never a reference, but quoted like one."""
+    k = str.__str__(k)
+    return k if _DENSE_SAFE_BARE(k) else spelling(k)
 
 
 _KEY_CACHE: dict[str, str] = {}
@@ -269,12 +287,14 @@ def _tree_width(tree: _Tree) -> int:
     return sum(1 if sub is None else _tree_width(sub) for _, sub in tree)
 
 
-def _tree_cells(obj: Mapping[str, Any], tree: _Tree, cells: list[str]) -> None:
+def _tree_cells(
+    obj: Mapping[str, Any], tree: _Tree, cells: list[str], cell: Callable[[Any], str]
+) -> None:
     for k, sub in tree:
         if sub is None:
-            cells.append(format_cell(obj[k]))
+            cells.append(cell(obj[k]))
         else:
-            _tree_cells(obj[k], sub, cells)
+            _tree_cells(obj[k], sub, cells, cell)
 
 
 def _inline_schema(values: list[Any]) -> tuple[str, ...] | None:
@@ -356,12 +376,25 @@ def _plan(objs: Sequence[Mapping[str, Any]], opts: Options, depth: int) -> _Plan
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Dense:
+    """A dense-profile encode (docs/extensions/dense.md D9): ``defs`` maps each string to
+    define to its name (without ``$``, D9.2); the flags switch the constructs on (D9.4)."""
+
+    defs: Mapping[str, str] = dataclass_field(default_factory=dict)
+    lists: bool = True
+    constants: bool = True
+    short_rows: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Options:
-    """The encoder's optional forms (``dumps``' keyword arguments of the same names)."""
+    """The encoder's optional forms (``dumps``' keyword arguments of the same names);
+    ``dense`` makes it a dense-profile encoder."""
 
     flatten: bool = True
     shared: bool = True
     inline: bool = True
+    dense: Dense | None = None
 
 
 def _array_form(arr: Sequence[Any]) -> str:
@@ -408,11 +441,19 @@ def key_label(columns: Sequence[str]) -> str:
 
 
 class Encoder:
-    __slots__ = ("opts", "out")
+    __slots__ = ("cell", "key_cell", "opts", "out", "used")
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         self.out: list[str] = []
+        # The dense constructs this encode used (for gcfkit.dense.encode's report).
+        self.used: set[str] = set()
+        # Every scalar, in cells and elsewhere, is written by self.cell.
+        self.cell: Callable[[Any], str] = format_cell
+        self.key_cell: Callable[[str], str] = format_cell
+        if opts.dense is not None:
+            self.cell = _dense_writer(opts.dense, self.used)
+            self.key_cell = _dense_key
 
     # -- roots and objects ---------------------------------------------------------------
 
@@ -423,7 +464,7 @@ class Encoder:
         elif isinstance(value, (list, tuple)):
             self.array(value, "## ", "## ", "", 1)
         else:
-            self.out.append("=" + _scalar(value, ""))
+            self.out.append("=" + self.cell(value))
 
     def members(self, obj: Mapping[str, Any], ind: str, depth: int) -> None:
         if depth > MAX_DEPTH:
@@ -439,7 +480,7 @@ class Encoder:
             elif isinstance(v, (list, tuple)):
                 self.array(v, f"{ind}## {key} ", ind + key, ind, depth + 1)
             else:
-                out.append(f"{ind}{key}={_scalar(v, '')}")
+                out.append(f"{ind}{key}={self.cell(v)}")
 
     # -- arrays ---------------------------------------------------------------------------
 
@@ -452,7 +493,7 @@ class Encoder:
         if form == "empty":
             self.out.append(f"{bpre}[0]")
         elif form == "inline":
-            self.out.append(f"{ipre}[{n}]: " + ",".join([_scalar(x, ",") for x in arr]))
+            self.out.append(f"{ipre}[{n}]: " + ",".join([self.cell(x) for x in arr]))
         else:
             if form == "objects" and self.tabular(arr, f"{bpre}[{n}]", ind, depth):
                 return
@@ -476,7 +517,7 @@ class Encoder:
         elif isinstance(x, (list, tuple)):
             self.array(x, p, p, inner, depth)
         else:
-            self.out.append(f"{p}={_scalar(x, '')}")
+            self.out.append(f"{p}={self.cell(x)}")
 
     # -- tabular --------------------------------------------------------------------------
 
@@ -498,27 +539,82 @@ class Encoder:
         out = self.out
         fields = _union(objs)
         if fields and not any(">" in f for f in fields if isinstance(f, str)):
-            lines = _flat_rows(objs, fields, ind)
-            if lines is not None:
-                decl = "{" + ",".join(map(key_text, fields)) + "}"
-                if share is not None:
-                    share[0].flat_table(share[1], decl, len(out))
-                out.append(head + decl)
-                out.extend(lines)
-                return True
+            if self.opts.dense is not None:
+                if self.dense_flat(objs, fields, head, ind, share):
+                    return True
+            else:
+                lines = _flat_rows(objs, fields, ind)
+                if lines is not None:
+                    decl = "{" + ",".join(map(key_text, fields)) + "}"
+                    if share is not None:
+                        share[0].flat_table(share[1], decl, len(out))
+                    out.append(head + decl)
+                    out.extend(lines)
+                    return True
         plan = _plan(objs, self.opts, depth + 1)
         if plan is None:
             return False
         mark = len(out)
         out.append(head + plan.decl)
         try:
-            self.rows(plan, objs, None, ind, depth + 1)
+            consts = self.rows(plan, objs, None, ind, depth + 1)
         except _Conflict:
             del out[mark:]
             return False
+        if consts is not None:
+            out[mark] = head + dense_rows.declaration(list(map(key_text, plan.columns)), consts)
         if share is not None:
             share[0].table(share[1], plan.decl)
         return True
+
+    def dense_flat(
+        self,
+        objs: Sequence[Any],
+        fields: list[str],
+        head: str,
+        ind: str,
+        share: tuple[_Share, str] | None,
+    ) -> bool:
+        """A dense table whose cells are all scalars or list cells: its rows first, then
+        its constant columns (D6.2; in an attachment, decided once the containing table
+        knows which fields share a schema) and short rows (D7). False when a cell holds
+        another container (nothing is written: the planned path takes the table)."""
+        rows = _cell_rows(objs, fields, self.cell)
+        if rows is None:
+            return False
+        names = list(map(key_text, fields))
+        out = self.out
+        consts = None if share is not None else self.constants(rows, 0)
+        decl = dense_rows.declaration(names, consts)
+        if share is not None:
+            share[0].flat_table(share[1], decl, len(out))
+            if self.opts.dense is not None and self.opts.dense.constants:
+                share[0].pending.append((share[1], len(out), head, names, rows, ind))
+        out.append(head + decl)
+        out.extend(self.joined(rows, consts, ind))
+        return True
+
+    def constants(self, rows: list[list[str]], start: int) -> dict[int, str] | None:
+        """The constant columns of a dense table's rows when the encode uses them (D6.2)."""
+        dense = self.opts.dense
+        if dense is None or not dense.constants:
+            return None
+        consts = dense_rows.constant_columns(rows, start)
+        if consts:
+            self.used.add("constants")
+        return consts
+
+    def joined(self, rows: list[list[str]], consts: dict[int, str] | None, ind: str) -> list[str]:
+        """Dense rows' lines at ``ind``: constant cells left out, short rows (D7)."""
+        dense = self.opts.dense
+        short = dense is not None and dense.short_rows
+        lines = []
+        for cells in rows:
+            text, trimmed = dense_rows.join(cells, consts, short)
+            if trimmed:
+                self.used.add("short_rows")
+            lines.append(ind + text)
+        return lines
 
     def keyed(self, obj: Mapping[str, Any], bpre: str, ind: str, depth: int) -> bool:
         """Emit ``obj`` as a keyed map (§7.2a) whose header starts with ``bpre``.
@@ -540,14 +636,18 @@ class Encoder:
         for k in obj:
             if not isinstance(k, str):
                 raise _bad_key(k)
-            keys.append(format_cell(k))
+            keys.append(self.key_cell(k))
         mark = len(self.out)
-        self.out.append(f"{bpre}[{len(obj)}:]{{{key_text(label)},{plan.decl[1:]}")
+        head = f"{bpre}[{len(obj)}:]"
+        self.out.append(f"{head}{{{key_text(label)},{plan.decl[1:]}")
         try:
-            self.rows(plan, values, keys, ind, depth + 1)
+            consts = self.rows(plan, values, keys, ind, depth + 1)
         except _Conflict:
             del self.out[mark:]
             return False
+        if consts is not None:
+            names = [key_text(label), *map(key_text, plan.columns)]
+            self.out[mark] = head + dense_rows.declaration(names, consts)
         return True
 
     def rows(
@@ -557,15 +657,19 @@ class Encoder:
         keys: list[str] | None,
         ind: str,
         depth: int,
-    ) -> None:
+    ) -> dict[int, str] | None:
         """Emit the rows of a planned table at ``ind``, each followed by its attachments.
 
-        ``keys`` are the already formatted cell-0 keys of a keyed map.
+        ``keys`` are the already formatted cell-0 keys of a keyed map. A dense table's rows
+        are rewritten once all are known (constant columns, short rows), and its constant
+        columns returned for the caller's header.
         """
         if depth > MAX_DEPTH:
             raise _too_deep()
         out = self.out
-        cell = format_cell
+        cell = self.cell
+        dense = self.opts.dense is not None
+        written: list[tuple[int, str, list[str]]] = []  # a dense table's rows, to rewrite
         absent = ABSENT
         share = _Share(self.opts.shared)
         inline_seen: set[str] = set()
@@ -592,7 +696,7 @@ class Encoder:
                     elif v is None:
                         cells.extend(["-"] * extra[1])
                     else:
-                        _tree_cells(v, extra[0], cells)
+                        _tree_cells(v, extra[0], cells, cell)
                 elif kind == _GT:
                     # After the column attachments: that is where a decoder puts these
                     # fields back, so re-encoding the decoded value gives the same wire.
@@ -611,17 +715,36 @@ class Encoder:
                     atts.append((f, v, True))
             if late is not None:
                 atts.extend(late)
+            # A dense row carries @N only before a positional body (D8).
+            pre = f"{ind}@{i} " if atts and not (dense and not any(a[2] for a in atts)) else ind
+            if dense:
+                written.append((len(out), pre, cells))
+            out.append(pre + "|".join(cells))
             if not atts:
-                out.append(ind + "|".join(cells))
                 continue
-            out.append(f"{ind}@{i} " + "|".join(cells))
             for f, v, inline in atts:
                 if inline:
                     out.append(ind + "|".join([cell(x) for x in v.values()]))
                 else:
                     self.attachment(f, v, ind, body, share, depth + 1)
+        shared: set[str] = set()
         if share.enabled and share.flat:
-            share.omit_repeats(out, objs)
+            shared = share.omit_repeats(out, objs)
+        if not dense:
+            return None
+        for f, index, head, names, table_rows, table_ind in share.pending:
+            # An attachment table's constants, unless the field shares its schema (D6.2).
+            consts = None if f in shared else self.constants(table_rows, 0)
+            if consts is not None:
+                out[index] = head + dense_rows.declaration(names, consts)
+                out[index + 1 : index + 1 + len(table_rows)] = self.joined(
+                    table_rows, consts, table_ind
+                )
+        rows = [cells for _, _, cells in written]
+        consts = self.constants(rows, 0 if keys is None else 1)
+        for (index, pre, _), line in zip(written, self.joined(rows, consts, ""), strict=True):
+            out[index] = pre + line
+        return consts
 
     def attachment(self, f: str, v: Any, ind: str, body: str, share: _Share, depth: int) -> None:
         """The traditional attachment ``.f ...`` of value ``v`` (§7.4.4)."""
@@ -635,7 +758,7 @@ class Encoder:
                     self.members(v, body, depth)
         elif not isinstance(v, (list, tuple)):
             share.spoiled.add(f)
-            out.append(f"{pre}={_scalar(v, '')}")
+            out.append(f"{pre}={self.cell(v)}")
         elif depth > MAX_DEPTH:
             raise _too_deep()
         else:
@@ -657,10 +780,13 @@ class _Share:
     ``{fields}`` once the table is complete.
     """
 
-    __slots__ = ("decls", "enabled", "flat", "schemas", "spoiled")
+    __slots__ = ("decls", "enabled", "flat", "pending", "schemas", "spoiled")
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
+        # A dense encode's all-scalar attachment tables, whose constant columns wait for
+        # the sharing decision: (field, header index, head, names, row cells, indent).
+        self.pending: list[tuple[str, int, str, list[str], list[list[str]], str]] = []
         # The first tabular attachment of a field establishes its schema in a decoder,
         # whether or not it is then shared (see _Conflict).
         self.schemas: dict[str, str] = {}
@@ -680,16 +806,20 @@ class _Share:
             self.spoiled.add(field)
         self.flat.setdefault(field, []).append(index)
 
-    def omit_repeats(self, out: list[str], objs: Sequence[Mapping[str, Any]]) -> None:
-        """Drop the declaration from every header after the first of a shared field."""
+    def omit_repeats(self, out: list[str], objs: Sequence[Mapping[str, Any]]) -> set[str]:
+        """Drop the declaration from every header after the first of a shared field;
+        return the shared fields."""
+        shared: set[str] = set()
         for field, indexes in self.flat.items():
             if len(indexes) < 2 or field in self.spoiled or field not in objs[0]:
                 continue
             if sum(1 for o in objs if field in o) != len(indexes):
                 continue  # a row holds a scalar there
             cut = len(self.decls[field])
+            shared.add(field)
             for i in indexes[1:]:
                 out[i] = out[i][:-cut]
+        return shared
 
 
 def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
@@ -713,6 +843,27 @@ def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | 
     except Nested:
         return None
     return lines
+
+
+def _cell_rows(
+    objs: Sequence[Any], fields: list[str], cell: Callable[[Any], str]
+) -> list[list[str]] | None:
+    """Every row's cell tokens, or None as soon as a cell holds a container ``cell``
+    cannot write (a dense table's rows, before constants and short rows)."""
+    absent = ABSENT
+    order = tuple(fields)
+    width = len(order)
+    rows: list[list[str]] = []
+    try:
+        for o in objs:
+            if len(o) == width and tuple(o) == order:
+                rows.append(list(map(cell, o.values())))
+            else:
+                get = o.get
+                rows.append(["~" if (v := get(f, absent)) is absent else cell(v) for f in fields])
+    except Nested:
+        return None
+    return rows
 
 
 def _too_deep() -> GCFError:
@@ -763,6 +914,35 @@ def dumps(
     enc.root(value)
     enc.out.append("")
     return "\n".join(enc.out)
+
+
+def encode_dense(
+    value: Any,
+    defs: Mapping[str, str],
+    *,
+    tool: str | None = None,
+    lists: bool = True,
+    constants: bool = True,
+    short_rows: bool = True,
+) -> tuple[str, set[str]]:
+    """A dense-profile payload of ``value`` (docs/extensions/dense.md D9) and the set of
+    constructs it used. ``defs`` maps each string to define to its name (D9.2,
+    :func:`gcfkit.generic.definitions.select`); the flags switch constructs off (D9.4).
+    The public entry point is :func:`gcfkit.dense.encode`.
+
+    >>> encode_dense({"a": ["ab cd ef", "ab cd ef"]}, {"ab cd ef": "a"})
+    ('GCF profile=dense\\n$a=ab cd ef\\na[2]: $a,$a\\n', {'defs'})
+    """
+    dense = Dense(defs=defs, lists=lists, constants=constants, short_rows=short_rows)
+    enc = Encoder(Options(dense=dense))
+    enc.out.append(format_header("dense", [] if tool is None else [("tool", tool)]))
+    for s, name in defs.items():
+        enc.out.append(f"{REFERENCE_SIGIL}{name}={spelling(s)}")
+    if defs:
+        enc.used.add("defs")
+    enc.root(value)
+    enc.out.append("")
+    return "\n".join(enc.out), enc.used
 
 
 def render_tabular(

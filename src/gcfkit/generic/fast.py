@@ -40,7 +40,6 @@ from typing import Any, Final, Protocol
 from ..errors import GCFError
 from ..grammar import (
     ATTACHMENT_INDENT,
-    BARE_FIRST,
     INDENT_WIDTH,
     MEMBER_LINE,
     NUMBER_FIRST,
@@ -57,6 +56,7 @@ from .frames import (
     Schema,
     TableFrame,
     build_row,
+    full_row,
 )
 from .scan import MEMO_MAX, Memo, column, split_row
 
@@ -135,7 +135,7 @@ def run(p: Parser, lines: list[str]) -> Any:
     scan_number = memo.scan
     member_line = _MEMBER_LINE
     num_first = NUMBER_FIRST
-    bare_first = BARE_FIRST
+    bare_first = memo.BARE  # a dense memo's leaves out the reference sigil $
     long_lines = p.long_lines
     not_last = ROW_NOT_LAST
     trailer_read = False
@@ -310,6 +310,8 @@ def fast_rows(p: Parser, f: TableFrame, lines: list[str], i: int) -> int:
         return i  # the next line is no plain row (often an @N row of an attachment table)
     pad = " " * k
     width = f.width
+    dense = f.dense
+    row_width = f.row_width
     count = f.count
     if count is not None and i + count - f.n < limit:
         limit = i + count - f.n
@@ -334,8 +336,13 @@ def fast_rows(p: Parser, f: TableFrame, lines: list[str], i: int) -> int:
                     or (long_lines and len(s) > MAX_LINE)
                 ):
                     break
-                toks = split_row(s, i + len(batch) + 1) if '"' in s else s.split("|")
-                if len(toks) != width:
+                toks = split_row(s, i + len(batch) + 1, dense) if '"' in s else s.split("|")
+                if dense:
+                    # Short rows and constants (D6, D7); a bad width is the general path's.
+                    if len(toks) < row_width:
+                        tilde = True
+                    toks = full_row(f, toks, i + len(batch) + 1)
+                elif len(toks) != width:
                     break
                 if "~" in s:
                     tilde = True
@@ -387,6 +394,8 @@ def attached_rows(p: Parser, f: TableFrame, s: str, lines: list[str], i: int) ->
     schema = shared.get(name)
     if m is None or schema is None or m.filled or m.explicit or not schema.simple:
         return -1
+    if schema.constants is not None:
+        return -1  # dense rows narrower than the declaration: the general path's
     count = int(hit.group(2))
     end = i + count
     if end > len(lines):

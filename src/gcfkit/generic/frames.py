@@ -21,6 +21,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LINE",
     "PENDING",
+    "Document",
     "Frame",
     "ItemsFrame",
     "Marker",
@@ -29,7 +30,9 @@ __all__ = [
     "Schema",
     "Slot",
     "TableFrame",
+    "TableInfo",
     "build_row",
+    "full_row",
     "group",
     "path_plan",
 ]
@@ -106,11 +109,45 @@ class Marker:
 
 
 class Schema:
-    """A parsed tabular/keyed field declaration, shared by every table that repeats it."""
+    """A parsed tabular/keyed field declaration, shared by every table that repeats it.
 
-    __slots__ = ("fields", "id_index", "keyed", "plan", "simple", "value_fields")
+    ``constants`` are the dense profile's constant columns (D6): (field index, value
+    token) in declaration order, None for a v3.5.3 declaration; ``row_width`` is the number
+    of cells a full row holds (the fields that are not constant).
+    """
 
-    def __init__(self, fields: list[str], id_index: int, keyed: bool, line: int) -> None:
+    __slots__ = (
+        "constants",
+        "fields",
+        "id_index",
+        "keyed",
+        "plan",
+        "row_width",
+        "simple",
+        "value_fields",
+    )
+
+    def __init__(
+        self,
+        fields: list[str],
+        id_index: int,
+        keyed: bool,
+        line: int,
+        constants: list[tuple[int, str]] | None = None,
+    ) -> None:
+        self.constants = constants or None
+        self.row_width = len(fields) - len(constants or ())
+        if constants:
+            if keyed and constants[0][0] == 0:
+                raise GCFError(
+                    "invalid_constant", "a keyed map's key column cannot be constant", line
+                )
+            if self.row_width <= (1 if keyed else 0):
+                raise GCFError(
+                    "invalid_constant",
+                    "every value field is constant; a row must keep a value cell",
+                    line,
+                )
         self.keyed = keyed
         self.id_index = id_index
         self.fields = fields
@@ -121,12 +158,18 @@ class Schema:
 
 
 class TableFrame(Frame):
-    """A tabular array (``out`` a list) or keyed map (``out`` a dict) and its current row."""
+    """A tabular array (``out`` a list) or keyed map (``out`` a dict) and its current row.
+
+    In a dense payload (``dense``), rows hold ``row_width`` cells, fewer when short (D7),
+    and the schema's ``constants`` are put back before a row is read (:func:`full_row`).
+    """
 
     __slots__ = (
         "array_schemas",
+        "constants",
         "cur_line",
         "cur_row",
+        "dense",
         "fields",
         "had_inline",
         "id_index",
@@ -137,6 +180,7 @@ class TableFrame(Frame):
         "member_ctx",
         "out",
         "plan",
+        "row_width",
         "simple",
         "value_fields",
         "width",
@@ -150,6 +194,7 @@ class TableFrame(Frame):
         schema: Schema,
         out: list[Any] | dict[str, Any],
         member_ctx: bool,
+        dense: bool = False,
     ) -> None:
         # Written out rather than through super().__init__: nested payloads open one of
         # these per attachment.
@@ -168,6 +213,9 @@ class TableFrame(Frame):
         self.value_fields = schema.value_fields
         self.plan = schema.plan
         self.simple = schema.simple
+        self.dense = dense
+        self.row_width = schema.row_width
+        self.constants = schema.constants
         # Created by the first row with ^ cells that needs them.
         self.inline_schemas: dict[str, tuple[str, ...]] | None = None
         self.array_schemas: dict[str, Schema] | None = None
@@ -175,6 +223,55 @@ class TableFrame(Frame):
         self.cur_line = 0
         self.markers: dict[str, Marker] | None = None
         self.had_inline = False
+
+
+def full_row(f: TableFrame, toks: list[str], line: int) -> list[str]:
+    """A dense row's tokens at the declaration's full width (D7, D6): missing trailing
+    cells become ``~``, then each constant's token goes back to its column.
+
+    A row keeps at least ``min(2, row width)`` cells and never more than the row width.
+    """
+    k = len(toks)
+    width = f.row_width
+    if k != width:
+        if k > width or k < (2 if width > 1 else width):
+            raise GCFError(
+                "row_width_mismatch",
+                f"row has {k} cell(s); the header declares {width}"
+                + (" (a short row keeps at least 2)" if k < width else ""),
+                line,
+            )
+        toks = toks + ["~"] * (width - k)
+    if f.constants is not None:
+        toks = list(toks)
+        for i, tok in f.constants:
+            toks.insert(i, tok)
+    return toks
+
+
+class TableInfo:
+    """Where a tabular or keyed section came from: its declaration and id field (§10a.1)."""
+
+    __slots__ = ("fields", "id_field", "keyed", "line")
+
+    def __init__(self, fields: list[str], id_field: str | None, keyed: bool, line: int) -> None:
+        self.fields = fields
+        self.id_field = id_field
+        self.keyed = keyed
+        self.line = line
+
+
+class Document:
+    """A decoded generic payload: header fields, the value and, for delta-participating
+    payloads (decoded with ``id_fields``), each table's declaration keyed by ``id()`` of
+    the decoded list or dict."""
+
+    __slots__ = ("header", "tables", "value")
+
+    def __init__(self, header: dict[str, str], value: Any, tables: dict[int, TableInfo]) -> None:
+        self.header = header
+        self.value = value
+        self.tables = tables
 
 
 #: Any frame on the stack.

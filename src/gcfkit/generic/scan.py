@@ -13,22 +13,29 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from ..errors import GCFError
 from ..grammar import (
     BARE_FIRST,
+    COUNT_10_RE,
+    DENSE_BARE_FIRST,
+    LIST_HEAD,
     NUMBER_CELL,
     NUMBER_FIRST,
     NUMBER_LIST_TEXT,
     NUMBER_PREFIX,
     NUMBER_RE,
     QUOTED_STRING,
+    REFERENCE,
+    REFERENCE_SIGIL,
+    is_comment,
 )
 from ..scalar import (
     INT64_MAX,
     INT64_MIN,
     check_scalar_text,
+    parse_field_decl_at,
     parse_key_at,
     parse_scalar,
     split_cells,
@@ -39,11 +46,13 @@ __all__ = [
     "MEMO_MAX",
     "TRAILING",
     "UNDECIDED",
+    "DenseMemo",
     "Memo",
     "Numbers",
     "column",
     "looks_like_member",
     "new_memo",
+    "read_definitions",
     "scan_whole_number",
     "split_row",
 ]
@@ -157,6 +166,8 @@ class Memo(dict[str, Any]):
     """
 
     __slots__ = ("line", "numbers", "scan")
+    #: First characters after which a token is surely a bare string (the fast paths' test).
+    BARE: ClassVar[frozenset[str]] = BARE_FIRST
     line: int
     numbers: Numbers
     scan: Callable[[str, int], tuple[Any, int]]  # numbers.scan, one lookup nearer
@@ -240,10 +251,106 @@ class Memo(dict[str, Any]):
         return [value(t, line) for t in toks]
 
 
-def new_memo(numbers: Numbers) -> Memo:
-    """An empty memo reading numbers with ``numbers``."""
+class DenseMemo(Memo):
+    """The memo of a dense document (docs/extensions/dense.md): a bare ``$name`` token is
+    the string its definition gives (D4.2), and a row cell ``[N]: a,b`` is a list (D5).
+
+    Outside row cells (:meth:`value`, :meth:`scalar_list`) only references are new; a
+    list head there reads as v3.5.3 reads it. A list is never cached: each cell gets its
+    own.
+    """
+
+    __slots__ = ("defs",)
+    BARE = DENSE_BARE_FIRST
+    defs: dict[str, str]  # "$name" -> its string
+
+    def __missing__(self, key: str) -> Any:
+        tok = key.strip(" \t")
+        c = tok[:1]
+        if c == REFERENCE_SIGIL:
+            v = self[key] = self.resolve(tok, self.line)
+            return v
+        if c == "[" and LIST_HEAD.match(tok):
+            return self.list_cell(tok, self.line)
+        if c == "^" and "=" in tok:
+            try:
+                return Memo.__missing__(self, key)
+            except GCFError as e:
+                if e.code != "invalid_attachment_marker" or not _is_constant_decl(tok[1:]):
+                    raise
+                raise GCFError(
+                    "invalid_constant",
+                    "an inline-object schema ^{...} has no constant columns",
+                    self.line,
+                ) from None
+        return Memo.__missing__(self, key)
+
+    def resolve(self, tok: str, line: int) -> str:
+        """The string of reference ``tok`` (``undefined_reference`` when it names none)."""
+        try:
+            return self.defs[tok]
+        except KeyError:
+            pass
+        raise GCFError(
+            "undefined_reference",
+            f"{tok[:40]!r} names no definition (a literal beginning with $ is quoted)",
+            line,
+        )
+
+    def list_cell(self, tok: str, line: int) -> list[Any]:
+        """The list of a cell ``[count]: e1,e2,...`` (D5.1)."""
+        head = LIST_HEAD.match(tok)
+        assert head is not None
+        if not COUNT_10_RE.match(head.group(1)):
+            raise GCFError(
+                "invalid_count",
+                f"list cell count [{head.group(1)[:20]}] must be 0 or a decimal without "
+                "leading zeros",
+                line,
+            )
+        rest = tok[head.end() :]
+        value = self.value
+        items = [value(t, line) for t in split_cells(rest, ",", line)] if rest.strip() else []
+        if len(items) != int(head.group(1)):
+            raise GCFError(
+                "count_mismatch",
+                f"list cell declares [{head.group(1)}] but holds {len(items)} value(s)",
+                line,
+            )
+        return items
+
+    def value(self, tok: str, line: int) -> Any:
+        if tok[:1] == REFERENCE_SIGIL:
+            return self.resolve(tok, line)
+        return Memo.value(self, tok, line)
+
+    def scalar_list(self, text: str, line: int) -> list[Any]:
+        if "[" not in text:
+            return Memo.scalar_list(self, text, line)
+        # The memo would read a list head as a list cell; in an inline array it is not.
+        if not text.strip(" \t"):
+            return []
+        value = self.value
+        return [value(t, line) for t in split_cells(text, ",", line)]
+
+
+def _is_constant_decl(text: str) -> bool:
+    """True when ``text`` is a field declaration with constant columns (dense D6.1)."""
+    consts: list[tuple[int, str]] = []
+    try:
+        parse_field_decl_at(text, 0, constants=consts)
+    except GCFError:
+        return False
+    return bool(consts)
+
+
+def new_memo(numbers: Numbers, defs: dict[str, str] | None = None) -> Memo:
+    """An empty memo reading numbers with ``numbers``; with ``defs`` (a dense document's
+    definitions, ``"$name" -> string``) a :class:`DenseMemo`."""
     # Memo has no __init__ of its own (dict's is cheaper); its slots are set here.
-    memo = Memo()
+    memo = Memo() if defs is None else DenseMemo()
+    if defs is not None:
+        memo.defs = defs  # type: ignore[attr-defined]
     memo.line = 0
     memo.numbers = numbers
     memo.scan = numbers.scan
@@ -276,8 +383,9 @@ def column(col: tuple[str, ...], memo: Memo) -> list[Any]:
     return list(map(memo.__getitem__, col))
 
 
-def split_row(s: str, line: int) -> list[str]:
-    """Split a row on ``|`` outside quotes; trimmed tokens (§4.2)."""
+def split_row(s: str, line: int, lists: bool = False) -> list[str]:
+    """Split a row on ``|`` outside quotes; trimmed tokens (§4.2). With ``lists`` (a dense
+    row, D5.1) a list cell's quoted elements may hold ``|``."""
     parts = s.split("|")
     if '"' not in s:
         return [p.strip(" \t") for p in parts]
@@ -288,12 +396,48 @@ def split_row(s: str, line: int) -> list[str]:
             m = _QUOTED(tok)
             if m is None or m.end() != len(tok):
                 # A '|' inside a quoted cell, or an error: the general (linear) splitter.
-                return split_cells(s, "|", line)
+                return split_cells(s, "|", line, lists=lists)
         elif tok[:2] == "^{" and '"' in tok:
             # A '|' inside a quoted inline-schema field name (§7.4.5.1).
-            return split_cells(s, "|", line)
+            return split_cells(s, "|", line, lists=lists)
+        elif lists and tok[:1] == "[" and '"' in tok:
+            return split_cells(s, "|", line, lists=True)
         out.append(tok)
     return out
+
+
+def read_definitions(
+    lines: list[str], defs: dict[str, str], memo: Memo, max_line: int
+) -> dict[str, str]:
+    """Read a dense payload's definition lines (D4.1) into ``defs`` (``"$name" ->
+    string``) and blank them in ``lines`` (line numbers stay), so the body's reader starts
+    at the first other line. Blank and comment lines may sit among them; ``lines[0]`` is
+    the header. ``memo`` reads the values (as v3.5.3 scalars: a definition is a literal)."""
+    for i in range(1, len(lines)):
+        raw = lines[i]
+        if raw[:1] != REFERENCE_SIGIL:
+            s = raw.strip(" ")  # a tab is left to the body's reader (tab_indentation)
+            if not s or is_comment(s):
+                continue
+            break
+        ln = i + 1
+        if len(raw) > max_line:
+            raise GCFError("limit_exceeded", f"line is longer than {max_line} characters", ln)
+        name, eq, rest = raw.partition("=")
+        tok = rest.strip(" \t")
+        if not eq or not REFERENCE.match(name) or name in defs:
+            what = "is defined twice" if name in defs else "is not $name=value"
+            raise GCFError("invalid_definition", f"definition {raw[:40]!r} {what}", ln)
+        if tok[:1] == REFERENCE_SIGIL:
+            raise GCFError(
+                "invalid_definition", "a definition's value is a literal (quote a leading $)", ln
+            )
+        v = Memo.value(memo, tok, ln)
+        if type(v) is not str:
+            raise GCFError("invalid_definition", f"definition {name} must hold a string", ln)
+        defs[name] = v
+        lines[i] = ""
+    return defs
 
 
 def looks_like_member(s: str) -> bool:
