@@ -392,6 +392,36 @@ class ProxyCore:
             return relay
         return ToolJob(line, self._call(pending), self._session.server_name, self._clock(), size)
 
+    def is_pending(self, request_id: Any) -> bool:
+        """Whether the client's request with this JSON-RPC id still awaits its response (an
+        HTTP shell reads a request's SSE stream until this turns False).
+
+        >>> core = ProxyCore(ProxyConfig(primer=False))
+        >>> _ = core.from_client(b'{"jsonrpc":"2.0","id":"a","method":"ping"}')
+        >>> core.is_pending("a"), core.is_pending(1)
+        (True, False)
+        """
+        key = request_key(request_id)
+        return key is not None and key in self._pending
+
+    def fail_request(
+        self, request_id: Any, message: str, code: int = CONNECTION_CLOSED
+    ) -> list[Output]:
+        """The JSON-RPC error for one pending request whose response can no longer arrive
+        (an HTTP stream that ended without it); nothing when no such request is pending.
+
+        >>> core = ProxyCore(ProxyConfig(primer=False))
+        >>> _ = core.from_client(b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}')
+        >>> core.fail_request(7, "stream ended")[0].data
+        b'{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"stream ended"}}\\n'
+        >>> core.fail_request(7, "again"), core.pending_count
+        ([], 0)
+        """
+        key = request_key(request_id)
+        if key is None or self._pending.pop(key, None) is None:
+            return []
+        return [Output("client", error_response(key, code, message))]
+
     def server_exited(self, status: int | None = None) -> list[Output]:
         """The server is gone: one JSON-RPC error per request still pending, oldest first."""
         how = "exited" if status is None else f"exited with status {status}"
