@@ -1,4 +1,9 @@
-"""``gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]``: run an MCP stdio server behind the proxy.
+"""``gcfkit proxy``: an MCP server behind the proxy, over stdio or Streamable HTTP.
+
+* ``gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]``: a stdio server, a stdio client;
+* ``gcfkit proxy --upstream URL``: a remote server, a stdio client;
+* ``gcfkit proxy --http HOST:PORT -- COMMAND [ARGS...]``: a stdio server, served over HTTP;
+* ``gcfkit proxy --http HOST:PORT --upstream URL``: HTTP on both sides (a gateway).
 
 Tool results reach the client as GCF (or compact JSON) when that costs fewer tokens; every
 other message passes byte for byte. See :mod:`gcfkit.proxy.core` for the rules.
@@ -39,9 +44,23 @@ opting out from the client:
   one call: the argument "_format": "json" (or "off"), removed before forwarding;
             --advertise-format lists it in each tool's input schema
 
+remote servers (Streamable HTTP, protocol 2025-11-25 sessions and 2026-07-28):
+  --upstream URL            the server is at URL; the client talks stdio to the proxy
+  --header "Name: value"    sent to the upstream on every request (repeatable); ${VAR}
+                            in the value is the environment variable VAR, so a token
+                            stays out of the config: --header 'Authorization: Bearer ${TOKEN}'
+  --http HOST:PORT          serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio:
+                            in front of COMMAND, or of --upstream URL (a gateway that passes
+                            the client's own Authorization, session and OAuth discovery
+                            through). HOST must be given; use 127.0.0.1 unless the proxy is
+                            meant to be reached from other machines.
+
 examples:
   gcfkit proxy -- uvx mcp-server-git --repository .
   gcfkit proxy --delta --policy policy.json -- npx -y @modelcontextprotocol/server-memory
+  gcfkit proxy --upstream https://mcp.example.com/mcp --header 'Authorization: Bearer ${TOKEN}'
+  gcfkit proxy --http 127.0.0.1:8765 -- uvx mcp-server-git --repository .
+  gcfkit proxy --http 127.0.0.1:8765 --upstream https://mcp.example.com/mcp
 """
 
 
@@ -49,12 +68,16 @@ def register(sub: Any) -> None:
     """Add the ``proxy`` command to the ``gcfkit`` subparsers."""
     p = sub.add_parser(
         "proxy",
-        help="run an MCP stdio server behind the GCF proxy",
+        help="run an MCP server (stdio or Streamable HTTP) behind the GCF proxy",
         description=(
-            "Relay an MCP stdio server, delivering JSON tool results as GCF (or compact "
-            "JSON) when that costs fewer tokens. Put the server command after --."
+            "Relay an MCP server, delivering JSON tool results as GCF (or compact JSON) when "
+            "that costs fewer tokens. Put a stdio server's command after --, or name a remote "
+            "one with --upstream URL; --http HOST:PORT serves HTTP instead of stdio."
         ),
-        usage="gcfkit proxy [OPTIONS] -- COMMAND [ARGS...]",
+        usage=(
+            "gcfkit proxy [OPTIONS] [--http HOST:PORT] -- COMMAND [ARGS...]\n"
+            "       gcfkit proxy [OPTIONS] [--http HOST:PORT] --upstream URL [--header H]..."
+        ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -138,6 +161,19 @@ def register(sub: Any) -> None:
         "its process group (default 2), then at most min(SECONDS, 1) before SIGKILL; a signal "
         "to the proxy sends SIGTERM at once, so it is gone within the 2 s clients give",
     )
+    p.add_argument("--upstream", metavar="URL", help="the MCP server's Streamable HTTP URL")
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar='"NAME: VALUE"',
+        help="an HTTP header for the upstream (repeatable); ${VAR} names an environment variable",
+    )
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve Streamable HTTP on HOST:PORT (path /mcp) instead of stdio",
+    )
     add_capture_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server command, after --")
     p.set_defaults(func=_run)
@@ -175,19 +211,47 @@ def open_capture(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
-    from ..transports.stdio import run_proxy
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        raise ConfigError("invalid_option", "no server command: gcfkit proxy [OPTIONS] -- COMMAND")
+    if args.upstream and command:
+        raise ConfigError("invalid_option", "give either --upstream URL or a server command")
+    if not args.upstream and not command:
+        raise ConfigError(
+            "invalid_option",
+            "no server: gcfkit proxy [OPTIONS] -- COMMAND, or gcfkit proxy --upstream URL",
+        )
+    if args.header and not args.upstream:
+        raise ConfigError("invalid_option", "--header is for the --upstream server")
     if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0 or args.grace < 0:
         raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
         )
     config = proxy_config(args)
     ledger = Ledger(args.ledger) if args.ledger and not args.no_stats else None
+    if args.upstream:
+        url = _check_url(args.upstream)
+        headers = _headers(args.header)
+    if args.http:
+        from ..transports.http_server import parse_listen, serve_command, serve_gateway
+
+        host, port = parse_listen(args.http)
+        if args.upstream:
+            return asyncio.run(
+                serve_gateway(url, host, port, config, headers=headers, ledger=ledger)
+            )
+        return asyncio.run(
+            serve_command(command, host, port, config, ledger=ledger, grace=args.grace)
+        )
+    if args.upstream:
+        from ..transports.http_client import run_upstream
+
+        return asyncio.run(
+            run_upstream(url, config, headers=headers, ledger=ledger, grace=args.grace)
+        )
+    from ..transports.stdio import run_proxy
+
     capture = open_capture(args)
     return asyncio.run(run_proxy(command, config, ledger=ledger, grace=args.grace, capture=capture))
 
@@ -220,3 +284,24 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         refs=getattr(args, "refs", "auto"),
         session_deltas=delta == "session",
     )
+
+
+def _check_url(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("invalid_option", f"--upstream {url!r}: expected an http(s):// URL")
+    return url
+
+
+def _headers(specs: list[str]) -> dict[str, str]:
+    import os
+
+    from ..transports.http import parse_header
+
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, value = parse_header(spec, os.environ)
+        out[name] = value
+    return out

@@ -41,7 +41,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import IO, TYPE_CHECKING, Protocol
 
 from ..ledger import Ledger, utc_now_iso
@@ -54,7 +54,7 @@ from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, wi
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
 
-__all__ = ["DEFAULT_GRACE", "run_proxy", "split_lines"]
+__all__ = ["DEFAULT_GRACE", "client_pipes", "run_proxy", "split_lines"]
 
 _CHUNK = 1 << 18
 
@@ -374,3 +374,14 @@ async def run_proxy(
     if signalled:
         return 128 + signalled[0]
     return exit_status(server.returncode)
+
+
+async def client_pipes(
+    stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None
+) -> tuple[AsyncIterator[bytes], Callable[[bytes], Awaitable[None]], Callable[[], None]]:
+    """The client's side of a stdio relay, for any shell whose server is elsewhere (the HTTP
+    upstream): its lines (LF kept), a writer that never raises once the client is gone, and
+    the writer's close. Defaults: this process's stdin and stdout."""
+    sink = await _Sink.open(stdout if stdout is not None else sys.stdout.buffer)
+    read = await _open_reader(stdin if stdin is not None else sys.stdin.buffer)
+    return split_lines(read), sink.write, sink.close

@@ -1,0 +1,182 @@
+"""What both Streamable HTTP shells share: the header rules, one-line framing, SSE output.
+
+:mod:`gcfkit.transports.http_client` talks to an MCP server over Streamable HTTP on behalf of
+a stdio client (``gcfkit proxy --upstream URL``); :mod:`gcfkit.transports.http_server` serves
+Streamable HTTP (``--http HOST:PORT``) in front of a stdio server or of another URL. Both
+feed the same :class:`~gcfkit.proxy.core.ProxyCore` one message at a time; HTTP itself is
+left to httpx (client side, with its SSE parser) and starlette + uvicorn (server side).
+
+``--header`` values name environment variables as ``${NAME}``, so a token stays out of the
+client's config file:
+
+>>> parse_header("Authorization: Bearer ${TOKEN}", {"TOKEN": "s3cret"})
+('Authorization', 'Bearer s3cret')
+>>> one_line(b'{\\n  "id": 1\\n}\\n')
+b'{   "id": 1 }\\n'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from ..errors import ConfigError
+
+__all__ = [
+    "ACCEPT_BOTH",
+    "HOP_BY_HOP",
+    "LAST_EVENT_ID",
+    "MCP_PROTOCOL_VERSION",
+    "MCP_SESSION_ID",
+    "MODERN_VERSIONS",
+    "PROTOCOL_VERSION_META_KEY",
+    "forwardable",
+    "is_modern",
+    "message_version",
+    "one_line",
+    "parse_header",
+    "request_ids",
+    "sse_event",
+]
+
+MCP_SESSION_ID: Final = "mcp-session-id"
+MCP_PROTOCOL_VERSION: Final = "mcp-protocol-version"
+LAST_EVENT_ID: Final = "last-event-id"
+ACCEPT_BOTH: Final = "application/json, text/event-stream"
+
+#: The protocol revisions without a handshake: every request carries its own ``_meta``.
+MODERN_VERSIONS: Final = frozenset({"2026-07-28"})
+PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+
+#: Connection-scoped headers (RFC 9110 §7.6.1) and the ones a relay recomputes: never copied
+#: from one HTTP hop to the next.
+HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "content-encoding",
+        "accept-encoding",
+    }
+)
+
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VARIABLE: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def parse_header(spec: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    """``"Name: value"`` as (name, value), each ``${VAR}`` in the value replaced by that
+    environment variable (a missing one is an error, never an empty token).
+
+    >>> parse_header("X-Api-Key:abc", {})
+    ('X-Api-Key', 'abc')
+    >>> parse_header("Authorization: Bearer ${NOPE}", {})
+    Traceback (most recent call last):
+    ...
+    gcfkit.errors.ConfigError: --header 'Authorization': environment variable NOPE is not set
+    """
+    name, sep, raw = spec.partition(":")
+    name = name.strip()
+    if not sep or not _TOKEN.fullmatch(name):
+        raise ConfigError("invalid_option", f"--header {spec!r}: expected 'Name: value'")
+
+    def variable(match: re.Match[str]) -> str:
+        value = environ.get(match.group(1))
+        if value is None:
+            raise ConfigError(
+                "invalid_option",
+                f"--header {name!r}: environment variable {match.group(1)} is not set",
+            )
+        return value
+
+    value = _VARIABLE.sub(variable, raw.strip())
+    if any(c in value for c in "\r\n\0"):
+        raise ConfigError("invalid_option", f"--header {name!r}: the value holds a line break")
+    return name, value
+
+
+def one_line(body: bytes) -> bytes:
+    """A JSON-RPC message from an HTTP body or an SSE event as one LF-terminated line.
+
+    A raw CR or LF can only be whitespace between JSON tokens (never inside a string), so
+    turning it into a space keeps the value and every other byte; the stdio side needs one
+    message per line.
+    """
+    body = body.rstrip(b"\r\n\t ")
+    if b"\n" in body or b"\r" in body:
+        body = body.replace(b"\r", b" ").replace(b"\n", b" ")
+    return body + b"\n"
+
+
+def sse_event(
+    data: bytes, *, event: str = "", event_id: str = "", retry: int | None = None
+) -> bytes:
+    """One SSE event carrying one message (``data`` holds no line break: :func:`one_line`).
+
+    >>> sse_event(b'{"id":1}\\n', event_id="7")
+    b'event: message\\nid: 7\\ndata: {"id":1}\\n\\n'
+    """
+    head = f"event: {event or 'message'}\n"
+    if event_id:
+        head += f"id: {event_id}\n"
+    if retry is not None:
+        head += f"retry: {retry}\n"
+    return head.encode() + b"data: " + data.rstrip(b"\n") + b"\n\n"
+
+
+def forwardable(
+    headers: Iterable[tuple[str, str]], drop: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """The end-to-end headers of one hop, to send on the next (hop-by-hop ones dropped).
+
+    >>> forwardable([("Host", "a"), ("Authorization", "Bearer t"), ("X", "1")], drop=["x"])
+    [('Authorization', 'Bearer t')]
+    """
+    skip = HOP_BY_HOP | {d.lower() for d in drop}
+    return [(k, v) for k, v in headers if k.lower() not in skip]
+
+
+def message_version(msg: Any) -> str | None:
+    """The protocol version a 2026-07-28-style request names in its ``_meta``, if any.
+
+    >>> message_version({"method": "tools/list", "params": {"_meta": {
+    ...     "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+    '2026-07-28'
+    """
+    if not isinstance(msg, dict):
+        return None
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def is_modern(version: str | None) -> bool:
+    """Whether ``version`` is a revision without sessions (every request stands alone)."""
+    return version in MODERN_VERSIONS
+
+
+def request_ids(msg: Any) -> list[Any]:
+    """The ids of the requests in one message or batch (the answers an HTTP exchange owes).
+
+    >>> request_ids([{"id": 1, "method": "a"}, {"method": "n"}, {"id": 2, "result": {}}])
+    [1]
+    """
+    items = msg if isinstance(msg, list) else [msg]
+    return [
+        m["id"]
+        for m in items
+        if isinstance(m, dict)
+        and isinstance(m.get("method"), str)
+        and m.get("id") is not None
+        and not isinstance(m.get("id"), bool)
+    ]
