@@ -1,0 +1,450 @@
+"""``gcfkit proxy --http HOST:PORT``: the proxy as a Streamable HTTP server.
+
+Two shells on one starlette app, served by uvicorn:
+
+* :func:`serve_gateway` (``--http HOST:PORT --upstream URL``): HTTP on both sides. Every
+  request is relayed to the upstream with the client's own headers (``Authorization``,
+  ``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Last-Event-ID``, the 2026-07-28
+  ``Mcp-Method``/``Mcp-Name``/``Mcp-Param-*``), ``--header`` ones added; every answer comes
+  back with the upstream's status and headers (``WWW-Authenticate`` too), its JSON body or
+  each SSE event's message rewritten by the core. The gateway serves the upstream's path;
+  any other path (OAuth discovery under ``/.well-known/``) is relayed untouched.
+* :func:`serve_command` (``--http HOST:PORT -- COMMAND``): a stdio server behind Streamable
+  HTTP at ``/mcp``. Each ``initialize`` starts a session: its own server process and its own
+  core, named by the ``Mcp-Session-Id`` the proxy gives; ``DELETE`` (or an idle hour) ends it.
+
+Which core sees a message, so that what needs a session (deltas, the client's opt-out from
+``initialize``, tool schemas) follows what the request itself carries and never a guess:
+the session's core when the request names a session; otherwise a core of its own for that
+one request (the 2026-07-28 protocol, and servers that give no session), which starts from
+the request's own ``_meta`` and holds no base for a delta.
+
+Bound to a loopback address, the proxy refuses requests whose ``Host`` or ``Origin`` is not
+a loopback name (DNS rebinding); the host must be given, so serving beyond this machine is
+a decision, never a default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import ipaddress
+import json
+import socket
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ..errors import ConfigError
+from ..ledger import Ledger
+from ..proxy.core import ProxyConfig, ProxyCore
+from .http import (
+    MCP_SESSION_ID,
+    forwardable,
+    one_line,
+    request_ids,
+    sse_event,
+)
+
+__all__ = ["MAX_SESSIONS", "build_gateway", "parse_listen", "serve_command", "serve_gateway"]
+
+#: Sessions whose cores are kept; past that the least recently used one is forgotten (its
+#: later requests then start from a fresh core, as after a restart).
+MAX_SESSIONS: Final = 1024
+
+_CONNECT_TIMEOUT: Final = 30.0
+_READ_TIMEOUT: Final = 300.0
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_SSE_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def _log(text: str) -> None:
+    print(f"gcfkit proxy: {text}", file=sys.stderr, flush=True)
+
+
+def parse_listen(spec: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as (host, port); the host is required.
+
+    >>> parse_listen("127.0.0.1:8765"), parse_listen("[::1]:0")
+    (('127.0.0.1', 8765), ('::1', 0))
+    >>> parse_listen(":8765")
+    Traceback (most recent call last):
+    ...
+    gcfkit.errors.ConfigError: --http ':8765': expected HOST:PORT (e.g. 127.0.0.1:8765)
+    """
+    host, sep, port = spec.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(
+            "invalid_option", f"--http {spec!r}: expected HOST:PORT (e.g. 127.0.0.1:8765)"
+        )
+    return host, int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _rebinding_refusal(request: Request, loopback: bool) -> Response | None:
+    """The answer to a request a DNS-rebinding page could have sent, or None."""
+    if not loopback:
+        return None
+    host = request.headers.get("host", "")
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if host and not _is_loopback(name.strip("[]")):
+        return Response("Invalid Host header", status_code=421)
+    origin = request.headers.get("origin")
+    if origin is not None and not _is_loopback((urlsplit(origin).hostname or "").strip("[]")):
+        return Response("Invalid Origin header", status_code=403)
+    return None
+
+
+@dataclasses.dataclass
+class _Cores:
+    """The session cores (most recently used last) and the ledger their records go to."""
+
+    config: ProxyConfig
+    ledger: Ledger | None
+    sessions: collections.OrderedDict[str, ProxyCore] = dataclasses.field(
+        default_factory=collections.OrderedDict
+    )
+
+    def for_session(self, session_id: str | None) -> ProxyCore:
+        if session_id is None:
+            return ProxyCore(self.config)
+        core = self.sessions.get(session_id)
+        if core is None:
+            core = self.adopt(session_id, ProxyCore(self.config))
+        self.sessions.move_to_end(session_id)
+        return core
+
+    def adopt(self, session_id: str, core: ProxyCore) -> ProxyCore:
+        self.sessions[session_id] = core
+        while len(self.sessions) > MAX_SESSIONS:
+            _, old = self.sessions.popitem(last=False)
+            self.flush(old)
+        return core
+
+    def end(self, session_id: str) -> None:
+        core = self.sessions.pop(session_id, None)
+        if core is not None:
+            self.flush(core)
+
+    def flush(self, core: ProxyCore) -> None:
+        if self.ledger is None:
+            return
+        for record in core.pop_records():
+            self.ledger.append(record)
+
+
+def _message(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _to_server(core: ProxyCore, body: bytes) -> bytes:
+    """What to send upstream for one client body: the body itself unless the core changed
+    the message (then its compact line)."""
+    line = one_line(body)
+    data = b"".join(out.data for out in core.from_client(line) if out.to == "server")
+    return body if data == line else data
+
+
+def _to_client(core: ProxyCore, body: bytes) -> bytes | None:
+    """The core's version of one server message, or None when it is to pass unchanged."""
+    line = one_line(body)
+    data = b"".join(out.data for out in core.from_server(line) if out.to == "client")
+    return None if data == line else data
+
+
+def _response(status: int, headers: Sequence[tuple[str, str]], content: bytes) -> Response:
+    response = Response(content, status_code=status)
+    _add_headers(response, headers)
+    return response
+
+
+def _add_headers(response: Response, headers: Sequence[tuple[str, str]]) -> None:
+    # Raw pairs, so repeated headers (Set-Cookie, WWW-Authenticate) all pass.
+    response.raw_headers.extend(
+        (k.lower().encode("latin-1"), v.encode("latin-1"))
+        for k, v in headers
+        if k.lower() != "content-length"
+    )
+
+
+def _errors(core: ProxyCore, ids: list[Any], message: str) -> bytes:
+    lines = [o.data for i in ids for o in core.fail_request(i, message)]
+    if not lines:
+        return b""
+    if len(lines) == 1:
+        return lines[0]
+    return b"[" + b",".join(line.rstrip(b"\n") for line in lines) + b"]\n"
+
+
+# ---------------------------------------------------------------------------------------
+# The gateway: HTTP on both sides
+# ---------------------------------------------------------------------------------------
+
+
+class _Gateway:
+    def __init__(
+        self,
+        url: str,
+        http: httpx2.AsyncClient,
+        cores: _Cores,
+        headers: Mapping[str, str],
+        loopback: bool,
+    ) -> None:
+        parts = urlsplit(url)
+        self.url = url
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.path = parts.path or "/"
+        self.http = http
+        self.cores = cores
+        self.headers = dict(headers)
+        self.loopback = loopback
+
+    def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
+        own = {k.lower() for k in self.headers}
+        # Origin belongs to the hop it came on (checked there); --header wins over the client.
+        pairs = forwardable(request.headers.items(), drop=["origin", *own])
+        return pairs + list(self.headers.items())
+
+    async def handle(self, request: Request) -> Response:
+        refusal = _rebinding_refusal(request, self.loopback)
+        if refusal is not None:
+            return refusal
+        if request.url.path.rstrip("/") != self.path.rstrip("/"):
+            return await self.relay_raw(request)
+        if request.method == "POST":
+            return await self.post(request)
+        if request.method == "GET":
+            return await self.get(request)
+        response = await self.relay_raw(request, self.url)
+        session_id = request.headers.get(MCP_SESSION_ID)
+        if request.method == "DELETE" and session_id and response.status_code < 300:
+            self.cores.end(session_id)
+        return response
+
+    async def open(
+        self, method: str, request: Request, content: bytes | None, url: str | None = None
+    ) -> httpx2.Response:
+        target = url or self.url
+        if url is None and request.url.query:
+            target += "?" + request.url.query
+        built = self.http.build_request(
+            method, target, content=content, headers=self.upstream_headers(request)
+        )
+        return await self.http.send(built, stream=True)
+
+    async def post(self, request: Request) -> Response:
+        body = await request.body()
+        msg = _message(body)
+        ids = request_ids(msg)
+        session_id = request.headers.get(MCP_SESSION_ID)
+        core = self.cores.for_session(session_id)
+        try:
+            upstream = await self.open("POST", request, _to_server(core, body))
+        except httpx2.HTTPError as e:
+            detail = f"gcfkit proxy: MCP server at {self.url} unreachable: {type(e).__name__}"
+            return Response(
+                _errors(core, ids, detail), status_code=502, media_type="application/json"
+            )
+        given = upstream.headers.get(MCP_SESSION_ID)
+        if given and isinstance(msg, dict) and msg.get("method") == "initialize":
+            self.cores.adopt(given, core)
+        return await self.answer(upstream, core, ids)
+
+    async def get(self, request: Request) -> Response:
+        core = self.cores.for_session(request.headers.get(MCP_SESSION_ID))
+        try:
+            upstream = await self.open("GET", request, None)
+        except httpx2.HTTPError as e:
+            return Response(f"MCP server unreachable: {type(e).__name__}", status_code=502)
+        return await self.answer(upstream, core, [])
+
+    async def answer(self, upstream: httpx2.Response, core: ProxyCore, ids: list[Any]) -> Response:
+        headers = forwardable(upstream.headers.multi_items())
+        ctype = upstream.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if ctype == "text/event-stream":
+            stream = StreamingResponse(
+                self.events(upstream, core, ids), status_code=upstream.status_code
+            )
+            _add_headers(stream, [(k, v) for k, v in headers if k.lower() not in _SSE_HEADERS])
+            _add_headers(stream, list(_SSE_HEADERS.items()))
+            return stream
+        try:
+            body = await upstream.aread()
+        except httpx2.HTTPError as e:
+            body = b""
+            failed = _errors(core, ids, f"MCP server dropped the connection: {type(e).__name__}")
+            if failed:
+                return Response(failed, status_code=502, media_type="application/json")
+        finally:
+            await upstream.aclose()
+        if ctype == "application/json" and body:
+            new = _to_client(core, body)
+            self.cores.flush(core)
+            if new is not None:
+                body = new
+        return _response(upstream.status_code, headers, body)
+
+    async def events(
+        self, upstream: httpx2.Response, core: ProxyCore, ids: list[Any]
+    ) -> AsyncIterator[bytes]:
+        """The upstream's SSE stream, each message through the core, ids and retry kept."""
+        resumable = False
+        sent_id = ""
+        try:
+            async for event in httpx2.EventSource(upstream, max_event_size=None):
+                event_id = event.id if event.id != sent_id else ""
+                sent_id = event.id or sent_id
+                resumable = resumable or bool(event.id)
+                data = event.data.encode("utf-8")
+                if data and event.event in ("", "message"):
+                    new = _to_client(core, data)
+                    self.cores.flush(core)
+                    data = new if new is not None else one_line(data)
+                yield sse_event(data, event=event.event, event_id=event_id, retry=event.retry)
+        except httpx2.HTTPError:
+            pass  # dropped: a resumable stream is resumed by the client, else answered below
+        finally:
+            await upstream.aclose()
+        if not resumable:
+            failed = _errors(core, ids, "MCP server closed the stream before answering")
+            for line in failed.splitlines():
+                yield sse_event(line)
+
+    async def relay_raw(self, request: Request, url: str | None = None) -> Response:
+        """Anything that is not the MCP endpoint (OAuth metadata, CORS preflights): as is."""
+        target = url or self.origin + request.url.path
+        if request.url.query:
+            target += "?" + request.url.query
+        try:
+            upstream = await self.open(request.method, request, await request.body(), target)
+        except httpx2.HTTPError as e:
+            return Response(f"upstream unreachable: {type(e).__name__}", status_code=502)
+        try:
+            body = await upstream.aread()
+        except httpx2.HTTPError as e:
+            return Response(f"upstream dropped the connection: {type(e).__name__}", status_code=502)
+        finally:
+            await upstream.aclose()
+        return _response(upstream.status_code, forwardable(upstream.headers.multi_items()), body)
+
+
+def build_gateway(
+    url: str,
+    config: ProxyConfig | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    ledger: Ledger | None = None,
+    loopback: bool = True,
+) -> Starlette:
+    """The gateway's ASGI app in front of the MCP server at ``url`` (see the module doc).
+
+    >>> app = build_gateway("http://127.0.0.1:9/mcp", ProxyConfig(stats=False))
+    >>> type(app).__name__
+    'Starlette'
+    """
+    config = config or ProxyConfig()
+    if config.stats and ledger is None:
+        ledger = Ledger()
+    cores = _Cores(config, ledger)
+    state: dict[str, _Gateway] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
+        async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as http:
+            await asyncio.get_running_loop().run_in_executor(None, ProxyCore(config).warm_up)
+            state["gateway"] = _Gateway(url, http, cores, headers or {}, loopback)
+            try:
+                yield
+            finally:
+                for session_id in list(cores.sessions):
+                    cores.end(session_id)
+
+    async def endpoint(request: Request) -> Response:
+        return await state["gateway"].handle(request)
+
+    methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"]
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=methods)], lifespan=lifespan)
+
+
+async def serve_gateway(
+    url: str,
+    host: str,
+    port: int,
+    config: ProxyConfig | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    ledger: Ledger | None = None,
+) -> int:
+    """Serve :func:`build_gateway` on ``host:port`` until SIGINT/SIGTERM; returns 0."""
+    app = build_gateway(url, config, headers=headers, ledger=ledger, loopback=_is_loopback(host))
+    return await _serve(app, host, port, urlsplit(url).path or "/")
+
+
+async def _serve(app: Any, host: str, port: int, path: str) -> int:
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError("invalid_option", f"--http {host}:{port}: {e.strerror or e}") from e
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    async def announce() -> None:
+        while not server.started and not server.should_exit:
+            await asyncio.sleep(0.01)
+        if server.started:
+            _log(f"serving http://{shown}:{bound}{path}")
+
+    announcing = asyncio.create_task(announce())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        announcing.cancel()
+        sock.close()
+    return 0
+
+
+async def serve_command(
+    command: Sequence[str],
+    host: str,
+    port: int,
+    config: ProxyConfig | None = None,
+    *,
+    ledger: Ledger | None = None,
+    grace: float = 2.0,
+) -> int:
+    """Serve the stdio server ``command`` over Streamable HTTP on ``host:port``."""
+    from .http_command import build_command_app
+
+    app = build_command_app(
+        command, config, ledger=ledger, grace=grace, loopback=_is_loopback(host)
+    )
+    return await _serve(app, host, port, "/mcp")
