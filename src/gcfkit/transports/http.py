@@ -17,9 +17,11 @@ b'{   "id": 1 }\\n'
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 
@@ -32,10 +34,12 @@ __all__ = [
     "MODERN_VERSIONS",
     "PROTOCOL_VERSION_META_KEY",
     "forwardable",
+    "is_loopback",
     "is_modern",
     "message_version",
     "one_line",
     "parse_header",
+    "rebinding_refusal",
     "request_ids",
     "sse_event",
 ]
@@ -180,3 +184,43 @@ def request_ids(msg: Any) -> list[Any]:
         and m.get("id") is not None
         and not isinstance(m.get("id"), bool)
     ]
+
+
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 with or without brackets) is this
+    machine's loopback.
+
+    >>> is_loopback("127.0.0.2"), is_loopback("[::1]"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    host = host.strip("[]").lower()
+    if host in _LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def rebinding_refusal(headers: Mapping[str, str], loopback: bool) -> tuple[int, str] | None:
+    """(status, text) refusing a request to a loopback-bound server whose ``Host`` or
+    ``Origin`` is not a loopback name: what a DNS-rebinding web page would send. None when
+    the request may pass (always, for a server bound beyond loopback on purpose).
+
+    >>> rebinding_refusal({"host": "evil.example:8765"}, True)
+    (421, 'Invalid Host header')
+    >>> rebinding_refusal({"host": "127.0.0.1:8765", "origin": "http://localhost:3000"}, True)
+    """
+    if not loopback:
+        return None
+    host = headers.get("host", "")
+    name = host if host.endswith("]") else host.rsplit(":", 1)[0]
+    if host and not is_loopback(name):
+        return 421, "Invalid Host header"
+    origin = headers.get("origin")
+    if origin is not None and not is_loopback(urlsplit(origin).hostname or ""):
+        return 403, "Invalid Origin header"
+    return None

@@ -30,7 +30,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import ipaddress
 import json
 import socket
 import sys
@@ -50,7 +49,9 @@ from ..proxy.core import ProxyConfig, ProxyCore
 from .http import (
     MCP_SESSION_ID,
     forwardable,
+    is_loopback,
     one_line,
+    rebinding_refusal,
     request_ids,
     sse_event,
 )
@@ -63,7 +64,6 @@ MAX_SESSIONS: Final = 1024
 
 _CONNECT_TIMEOUT: Final = 30.0
 _READ_TIMEOUT: Final = 300.0
-_LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _SSE_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
@@ -88,29 +88,6 @@ def parse_listen(spec: str) -> tuple[str, int]:
             "invalid_option", f"--http {spec!r}: expected HOST:PORT (e.g. 127.0.0.1:8765)"
         )
     return host, int(port)
-
-
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _rebinding_refusal(request: Request, loopback: bool) -> Response | None:
-    """The answer to a request a DNS-rebinding page could have sent, or None."""
-    if not loopback:
-        return None
-    host = request.headers.get("host", "")
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    if host and not _is_loopback(name.strip("[]")):
-        return Response("Invalid Host header", status_code=421)
-    origin = request.headers.get("origin")
-    if origin is not None and not _is_loopback((urlsplit(origin).hostname or "").strip("[]")):
-        return Response("Invalid Origin header", status_code=403)
-    return None
 
 
 @dataclasses.dataclass
@@ -227,9 +204,9 @@ class _Gateway:
         return pairs + list(self.headers.items())
 
     async def handle(self, request: Request) -> Response:
-        refusal = _rebinding_refusal(request, self.loopback)
+        refusal = rebinding_refusal(request.headers, self.loopback)
         if refusal is not None:
-            return refusal
+            return Response(refusal[1], status_code=refusal[0])
         if request.url.path.rstrip("/") != self.path.rstrip("/"):
             return await self.relay_raw(request)
         if request.method == "POST":
@@ -398,7 +375,7 @@ async def serve_gateway(
     ledger: Ledger | None = None,
 ) -> int:
     """Serve :func:`build_gateway` on ``host:port`` until SIGINT/SIGTERM; returns 0."""
-    app = build_gateway(url, config, headers=headers, ledger=ledger, loopback=_is_loopback(host))
+    app = build_gateway(url, config, headers=headers, ledger=ledger, loopback=is_loopback(host))
     return await _serve(app, host, port, urlsplit(url).path or "/")
 
 
@@ -444,7 +421,5 @@ async def serve_command(
     """Serve the stdio server ``command`` over Streamable HTTP on ``host:port``."""
     from .http_command import build_command_app
 
-    app = build_command_app(
-        command, config, ledger=ledger, grace=grace, loopback=_is_loopback(host)
-    )
+    app = build_command_app(command, config, ledger=ledger, grace=grace, loopback=is_loopback(host))
     return await _serve(app, host, port, "/mcp")

@@ -1,0 +1,354 @@
+"""``gcfkit proxy --http HOST:PORT -- COMMAND``: a stdio MCP server served over Streamable HTTP.
+
+A stdio server holds one session, so each HTTP session is one server process: an
+``initialize`` POST without ``Mcp-Session-Id`` starts ``COMMAND`` with its own
+:class:`~gcfkit.proxy.core.ProxyCore`, and the answer names the new session. Later POSTs
+write their message to that process; a request's answer, and the progress notifications for
+its ``progressToken``, come back on that POST's SSE stream. What the server sends on its own
+(log messages, list changes, its requests to the client) goes to the session's GET stream,
+else to the most recent open request stream, else waits (bounded) for a GET stream.
+``DELETE``, an hour without traffic, or the proxy's own shutdown stops the process.
+
+The 2026-07-28 protocol has no session to give a process to: such requests are answered
+with ``UNSUPPORTED_PROTOCOL_VERSION`` naming the handshake versions, and clients that
+negotiate (the SDK's ``auto`` mode) fall back to ``initialize``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import secrets
+import sys
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ..ledger import Ledger
+from ..proxy.core import Output, ProxyConfig, ProxyCore
+from ..proxy.jsonrpc import RequestKey, request_key
+from .http import (
+    MCP_PROTOCOL_VERSION,
+    MCP_SESSION_ID,
+    is_modern,
+    message_version,
+    rebinding_refusal,
+    sse_event,
+)
+from .stdio import DEFAULT_GRACE, split_lines, start_server, stop_server
+
+__all__ = ["IDLE_TIMEOUT", "build_command_app"]
+
+#: Seconds a session may go without any request or open stream before its process stops.
+IDLE_TIMEOUT: Final = 3600.0
+
+_HANDSHAKE_VERSIONS: Final = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+_UNSUPPORTED_VERSION: Final = -32022
+_HELD_MESSAGES: Final = 1024
+_SSE_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+#: A stream's queue: (message, whether it is the answer that ends the stream); None: the end.
+_Queue = asyncio.Queue[tuple[bytes, bool] | None]
+
+
+def _log(text: str) -> None:
+    print(f"gcfkit proxy: {text}", file=sys.stderr, flush=True)
+
+
+def _json_error(
+    status: int, request_id: Any, code: int, message: str, data: Any = None
+) -> Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+class _Session:
+    """One HTTP session: one server process, one core, the streams waiting for its output."""
+
+    def __init__(self, session_id: str, process: asyncio.subprocess.Process, core: ProxyCore):
+        self.id = session_id
+        self.process = process
+        self.core = core
+        self.streams: dict[RequestKey, _Queue] = {}
+        self.progress: dict[Any, RequestKey] = {}
+        self.listener: _Queue | None = None
+        self.held: collections.deque[bytes] = collections.deque(maxlen=_HELD_MESSAGES)
+        self.active = 0
+        self.last_used = asyncio.get_running_loop().time()
+        self.reader: asyncio.Task[None] | None = None
+        self.write_lock = asyncio.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return (
+            self.process.returncode is None and self.reader is not None and not self.reader.done()
+        )
+
+    async def write(self, outputs: list[Output]) -> bool:
+        stdin = self.process.stdin
+        assert stdin is not None
+        async with self.write_lock:
+            try:
+                for out in outputs:
+                    stdin.write(out.data)
+                await stdin.drain()
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                return False
+        return True
+
+    async def read(self, ledger: Ledger | None) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        async for line in split_lines(stdout.read):
+            self.route(line, ledger)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.process.wait(), 5)
+        for out in self.core.server_exited(self.process.returncode):
+            self.send(self._key_of(out.data), out.data, final=True)
+        for queue in [*self.streams.values(), *([self.listener] if self.listener else [])]:
+            queue.put_nowait(None)
+
+    def route(self, line: bytes, ledger: Ledger | None) -> None:
+        waiting = [k for k in self.streams if self.core.is_pending(k[1])]
+        outputs = self.core.from_server(line)
+        if ledger is not None:
+            for record in self.core.pop_records():
+                ledger.append(record)
+        answered = next((k for k in waiting if not self.core.is_pending(k[1])), None)
+        for out in outputs:
+            if answered is not None:
+                self.send(answered, out.data, final=True)
+            else:
+                self.send(self._key_of(out.data), out.data)
+
+    def _key_of(self, data: bytes) -> RequestKey | None:
+        """The request stream a small message belongs to: the request it answers, or the one
+        whose progressToken it reports on; None for what the server sends on its own."""
+        try:
+            msg = json.loads(data)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return None
+        if not isinstance(msg, dict):
+            return None
+        if "method" not in msg:
+            return request_key(msg.get("id"))
+        params = msg.get("params")
+        if msg.get("method") == "notifications/progress" and isinstance(params, dict):
+            token = params.get("progressToken")
+            if isinstance(token, (str, int)) and not isinstance(token, bool):
+                return self.progress.get((type(token).__name__, token))
+        return None
+
+    def send(self, key: RequestKey | None, data: bytes, final: bool = False) -> None:
+        queue = self.streams.get(key) if key is not None else None
+        if queue is not None:
+            queue.put_nowait((data, final))
+            return
+        final = False  # on another stream, an answer to a lost request ends nothing
+        if queue is None:
+            queue = self.listener
+        if queue is None and self.streams:
+            queue = next(reversed(self.streams.values()))
+        if queue is None:
+            self.held.append(data)
+        else:
+            queue.put_nowait((data, final))
+
+    async def stop(self, grace: float) -> None:
+        await stop_server(self.process, grace)
+        if self.reader is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self.reader, grace + 5)
+
+
+class _CommandServer:
+    def __init__(
+        self,
+        command: Sequence[str],
+        config: ProxyConfig,
+        ledger: Ledger | None,
+        grace: float,
+        loopback: bool,
+    ) -> None:
+        self.command = list(command)
+        self.config = config
+        self.ledger = ledger
+        self.grace = grace
+        self.loopback = loopback
+        self.sessions: dict[str, _Session] = {}
+
+    async def handle(self, request: Request) -> Response:
+        refusal = rebinding_refusal(request.headers, self.loopback)
+        if refusal is not None:
+            return Response(refusal[1], status_code=refusal[0])
+        if request.url.path.rstrip("/") != "/mcp":
+            return Response("Not Found", status_code=404)
+        if request.method == "POST":
+            return await self.post(request)
+        session = self.sessions.get(request.headers.get(MCP_SESSION_ID, ""))
+        if request.method not in ("GET", "DELETE"):
+            return Response(status_code=405, headers={"allow": "GET, POST, DELETE"})
+        if session is None:
+            return _json_error(404, None, -32001, "Session not found")
+        if request.method == "DELETE":
+            await self.end(session)
+            return Response(status_code=200)
+        if session.listener is not None:
+            return _json_error(409, None, -32000, "a GET stream is already open")
+        queue: _Queue = asyncio.Queue()
+        while session.held:
+            queue.put_nowait((session.held.popleft(), False))
+        session.listener = queue
+        return self.stream(session, queue, None)
+
+    async def post(self, request: Request) -> Response:
+        body = await request.body()
+        try:
+            msg: Any = json.loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return _json_error(400, None, -32700, "Parse error")
+        session_id = request.headers.get(MCP_SESSION_ID)
+        method = msg.get("method") if isinstance(msg, dict) else None
+        request_id = msg.get("id") if isinstance(msg, dict) else None
+        version = request.headers.get(MCP_PROTOCOL_VERSION) or message_version(msg)
+        if session_id is None and is_modern(version):
+            data = {"supported": _HANDSHAKE_VERSIONS, "requested": version}
+            message = "this proxy serves its stdio server over the initialize handshake"
+            return _json_error(400, request_id, _UNSUPPORTED_VERSION, message, data)
+        if session_id is None:
+            if method != "initialize":
+                return _json_error(
+                    400, request_id, -32000, "Bad Request: no session; initialize first"
+                )
+            session = await self.start()
+            if session is None:
+                return _json_error(500, request_id, -32603, "the MCP server could not be started")
+        else:
+            found = self.sessions.get(session_id)
+            if found is None or not found.alive:
+                return _json_error(404, request_id, -32001, "Session not found")
+            session = found
+        session.last_used = asyncio.get_running_loop().time()
+        key = request_key(request_id) if isinstance(method, str) else None
+        queue: _Queue | None = None
+        if key is not None:
+            queue = asyncio.Queue()
+            session.streams[key] = queue
+            token = _progress_token(msg)
+            if token is not None:
+                session.progress[token] = key
+        line = body.rstrip(b"\r\n").replace(b"\n", b" ").replace(b"\r", b" ") + b"\n"
+        if not await session.write(session.core.from_client(line)):
+            if key is not None:
+                session.streams.pop(key, None)
+            return _json_error(502, request_id, -32000, "the MCP server is gone")
+        if queue is None or key is None:
+            return Response(status_code=202)
+        response = self.stream(session, queue, key)
+        response.headers[MCP_SESSION_ID] = session.id
+        return response
+
+    def stream(self, session: _Session, queue: _Queue, key: RequestKey | None) -> Response:
+        async def events() -> AsyncIterator[bytes]:
+            session.active += 1
+            try:
+                while True:
+                    item = await queue.get()
+                    if item is None:
+                        return
+                    yield sse_event(item[0])
+                    if item[1] and key is not None:
+                        return
+            finally:
+                session.active -= 1
+                session.last_used = asyncio.get_running_loop().time()
+                if key is None:
+                    session.listener = None
+                else:
+                    session.streams.pop(key, None)
+                    for token in [t for t, k in session.progress.items() if k == key]:
+                        del session.progress[token]
+
+        response = StreamingResponse(events(), media_type="text/event-stream")
+        response.headers.update(_SSE_HEADERS)
+        response.headers[MCP_SESSION_ID] = session.id
+        return response
+
+    async def start(self) -> _Session | None:
+        try:
+            process = await start_server(self.command)
+        except OSError as e:
+            _log(f"cannot start {self.command[0]!r}: {e.strerror or e}")
+            return None
+        session = _Session(secrets.token_hex(16), process, ProxyCore(self.config))
+        session.reader = asyncio.create_task(session.read(self.ledger))
+        self.sessions[session.id] = session
+        return session
+
+    async def end(self, session: _Session) -> None:
+        self.sessions.pop(session.id, None)
+        await session.stop(self.grace)
+
+    async def reap(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(60.0, IDLE_TIMEOUT / 4))
+            for session in list(self.sessions.values()):
+                idle = loop.time() - session.last_used > IDLE_TIMEOUT and session.active == 0
+                if idle or not session.alive:
+                    await self.end(session)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(self.end(s) for s in list(self.sessions.values())))
+
+
+def _progress_token(msg: Any) -> RequestKey | None:
+    params = msg.get("params") if isinstance(msg, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return request_key(token) if isinstance(token, (str, int)) else None
+
+
+def build_command_app(
+    command: Sequence[str],
+    config: ProxyConfig | None = None,
+    *,
+    ledger: Ledger | None = None,
+    grace: float = DEFAULT_GRACE,
+    loopback: bool = True,
+) -> Starlette:
+    """The ASGI app serving the stdio server ``command`` at ``/mcp`` (see the module doc).
+
+    >>> type(build_command_app(["true"], ProxyConfig(stats=False))).__name__
+    'Starlette'
+    """
+    config = config or ProxyConfig()
+    if config.stats and ledger is None:
+        ledger = Ledger()
+    server = _CommandServer(command, config, ledger, grace, loopback)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await asyncio.get_running_loop().run_in_executor(None, ProxyCore(config).warm_up)
+        reaper = asyncio.create_task(server.reap())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            with contextlib.suppress(BaseException):
+                await reaper
+            await server.close()
+
+    return Starlette(
+        routes=[Route("/{path:path}", server.handle, methods=["GET", "POST", "DELETE"])],
+        lifespan=lifespan,
+    )
