@@ -4,7 +4,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test test-fast demo lint typecheck install bench clean
+NODE_DIR := tests/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+
+.PHONY: test test-fast demo lint typecheck install node bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +24,16 @@ $(BENCH_STAMP): pyproject.toml src/gcfkit/__init__.py | $(BIN)/python
 
 install: $(STAMP)
 
+# The Node MCP servers the HTTP tests run against (server-everything, the conformance suite
+# and the Node 22 it needs), in a local node_modules; reinstalled only when package.json moves.
+node: $(NODE_STAMP)
+
+$(NODE_STAMP): $(NODE_DIR)/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(NODE_DIR) && npm install --no-package-lock --no-audit --no-fund --loglevel=error \
+		&& touch node_modules/.installed; \
+	else echo "npm not found: the tests against Node servers will be skipped"; fi
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
@@ -28,7 +41,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck node
 	$(BIN)/python -m pytest -q
 
 # The inner loop: the same checks without the tests marked slow.

@@ -7,6 +7,8 @@ It binds 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout once it list
 * ``orders(limit)``: an order book as JSON text (what the proxy rewrites);
 * ``steps(n)``: ``n`` progress notifications and ``n`` log messages, then a JSON result;
 * ``echo(text)``: the text back, untouched;
+* ``poll(n)``: one progress notification, then the server closes the SSE stream and the
+  rest (``n`` more, then the result) waits for the client to resume with Last-Event-ID;
 * ``die(after)``: sends ``after`` progress notifications, then the process exits mid-stream.
 
 ``--token T`` makes it an OAuth protected resource (the SDK's bearer middleware: 401 with
@@ -101,6 +103,17 @@ def build(token: str | None, port: int) -> MCPServer:
         return text
 
     @server.tool()
+    async def poll(n: int, ctx: Context) -> str:
+        """Progress, then the server closes the stream (SEP-1699): the rest comes on resume."""
+        await ctx.report_progress(1, n + 1)
+        await asyncio.sleep(0.1)
+        await ctx.close_sse_stream()
+        for i in range(n):
+            await asyncio.sleep(0.05)
+            await ctx.report_progress(i + 2, n + 1)
+        return json.dumps([{"round": i, "done": True} for i in range(n)])
+
+    @server.tool()
     async def die(after: int, ctx: Context) -> str:
         """Dies mid-stream."""
         for i in range(after):
@@ -122,12 +135,14 @@ def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # before PORT is printed: a client may connect at once
     port = sock.getsockname()[1]
     server = build(args.token, port)
     app = server.streamable_http_app(
         json_response=args.json,
         stateless_http=args.stateless,
         event_store=MemoryEvents() if args.events else None,
+        retry_interval=100 if args.events else None,
         transport_security=TransportSecuritySettings(
             allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
             allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
