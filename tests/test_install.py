@@ -510,12 +510,79 @@ def test_server_not_found(home: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert rc == 2 and "error[server_not_found]" in err
 
 
-def test_http_server_is_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = claude_config(home)
+def test_a_legacy_sse_server_is_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = home / ".cursor" / "mcp.json"
+    write(path, {"mcpServers": {"old": {"type": "sse", "url": "https://example.invalid/sse"}}})
     original = path.read_bytes()
-    rc, _, err = run(["install-mcp", "remote"], capsys)
-    assert rc == 2 and "error[unsupported_server]" in err and "HTTP" in err
+    rc, _, err = run(["install-mcp", "old"], capsys)
+    assert rc == 2 and "error[unsupported_server]" in err and "Streamable HTTP" in err
     assert path.read_bytes() == original
+
+
+REMOTE = {
+    "type": "http",
+    "url": "https://example.invalid/mcp",
+    "headers": {"Authorization": "Bearer ${TOKEN}", "X-Team": "a b"},
+    "x-note": [1],
+}
+
+
+@pytest.mark.parametrize("client", ["claude-code", "cursor", "claude-desktop"])
+def test_an_http_server_is_wrapped_and_restored_exactly(
+    home: Path, client: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if client == "claude-code":
+        path = claude_config(home)
+        data = json.loads(path.read_text())
+        data["mcpServers"]["remote"] = REMOTE
+        write(path, data)
+    elif client == "cursor":
+        path = home / ".cursor" / "mcp.json"
+        write(path, {"mcpServers": {"remote": {k: v for k, v in REMOTE.items() if k != "type"}}})
+    else:
+        path = home / ".config" / "Claude" / "claude_desktop_config.json"  # linux (fixture)
+        write(path, {"mcpServers": {"remote": REMOTE}, "globalShortcut": ""})
+    original = path.read_bytes()
+    rc, _, err = run(["install-mcp", "remote", "--gcfkit", LAUNCHER], capsys)
+    assert rc == 0, err
+    entry = servers(path)["remote"]
+    assert "url" not in entry and "headers" not in entry
+    assert entry["command"] == LAUNCHER
+    assert entry["args"] == [
+        "proxy",
+        "--name",
+        "remote",
+        "--upstream",
+        "https://example.invalid/mcp",
+        "--header",
+        "Authorization: Bearer ${TOKEN}",
+        "--header",
+        "X-Team: a b",
+    ]
+    assert entry.get("type", "stdio") == "stdio" and entry["x-note"] == [1]
+    parts = split_wrapped(entry)
+    assert parts is not None and parts.url == "https://example.invalid/mcp"
+    assert dict(parts.headers) == REMOTE["headers"]
+    # Installing again changes nothing; uninstalling gives the very bytes back.
+    assert run(["install-mcp", "remote", "--gcfkit", LAUNCHER], capsys)[0] == 0
+    assert servers(path)["remote"] == entry
+    rc, _, err = run(["uninstall-mcp", "remote"], capsys)
+    assert rc == 0, err
+    assert path.read_bytes() == original
+
+
+def test_an_edited_http_wrapper_is_unwrapped_from_what_is_there(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = home / ".cursor" / "mcp.json"
+    write(path, {"mcpServers": {"remote": REMOTE}})
+    assert run(["install-mcp", "remote", "--gcfkit", LAUNCHER], capsys)[0] == 0
+    data = json.loads(path.read_text())
+    data["mcpServers"]["remote"]["args"][-1] = "X-Team: c"
+    write(path, data)
+    assert run(["uninstall-mcp", "remote"], capsys)[0] == 0
+    entry = servers(path)["remote"]
+    assert entry == {**REMOTE, "headers": {**REMOTE["headers"], "X-Team": "c"}}
 
 
 # --- malformed configs ------------------------------------------------------------------

@@ -5,9 +5,19 @@ Wrapping replaces only ``command`` and ``args`` of one entry, in place::
     {"command": C, "args": A, ...}
       -> {"command": GCFKIT, "args": ["proxy", "--name", NAME, *OPTS, "--", C, *A], ...}
 
-Every other field (``env``, ``type``, ``cwd``, unknown ones) and the key order stay as they
-were. Whether an entry is wrapped is read from the entry itself (``gcfkit proxy ... -- ...``),
-so installing twice never double-wraps.
+A remote (Streamable HTTP) entry becomes a stdio entry in the same place, its ``url`` and
+``headers`` moved into the proxy's arguments (``type``, if any, says ``stdio``)::
+
+    {"type": "http", "url": U, "headers": {"Authorization": "Bearer ${TOKEN}"}, ...}
+      -> {"type": "stdio", "command": GCFKIT,
+          "args": ["proxy", "--name", NAME, *OPTS, "--upstream", U,
+                   "--header", "Authorization: Bearer ${TOKEN}"], ...}
+
+A ``${VAR}`` in a header stays as written: the client or, failing that, the proxy reads it
+from the environment. Every other field (``env``, ``type``, ``cwd``, unknown ones) and the key
+order stay as they were. Whether an entry is wrapped is read from the entry itself
+(``gcfkit proxy ... -- ...`` or ``gcfkit proxy ... --upstream URL``), so installing twice
+never double-wraps.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from .jsondoc import JsonObject
 
 __all__ = [
     "WrappedParts",
-    "check_stdio",
+    "check_wrappable",
     "default_launcher",
     "is_http_entry",
     "own_script",
@@ -105,12 +115,40 @@ def is_http_entry(entry: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class WrappedParts:
-    """A wrapper entry taken apart: how gcfkit is launched, proxy options, the real server."""
+    """A wrapper entry taken apart: how gcfkit is launched, proxy options, the real server
+    (``command`` and ``args``, or for a remote one ``url`` and ``headers`` with ``command``
+    empty)."""
 
     launcher: tuple[str, ...]
     proxy_args: tuple[str, ...]
     command: str
     args: tuple[str, ...]
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _is_streamable_http(entry: Mapping[str, Any]) -> bool:
+    kind = entry.get("type", entry.get("transport", "http"))
+    url = entry.get("url", entry.get("serverUrl"))
+    return (
+        isinstance(kind, str)
+        and kind.lower() in ("http", "streamable-http", "streamablehttp")
+        and isinstance(url, str)
+        and url.startswith(("http://", "https://"))
+    )
+
+
+def _split_upstream(rest: list[str]) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """``--upstream URL [--header "K: V"]...`` (what :func:`wrap_entry` writes) taken apart."""
+    if len(rest) < 2 or rest[0] != "--upstream" or len(rest) % 2:
+        return None
+    headers: list[tuple[str, str]] = []
+    for flag, spec in zip(rest[2::2], rest[3::2], strict=True):
+        name, sep, value = spec.partition(":")
+        if flag != "--header" or not sep:
+            return None
+        headers.append((name.strip(), value.strip()))
+    return rest[1], tuple(headers)
 
 
 def _is_gcfkit_command(command: str) -> bool:
@@ -121,12 +159,14 @@ def _is_gcfkit_command(command: str) -> bool:
 def split_wrapped(
     entry: Mapping[str, Any], launchers: Sequence[Sequence[str]] = ()
 ) -> WrappedParts | None:
-    """Take a ``gcfkit proxy [OPTS] -- CMD [ARGS]`` entry apart; None if it is not one.
+    """Take a ``gcfkit proxy [OPTS] -- CMD [ARGS]`` (or ``... --upstream URL [--header H]...``)
+    entry apart; None if it is not one.
 
     ``launchers`` are extra launch prefixes to recognise (e.g. a custom ``--gcfkit`` path).
 
     >>> split_wrapped({"command": "/bin/gcfkit", "args": ["proxy", "--delta", "--", "uvx", "x"]})
-    WrappedParts(launcher=('/bin/gcfkit',), proxy_args=('--delta',), command='uvx', args=('x',))
+    WrappedParts(launcher=('/bin/gcfkit',), proxy_args=('--delta',), command='uvx', args=('x',), \
+url=None, headers=())
     >>> split_wrapped({"command": "uvx", "args": ["x"]}) is None
     True
     """
@@ -153,7 +193,18 @@ def split_wrapped(
     try:
         sep = full.index("--", start)
     except ValueError:
-        return None
+        at = len(full) - 1 - full[::-1].index("--upstream") if "--upstream" in full else -1
+        remote = _split_upstream(full[at:]) if at >= start else None
+        if remote is None:
+            return None
+        return WrappedParts(
+            launcher=tuple(full[: start - 1]),
+            proxy_args=tuple(full[start:at]),
+            command="",
+            args=(),
+            url=remote[0],
+            headers=remote[1],
+        )
     inner = full[sep + 1 :]
     if not inner:
         return None
@@ -165,17 +216,28 @@ def split_wrapped(
     )
 
 
-def check_stdio(entry: Any, name: str, where: str) -> JsonObject:
-    """``entry`` if it is a stdio server entry the proxy can wrap; else a
-    :class:`~gcfkit.errors.ConfigError` naming ``name`` and ``where`` it is."""
+def check_wrappable(entry: Any, name: str, where: str) -> JsonObject:
+    """``entry`` if the proxy can wrap it (a stdio server, or a Streamable HTTP one: ``url``
+    with ``type`` ``http`` or none); else a :class:`~gcfkit.errors.ConfigError` naming
+    ``name`` and ``where`` it is."""
     if not isinstance(entry, dict):
         raise ConfigError("malformed_config", f"server {name!r} in {where} is not a JSON object")
     if is_http_entry(entry):
-        raise ConfigError(
-            "unsupported_server",
-            f"server {name!r} in {where} is an HTTP server (url); gcfkit proxy wraps stdio "
-            "servers (command/args) only, so it was left as it was",
-        )
+        if not _is_streamable_http(entry):
+            raise ConfigError(
+                "unsupported_server",
+                f"server {name!r} in {where} is an HTTP server the proxy does not speak (it "
+                "relays Streamable HTTP: type http with an http(s) url), so it was left as it was",
+            )
+        headers = entry.get("headers", {})
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and ":" not in k for k, v in headers.items()
+        ):
+            raise ConfigError(
+                "malformed_config",
+                f"server {name!r} in {where}: headers is not an object of strings",
+            )
+        return entry
     command = entry.get("command")
     args = entry.get("args", [])
     if not isinstance(command, str) or not command:
@@ -197,7 +259,12 @@ def wrap_entry(
 
     >>> wrap_entry({"type": "stdio", "command": "uvx", "env": {"A": "1"}}, ["gcfkit"])
     {'type': 'stdio', 'command': 'gcfkit', 'args': ['proxy', '--', 'uvx'], 'env': {'A': '1'}}
+    >>> wrap_entry({"type": "http", "url": "https://x/mcp", "headers": {"K": "v"}}, ["gcfkit"])
+    {'type': 'stdio', 'command': 'gcfkit', 'args': ['proxy', '--upstream', 'https://x/mcp', \
+'--header', 'K: v']}
     """
+    if is_http_entry(entry):
+        return _wrap_remote(entry, launcher, proxy_args)
     command = entry["command"]
     wrapper_args = [*launcher[1:], "proxy", *proxy_args, "--", command, *entry.get("args", [])]
     result: JsonObject = {}
@@ -209,6 +276,26 @@ def wrap_entry(
         elif key == "args":
             result[key] = wrapper_args
         else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def _wrap_remote(
+    entry: Mapping[str, Any], launcher: Sequence[str], proxy_args: Sequence[str]
+) -> JsonObject:
+    url_key = "url" if "url" in entry else "serverUrl"
+    headers = entry.get("headers", {})
+    wrapper_args = [*launcher[1:], "proxy", *proxy_args, "--upstream", entry[url_key]]
+    for key, value in headers.items():
+        wrapper_args += ["--header", f"{key}: {value}"]
+    result: JsonObject = {}
+    for key, value in entry.items():
+        if key == url_key:
+            result["command"] = launcher[0]
+            result["args"] = wrapper_args
+        elif key in ("type", "transport"):
+            result[key] = "stdio"
+        elif key != "headers":
             result[key] = copy.deepcopy(value)
     return result
 
@@ -225,6 +312,17 @@ def unwrap_entry(
     {'command': 'uvx', 'args': ['x'], 'env': {}}
     """
     result: JsonObject = {}
+    if parts.url is not None:
+        for key, value in entry.items():
+            if key == "command":
+                result["url"] = parts.url
+                if parts.headers:
+                    result["headers"] = dict(parts.headers)
+            elif key in ("type", "transport"):
+                result[key] = "http"
+            elif key != "args":
+                result[key] = copy.deepcopy(value)
+        return result
     for key, value in entry.items():
         if key == "command":
             result[key] = parts.command

@@ -1,4 +1,6 @@
-"""Wrap (and restore) stdio MCP servers in client configs so they run behind ``gcfkit proxy``.
+"""Wrap (and restore) MCP servers in client configs so they run behind ``gcfkit proxy``: stdio
+ones (``command``/``args``) and Streamable HTTP ones (``url``/``headers``, wrapped as
+``gcfkit proxy --upstream URL``).
 
 Which files and where in them: :mod:`gcfkit.clients.locations`; what a wrapped entry looks
 like: :mod:`gcfkit.clients.entries`. (``--name NAME`` lets the savings ledger use the name the
@@ -65,7 +67,7 @@ from ..jsonio import same_value
 from ..paths import state_dir
 from .entries import (
     WrappedParts,
-    check_stdio,
+    check_wrappable,
     default_launcher,
     split_wrapped,
     unwrap_entry,
@@ -253,7 +255,7 @@ def plan_install(
     plans: dict[Path, FilePlan] = {}
     for loc in found:
         doc = docs[loc.path]
-        entry = check_stdio(servers_of(doc, loc)[name], name, loc.describe())
+        entry = check_wrappable(servers_of(doc, loc)[name], name, loc.describe())
         keys = container_keys(doc, loc)
         assert keys is not None  # found means the container exists
         key = _record_key(loc.path, keys, name)

@@ -92,10 +92,10 @@ def mcp_status(
                 continue
             parts = split_wrapped(entry)
             if parts is not None:
+                shown = parts.url if parts.url is not None else parts.command
+                kind = "http" if parts.url is not None else "stdio"
                 result.append(
-                    ServerStatus(
-                        loc, name, "stdio", True, parts.command, parts.proxy_args, entry=entry
-                    )
+                    ServerStatus(loc, name, kind, True, shown, parts.proxy_args, entry=entry)
                 )
             else:
                 command = entry.get("command")
