@@ -463,3 +463,41 @@ def test_server_everything_through_the_proxy(shape: str) -> None:
         got = run(lambda: calls(target))
     assert got == want
     assert got["progress"] == [1.0, 2.0, 3.0]
+
+
+CONFORMANCE = NODE_DIR / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+
+
+def conformance(url: str, out: Path) -> dict[str, str]:
+    """``conformance server --url URL``: every check's status, keyed by scenario and id."""
+    subprocess.run(
+        [str(NODE), str(CONFORMANCE), "server", "--url", url, "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=240,
+        env=env(),
+        check=False,  # it exits non-zero when any check fails; the checks are compared below
+    )
+    statuses: dict[str, str] = {}
+    for checks in sorted(out.glob("*/checks.json")):
+        scenario = checks.parent.name.rsplit("-20", 1)[0]
+        for check in json.loads(checks.read_text()):
+            statuses[f"{scenario}/{check['id']}"] = check["status"]
+    return statuses
+
+
+def test_the_conformance_suite_sees_the_same_server_through_the_gateway(tmp_path: Path) -> None:
+    if not CONFORMANCE.exists():
+        pytest.skip("tests/node not installed (make node)")
+    with everything_server() as url:
+        direct = conformance(url, tmp_path / "direct")
+        with gcfkit_http("--upstream", url) as gateway:
+            through = conformance(gateway, tmp_path / "gateway")
+    assert len(direct) > 20 and direct.keys() == through.keys()
+    # The one difference is the gateway's own: bound to loopback, it refuses a foreign Host
+    # (DNS rebinding), which server-everything itself accepts.
+    rebinding = "server-dns-rebinding-protection/localhost-host-rebinding-rejected"
+    assert direct[rebinding] == "FAILURE" and through[rebinding] == "SUCCESS"
+    differ = {k: (direct[k], through[k]) for k in direct if direct[k] != through[k]}
+    assert differ == {rebinding: ("FAILURE", "SUCCESS")}
+    assert sum(s == "SUCCESS" for s in through.values()) >= 13
