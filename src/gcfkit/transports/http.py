@@ -83,10 +83,11 @@ def parse_header(spec: str, environ: Mapping[str, str]) -> tuple[str, str]:
 
     >>> parse_header("X-Api-Key:abc", {})
     ('X-Api-Key', 'abc')
-    >>> parse_header("Authorization: Bearer ${NOPE}", {})
-    Traceback (most recent call last):
-    ...
-    gcfkit.errors.ConfigError: --header 'Authorization': environment variable NOPE is not set
+    >>> try:
+    ...     parse_header("Authorization: Bearer ${NOPE}", {})
+    ... except ConfigError as e:
+    ...     print(e.code)
+    invalid_option
     """
     name, sep, raw = spec.partition(":")
     name = name.strip()

@@ -89,8 +89,14 @@ class _Upstream:
     """One remote server: its URL, the session the server gave, and how to reach it."""
 
     def __init__(
-        self, url: str, http: httpx2.AsyncClient, core: ProxyCore, deliver: Deliver
+        self,
+        url: str,
+        http: httpx2.AsyncClient,
+        core: ProxyCore,
+        deliver: Deliver,
+        warming: asyncio.Future[None],
     ) -> None:
+        self.warming = warming
         self.url = url
         self.http = http
         self.core = core
@@ -260,6 +266,9 @@ class _Upstream:
     async def feed(self, body: bytes) -> None:
         """Hand one message from the server to the core and its lines to the client."""
         line = one_line(body)
+        if not self.warming.done() and self.core.expects_tool_result:
+            # The core warms up in a thread at start-up; it is not for two threads at once.
+            await asyncio.shield(self.warming)
         watched = [i for i in self.watch if self.core.is_pending(i)]
         outputs = self.core.from_server(line)
         for i in watched:
@@ -392,7 +401,7 @@ async def run_upstream(
     async with httpx2.AsyncClient(
         headers=dict(headers or {}), timeout=timeout, follow_redirects=False
     ) as http:
-        upstream = _Upstream(url, http, core, deliver)
+        upstream = _Upstream(url, http, core, deliver, warming)
 
         def finished(request_id: Any, task: asyncio.Task[None]) -> None:
             if upstream.in_flight.get(request_id) is task:

@@ -76,10 +76,11 @@ def parse_listen(spec: str) -> tuple[str, int]:
 
     >>> parse_listen("127.0.0.1:8765"), parse_listen("[::1]:0")
     (('127.0.0.1', 8765), ('::1', 0))
-    >>> parse_listen(":8765")
-    Traceback (most recent call last):
-    ...
-    gcfkit.errors.ConfigError: --http ':8765': expected HOST:PORT (e.g. 127.0.0.1:8765)
+    >>> try:
+    ...     parse_listen(":8765")
+    ... except ConfigError as e:
+    ...     print(e.code)
+    invalid_option
     """
     host, sep, port = spec.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
