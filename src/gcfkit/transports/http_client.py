@@ -232,7 +232,7 @@ class _Upstream:
                 async with self.http.stream("GET", self.url, headers=headers) as again:
                     ctype = again.headers.get("content-type", "").partition(";")[0].strip().lower()
                     if again.status_code >= 300 or ctype != "text/event-stream":
-                        break
+                        continue  # not ready to replay yet: the next attempt asks again
                     before = last_id
                     last_id, new_retry = await self._events(again, ids, last_id)
                     retry = new_retry if new_retry is not None else retry
