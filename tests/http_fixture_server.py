@@ -132,7 +132,9 @@ def main() -> None:
     parser.add_argument("--token")
     parser.add_argument("--events", action="store_true")
     args = parser.parse_args()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections accepted from such a
+    # socket; without it each SSE event waits ~40 ms on Nagle and delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # before PORT is printed: a client may connect at once

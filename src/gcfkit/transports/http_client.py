@@ -69,6 +69,7 @@ DEFAULT_READ_TIMEOUT: Final = 300.0
 
 _CONNECT_TIMEOUT: Final = 30.0
 _DELETE_TIMEOUT: Final = 5.0
+_DRAIN_TIMEOUT: Final = 5.0
 _RESUME_ATTEMPTS: Final = 2
 _DEFAULT_RETRY_MS: Final = 1000
 _MAX_RETRY_MS: Final = 30_000
@@ -247,17 +248,28 @@ class _Upstream:
         """Relay one SSE stream's messages until the answers to ``ids`` passed (or, for the
         GET stream, until it ends); returns the last event id and retry seen."""
         retry: int | None = None
+        events = httpx2.EventSource(response, max_event_size=None).__aiter__()
         try:
-            async for event in httpx2.EventSource(response, max_event_size=None):
+            while True:
+                if ids and not self._waiting(ids):
+                    # Answered. The stream is read on to its end (the server ends it now), so
+                    # the connection goes back to the pool: dropped half-read, every call
+                    # would cost a new connection (and a TLS handshake). Whatever else it
+                    # still carries is relayed too; a server that holds it open is left.
+                    event = await asyncio.wait_for(events.__anext__(), _DRAIN_TIMEOUT)
+                else:
+                    event = await events.__anext__()
                 last_id = event.id or last_id
                 if event.retry is not None:
                     retry = event.retry
                 if event.data and event.event in ("", "message"):
                     await self.feed(event.data.encode("utf-8"))
-                if ids and not self._waiting(ids):
-                    break
+        except (StopAsyncIteration, asyncio.TimeoutError):
+            pass
         except httpx2.HTTPError:
             pass  # a dropped connection: the caller resumes or answers with an error
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
         return last_id, retry
 
     def _waiting(self, ids: list[Any]) -> bool:
