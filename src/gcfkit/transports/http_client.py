@@ -40,12 +40,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import IO, Any, Final
 
 import httpx2
-from mcp.shared.inbound import (
-    encode_header_value,
-    find_invalid_x_mcp_header,
-    mcp_param_headers,
-    x_mcp_header_map,
-)
 
 from ..ledger import Ledger
 from ..proxy.core import Output, ProxyConfig, ProxyCore
@@ -118,6 +112,10 @@ class _Upstream:
         method = msg.get("method") if isinstance(msg, dict) else None
         if is_modern(version):
             assert version is not None
+            # The SDK's own header rules, imported here and not at the top: importing mcp
+            # takes over a second of start-up that a client of the handshake never needs.
+            from mcp.shared.inbound import encode_header_value, mcp_param_headers
+
             headers[MCP_PROTOCOL_VERSION] = version
             if isinstance(method, str):
                 headers["mcp-method"] = method
@@ -301,6 +299,8 @@ class _Upstream:
                 self.version = result["protocolVersion"]
             tools = result.get("tools")
             if method == "tools/list" and isinstance(tools, list):
+                from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+
                 for tool in tools:
                     if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                         continue
