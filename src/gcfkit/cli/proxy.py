@@ -54,6 +54,8 @@ remote servers (Streamable HTTP, protocol 2025-11-25 sessions and 2026-07-28):
                             the client's own Authorization, session and OAuth discovery
                             through). HOST must be given; use 127.0.0.1 unless the proxy is
                             meant to be reached from other machines.
+  --keepalive SECONDS       with --http: an SSE comment on a stream silent this long
+                            (default 15; 0: none), so proxies on the way keep it open
 
 examples:
   gcfkit proxy -- uvx mcp-server-git --repository .
@@ -174,6 +176,14 @@ def register(sub: Any) -> None:
         metavar="HOST:PORT",
         help="serve Streamable HTTP on HOST:PORT (path /mcp) instead of stdio",
     )
+    p.add_argument(
+        "--keepalive",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="with --http: an SSE comment on a stream silent this long, so that proxies "
+        "between the client and gcfkit do not cut it (default 15; 0: none)",
+    )
     add_capture_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server command, after --")
     p.set_defaults(func=_run)
@@ -224,6 +234,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.header and not args.upstream:
         raise ConfigError("invalid_option", "--header is for the --upstream server")
+    if args.keepalive < 0:
+        raise ConfigError("invalid_option", "--keepalive must be >= 0")
     if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0 or args.grace < 0:
         raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
@@ -239,10 +251,26 @@ def _run(args: argparse.Namespace) -> int:
         host, port = parse_listen(args.http)
         if args.upstream:
             return asyncio.run(
-                serve_gateway(url, host, port, config, headers=headers, ledger=ledger)
+                serve_gateway(
+                    url,
+                    host,
+                    port,
+                    config,
+                    headers=headers,
+                    ledger=ledger,
+                    keepalive=args.keepalive,
+                )
             )
         return asyncio.run(
-            serve_command(command, host, port, config, ledger=ledger, grace=args.grace)
+            serve_command(
+                command,
+                host,
+                port,
+                config,
+                ledger=ledger,
+                grace=args.grace,
+                keepalive=args.keepalive,
+            )
         )
     if args.upstream:
         from ..transports.http_client import run_upstream

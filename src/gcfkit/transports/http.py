@@ -17,9 +17,12 @@ b'{   "id": 1 }\\n'
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -27,7 +30,9 @@ from ..errors import ConfigError
 
 __all__ = [
     "ACCEPT_BOTH",
+    "DEFAULT_KEEPALIVE",
     "HOP_BY_HOP",
+    "KEEPALIVE_COMMENT",
     "LAST_EVENT_ID",
     "MCP_PROTOCOL_VERSION",
     "MCP_SESSION_ID",
@@ -39,9 +44,13 @@ __all__ = [
     "message_version",
     "one_line",
     "parse_header",
+    "rebase_challenge",
+    "rebase_resource_metadata",
+    "rebase_url",
     "rebinding_refusal",
     "request_ids",
     "sse_event",
+    "with_keepalive",
 ]
 
 MCP_SESSION_ID: Final = "mcp-session-id"
@@ -138,6 +147,59 @@ def sse_event(
     return head.encode() + b"data: " + data.rstrip(b"\n") + b"\n\n"
 
 
+#: Seconds an SSE stream the proxy serves may stay silent before it sends a comment, so a
+#: proxy or load balancer between it and the client does not cut an idle stream.
+DEFAULT_KEEPALIVE: Final = 15.0
+KEEPALIVE_COMMENT: Final = b": keepalive\n\n"
+
+
+async def with_keepalive(chunks: AsyncIterator[bytes], interval: float) -> AsyncIterator[bytes]:
+    """``chunks`` (SSE events) as they come, and :data:`KEEPALIVE_COMMENT` whenever none
+    came for ``interval`` seconds (0: never). An SSE comment is no event: clients skip it.
+
+    The wait for the next chunk is never cancelled by the timer (that would cut the stream
+    short); only closing the result stops ``chunks``.
+
+    >>> async def slow() -> AsyncIterator[bytes]:
+    ...     yield b"data: 1\\n\\n"
+    ...     await asyncio.sleep(0.05)
+    ...     yield b"data: 2\\n\\n"
+    >>> async def collect() -> list[bytes]:
+    ...     return [c async for c in with_keepalive(slow(), 0.01)]
+    >>> got = asyncio.run(collect())
+    >>> got[0], got[-1], KEEPALIVE_COMMENT in got
+    (b'data: 1\\n\\n', b'data: 2\\n\\n', True)
+    """
+    source = chunks.__aiter__()
+    if interval <= 0:
+        async for chunk in source:
+            yield chunk
+        return
+    pending: asyncio.Future[bytes] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(source.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield KEEPALIVE_COMMENT
+                continue
+            finished, pending = pending, None
+            try:
+                chunk = finished.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        closing = getattr(source, "aclose", None)
+        if closing is not None:
+            await closing()
+
+
 def forwardable(
     headers: Iterable[tuple[str, str]], drop: Iterable[str] = ()
 ) -> list[tuple[str, str]]:
@@ -225,3 +287,70 @@ def rebinding_refusal(headers: Mapping[str, str], loopback: bool) -> tuple[int, 
     if origin is not None and not is_loopback(urlsplit(origin).hostname or ""):
         return 403, "Invalid Origin header"
     return None
+
+
+# -- OAuth discovery through a gateway -----------------------------------------------------
+#
+# A client checks that the protected-resource metadata (RFC 9728) names the very resource it
+# talks to (RFC 9728 §3.3, RFC 8707), and that resource is the gateway. So the gateway
+# rebases the two URLs that name the upstream as the resource: the ``resource_metadata``
+# link of a ``WWW-Authenticate`` challenge and the metadata's ``resource``. The
+# authorization servers it lists stay as they are: their metadata names its own issuer,
+# which the client checks too, and the client reaches them directly.
+
+
+def rebase_url(url: str, upstream_origin: str, origin: str) -> str:
+    """``url`` moved from ``upstream_origin`` to ``origin`` when it is at that origin (scheme
+    and host compared case-insensitively); any other URL as is.
+
+    >>> rebase_url("https://api.example/mcp", "https://api.example", "http://127.0.0.1:8765")
+    'http://127.0.0.1:8765/mcp'
+    >>> rebase_url("https://api.example.org/mcp", "https://api.example", "http://127.0.0.1:1")
+    'https://api.example.org/mcp'
+    """
+    n = len(upstream_origin)
+    if url[:n].lower() == upstream_origin.lower() and (len(url) == n or url[n] in "/?#"):
+        return origin + url[n:]
+    return url
+
+
+_RESOURCE_METADATA: Final = re.compile(r'(resource_metadata\s*=\s*)"([^"]*)"', re.IGNORECASE)
+
+
+def rebase_challenge(value: str, upstream_origin: str, origin: str) -> str:
+    """A ``WWW-Authenticate`` value with its ``resource_metadata`` link rebased
+    (:func:`rebase_url`); everything else in it byte for byte.
+
+    >>> rebase_challenge('Bearer error="invalid_token", resource_metadata='
+    ...     '"https://api.example/.well-known/oauth-protected-resource/mcp"',
+    ...     "https://api.example", "http://127.0.0.1:8765")
+    'Bearer error="invalid_token", resource_metadata="http://127.0.0.1:8765/.well-known/oauth-protected-resource/mcp"'
+    """
+
+    def rebased(match: re.Match[str]) -> str:
+        return f'{match.group(1)}"{rebase_url(match.group(2), upstream_origin, origin)}"'
+
+    return _RESOURCE_METADATA.sub(rebased, value)
+
+
+def rebase_resource_metadata(body: bytes, upstream_origin: str, origin: str) -> bytes | None:
+    """Protected-resource metadata with its ``resource`` rebased (:func:`rebase_url`), the
+    other members and their order kept; None when the body is no such JSON object or its
+    resource is elsewhere (then it passes as it came).
+
+    >>> rebase_resource_metadata(b'{"resource":"https://api.example/mcp","scopes_supported":'
+    ...     b'["mcp"]}', "https://api.example", "http://127.0.0.1:8765")
+    b'{"resource":"http://127.0.0.1:8765/mcp","scopes_supported":["mcp"]}'
+    """
+    try:
+        metadata = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    resource = metadata.get("resource") if isinstance(metadata, dict) else None
+    if not isinstance(resource, str):
+        return None
+    moved = rebase_url(resource, upstream_origin, origin)
+    if moved == resource:
+        return None
+    metadata["resource"] = moved
+    return json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

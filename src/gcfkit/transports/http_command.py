@@ -9,9 +9,23 @@ its ``progressToken``, come back on that POST's SSE stream. What the server send
 else to the most recent open request stream, else waits (bounded) for a GET stream.
 ``DELETE``, an hour without traffic, or the proxy's own shutdown stops the process.
 
-The 2026-07-28 protocol has no session to give a process to: such requests are answered
-with ``UNSUPPORTED_PROTOCOL_VERSION`` naming the handshake versions, and clients that
-negotiate (the SDK's ``auto`` mode) fall back to ``initialize``.
+The 2026-07-28 protocol has no session to give a process to. A request without
+``Mcp-Session-Id`` that names it (in ``MCP-Protocol-Version`` or its ``_meta``) is answered
+with HTTP 400 and the JSON-RPC error ``UNSUPPORTED_PROTOCOL_VERSION`` (-32022), whose data
+lists the handshake versions served here; a client that negotiates (the SDK's ``auto`` mode)
+falls back to ``initialize`` and is served, one pinned to 2026-07-28 gets that error.
+
+Serving it is not done. A process per request is wrong (a server start per call, and no
+state between calls that the server itself keeps). The right shape is one shared process,
+initialized by the proxy, with each request's ``id`` and ``progressToken`` remapped to
+proxy-unique ones and back (clients reuse ids across requests) and ``server/discover``
+answered from that initialize result. What it would still have to settle: the process is
+initialized once, with one set of client capabilities, while each 2026-07-28 request carries
+its own (a server that reads them would see the first client's); a stdio server's own
+requests to the client (sampling, elicitation, roots) have no channel there (that protocol
+asks for input with ``input_required`` results); its log and list-changed notifications have
+no stream to go to; and ``notifications/cancelled`` must be sent for a request whose stream
+the client closes.
 """
 
 from __future__ import annotations
@@ -34,12 +48,14 @@ from ..ledger import Ledger
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.jsonrpc import RequestKey, request_key
 from .http import (
+    DEFAULT_KEEPALIVE,
     MCP_PROTOCOL_VERSION,
     MCP_SESSION_ID,
     is_modern,
     message_version,
     rebinding_refusal,
     sse_event,
+    with_keepalive,
 )
 from .stdio import DEFAULT_GRACE, split_lines, start_server, stop_server
 
@@ -178,12 +194,14 @@ class _CommandServer:
         ledger: Ledger | None,
         grace: float,
         loopback: bool,
+        keepalive: float,
     ) -> None:
         self.command = list(command)
         self.config = config
         self.ledger = ledger
         self.grace = grace
         self.loopback = loopback
+        self.keepalive = keepalive
         self.sessions: dict[str, _Session] = {}
 
     async def handle(self, request: Request) -> Response:
@@ -278,7 +296,9 @@ class _CommandServer:
                     for token in [t for t, k in session.progress.items() if k == key]:
                         del session.progress[token]
 
-        response = StreamingResponse(events(), media_type="text/event-stream")
+        response = StreamingResponse(
+            with_keepalive(events(), self.keepalive), media_type="text/event-stream"
+        )
         response.headers.update(_SSE_HEADERS)
         response.headers[MCP_SESSION_ID] = session.id
         return response
@@ -325,6 +345,7 @@ def build_command_app(
     ledger: Ledger | None = None,
     grace: float = DEFAULT_GRACE,
     loopback: bool = True,
+    keepalive: float = DEFAULT_KEEPALIVE,
 ) -> Starlette:
     """The ASGI app serving the stdio server ``command`` at ``/mcp`` (see the module doc).
 
@@ -334,7 +355,7 @@ def build_command_app(
     config = config or ProxyConfig()
     if config.stats and ledger is None:
         ledger = Ledger()
-    server = _CommandServer(command, config, ledger, grace, loopback)
+    server = _CommandServer(command, config, ledger, grace, loopback, keepalive)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -47,13 +47,17 @@ from ..errors import ConfigError
 from ..ledger import Ledger
 from ..proxy.core import ProxyConfig, ProxyCore
 from .http import (
+    DEFAULT_KEEPALIVE,
     MCP_SESSION_ID,
     forwardable,
     is_loopback,
     one_line,
+    rebase_challenge,
+    rebase_resource_metadata,
     rebinding_refusal,
     request_ids,
     sse_event,
+    with_keepalive,
 )
 
 __all__ = [
@@ -136,6 +140,15 @@ class _Cores:
             self.ledger.append(record)
 
 
+#: Where RFC 9728 puts protected-resource metadata (the resource's path follows).
+_RESOURCE_METADATA_PATH: Final = "/.well-known/oauth-protected-resource"
+
+
+def _origin_of(request: Request) -> str:
+    """The origin the client reached this server at (scheme and ``Host``)."""
+    return f"{request.url.scheme}://{request.url.netloc}"
+
+
 def _message(body: bytes) -> Any:
     try:
         return json.loads(body)
@@ -195,6 +208,7 @@ class _Gateway:
         cores: _Cores,
         headers: Mapping[str, str],
         loopback: bool,
+        keepalive: float,
     ) -> None:
         parts = urlsplit(url)
         self.url = url
@@ -204,6 +218,7 @@ class _Gateway:
         self.cores = cores
         self.headers = dict(headers)
         self.loopback = loopback
+        self.keepalive = keepalive
 
     def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
         own = {k.lower() for k in self.headers}
@@ -254,7 +269,7 @@ class _Gateway:
         given = upstream.headers.get(MCP_SESSION_ID)
         if given and isinstance(msg, dict) and msg.get("method") == "initialize":
             self.cores.adopt(given, core)
-        return await self.answer(upstream, core, ids)
+        return await self.answer(upstream, request, core, ids)
 
     async def get(self, request: Request) -> Response:
         core = self.cores.for_session(request.headers.get(MCP_SESSION_ID))
@@ -262,14 +277,26 @@ class _Gateway:
             upstream = await self.open("GET", request, None)
         except httpx2.HTTPError as e:
             return Response(f"MCP server unreachable: {type(e).__name__}", status_code=502)
-        return await self.answer(upstream, core, [])
+        return await self.answer(upstream, request, core, [])
 
-    async def answer(self, upstream: httpx2.Response, core: ProxyCore, ids: list[Any]) -> Response:
-        headers = forwardable(upstream.headers.multi_items())
+    def public_headers(self, upstream: httpx2.Response, request: Request) -> list[tuple[str, str]]:
+        """The upstream's end-to-end headers for the client, an OAuth challenge's link to the
+        resource metadata moved to this gateway (see :func:`rebase_challenge`)."""
+        origin = _origin_of(request)
+        return [
+            (k, rebase_challenge(v, self.origin, origin) if k.lower() == "www-authenticate" else v)
+            for k, v in forwardable(upstream.headers.multi_items())
+        ]
+
+    async def answer(
+        self, upstream: httpx2.Response, request: Request, core: ProxyCore, ids: list[Any]
+    ) -> Response:
+        headers = self.public_headers(upstream, request)
         ctype = upstream.headers.get("content-type", "").partition(";")[0].strip().lower()
         if ctype == "text/event-stream":
             stream = StreamingResponse(
-                self.events(upstream, core, ids), status_code=upstream.status_code
+                with_keepalive(self.events(upstream, core, ids), self.keepalive),
+                status_code=upstream.status_code,
             )
             _add_headers(stream, [(k, v) for k, v in headers if k.lower() not in _SSE_HEADERS])
             _add_headers(stream, list(_SSE_HEADERS.items()))
@@ -331,7 +358,9 @@ class _Gateway:
             return Response(f"upstream dropped the connection: {type(e).__name__}", status_code=502)
         finally:
             await upstream.aclose()
-        return _response(upstream.status_code, forwardable(upstream.headers.multi_items()), body)
+        if upstream.status_code == 200 and request.url.path.startswith(_RESOURCE_METADATA_PATH):
+            body = rebase_resource_metadata(body, self.origin, _origin_of(request)) or body
+        return _response(upstream.status_code, self.public_headers(upstream, request), body)
 
 
 def build_gateway(
@@ -341,6 +370,7 @@ def build_gateway(
     headers: Mapping[str, str] | None = None,
     ledger: Ledger | None = None,
     loopback: bool = True,
+    keepalive: float = DEFAULT_KEEPALIVE,
 ) -> Starlette:
     """The gateway's ASGI app in front of the MCP server at ``url`` (see the module doc).
 
@@ -359,7 +389,7 @@ def build_gateway(
         timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
         async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as http:
             await asyncio.get_running_loop().run_in_executor(None, ProxyCore(config).warm_up)
-            state["gateway"] = _Gateway(url, http, cores, headers or {}, loopback)
+            state["gateway"] = _Gateway(url, http, cores, headers or {}, loopback, keepalive)
             try:
                 yield
             finally:
@@ -381,9 +411,17 @@ async def serve_gateway(
     *,
     headers: Mapping[str, str] | None = None,
     ledger: Ledger | None = None,
+    keepalive: float = DEFAULT_KEEPALIVE,
 ) -> int:
     """Serve :func:`build_gateway` on ``host:port`` until SIGINT/SIGTERM; returns 0."""
-    app = build_gateway(url, config, headers=headers, ledger=ledger, loopback=is_loopback(host))
+    app = build_gateway(
+        url,
+        config,
+        headers=headers,
+        ledger=ledger,
+        loopback=is_loopback(host),
+        keepalive=keepalive,
+    )
     return await _serve(app, host, port, urlsplit(url).path or "/")
 
 
@@ -443,9 +481,17 @@ async def serve_command(
     *,
     ledger: Ledger | None = None,
     grace: float = 2.0,
+    keepalive: float = DEFAULT_KEEPALIVE,
 ) -> int:
     """Serve the stdio server ``command`` over Streamable HTTP on ``host:port``."""
     from .http_command import build_command_app
 
-    app = build_command_app(command, config, ledger=ledger, grace=grace, loopback=is_loopback(host))
+    app = build_command_app(
+        command,
+        config,
+        ledger=ledger,
+        grace=grace,
+        loopback=is_loopback(host),
+        keepalive=keepalive,
+    )
     return await _serve(app, host, port, "/mcp")
