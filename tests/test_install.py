@@ -519,7 +519,7 @@ def test_a_legacy_sse_server_is_refused(home: Path, capsys: pytest.CaptureFixtur
     assert path.read_bytes() == original
 
 
-REMOTE = {
+REMOTE: dict[str, Any] = {
     "type": "http",
     "url": "https://example.invalid/mcp",
     "headers": {"Authorization": "Bearer ${TOKEN}", "X-Team": "a b"},
