@@ -1,62 +1,164 @@
 """Latency the HTTP shells add per tool call, on loopback, against the SDK's own HTTP server.
 
-    python bench/http_latency.py [--calls N]
+    python bench/http_latency.py [--calls N] [--kind stateful|json|stateless]
 
 The official SDK client calls ``echo`` (a small text result the proxy leaves alone) and
-``orders`` (a 12-record JSON result it rewrites to GCF) ``N`` times each: directly, through
-``gcfkit proxy --upstream URL`` (stdio client) and through ``gcfkit proxy --http ... --upstream
-URL`` (the gateway). Printed: the median and p90 per call, and the added median against the
-direct calls of the same run. The same machine runs everything, so only the differences mean
-anything.
+``orders`` (a 12-record JSON result it rewrites to GCF) ``N`` times each through four
+paths, in turn (one call on each path, then the next round), so that the load of a shared
+machine falls on all of them alike:
+
+* ``direct``: the client to the server;
+* ``bare relay``: a minimal starlette + httpx2 pass-through (no proxy logic): what any
+  Python HTTP hop costs here, the floor for the gateway;
+* ``--upstream``: the client on stdio, ``gcfkit proxy --upstream URL``;
+* ``gateway``: ``gcfkit proxy --http 127.0.0.1:0 --upstream URL``.
+
+Printed: the median per call and the median of the per-round differences against
+``direct``. Only the differences mean anything; quote medians of several runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from test_http import connect, gcfkit_http, sdk_server, upstream_params  # noqa: E402
+from tests.test_http import (  # noqa: E402
+    _read_line,
+    _stop,
+    connect,
+    env,
+    gcfkit_http,
+    sdk_server,
+    upstream_params,
+)
+
+_HOP_BY_HOP = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 
 
-async def timings(target: Any, calls: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {"echo": [], "orders": []}
-    async with connect(target, "legacy") as client:
-        for name, args in (("echo", {"text": "hi"}), ("orders", {"limit": 12})):
-            await client.call_tool(name, args)  # warm: the first call loads the tokenizer
+def bare_relay(upstream: str) -> None:
+    """Serve a pass-through to ``upstream`` (the reference hop); prints ``serving URL``."""
+    import httpx2
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response, StreamingResponse
+    from starlette.routing import Route
+
+    from gcfkit.transports.http_server import listen_socket
+
+    clients: list[httpx2.AsyncClient] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            clients.append(http)
+            yield
+
+    async def relay(request: Request) -> Response:
+        http = clients[0]
+        headers = [(k, v) for k, v in request.headers.items() if k not in _HOP_BY_HOP]
+        sent = http.build_request(
+            request.method, upstream, content=await request.body(), headers=headers
+        )
+        answer = await http.send(sent, stream=True)
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in answer.aiter_raw():
+                    yield chunk
+            finally:
+                await answer.aclose()
+
+        response = StreamingResponse(body(), status_code=answer.status_code)
+        skip = _HOP_BY_HOP | {"content-encoding"}
+        response.raw_headers.extend(
+            (k.encode(), v.encode()) for k, v in answer.headers.multi_items() if k not in skip
+        )
+        return response
+
+    path = httpx2.URL(upstream).path
+    app = Starlette(
+        routes=[Route(path, relay, methods=["GET", "POST", "DELETE"])], lifespan=lifespan
+    )
+    sock = listen_socket("127.0.0.1", 0)
+    print(f"serving http://127.0.0.1:{sock.getsockname()[1]}{path}", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+@contextlib.contextmanager
+def bare_relay_process(upstream: str) -> Any:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--bare-relay", upstream],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env(),
+    )
+    try:
+        assert process.stderr is not None
+        yield _read_line(process.stderr, r"serving (http://\S+)", 60).group(1)
+    finally:
+        _stop(process)
+
+
+async def rounds(targets: dict[str, Any], calls: int) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {
+            name: await stack.enter_async_context(connect(target, "legacy"))
+            for name, target in targets.items()
+        }
+        for tool, args in (("echo", {"text": "hi"}), ("orders", {"limit": 12})):
+            out[tool] = {name: [] for name in clients}
+            for client in clients.values():
+                await client.call_tool(tool, args)  # warm: the first call loads the tokenizer
             for _ in range(calls):
-                start = time.perf_counter()
-                await client.call_tool(name, args)
-                out[name].append((time.perf_counter() - start) * 1000)
+                for name, client in clients.items():
+                    start = time.perf_counter()
+                    await client.call_tool(tool, args)
+                    out[tool][name].append((time.perf_counter() - start) * 1000)
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--kind", default="stateful", choices=["stateful", "json", "stateless"])
+    parser.add_argument("--bare-relay", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    with sdk_server() as url, gcfkit_http("--upstream", url) as gateway:
-        runs = {
-            "direct": asyncio.run(timings(url, args.calls)),
-            "--upstream (stdio client)": asyncio.run(timings(upstream_params(url), args.calls)),
-            "--http --upstream (gateway)": asyncio.run(timings(gateway, args.calls)),
-        }
-    base = {k: statistics.median(v) for k, v in runs["direct"].items()}
-    print("| path | call | median ms | p90 ms | added median ms |")
-    print("|---|---|---:|---:|---:|")
-    for path, result in runs.items():
-        for call, samples in result.items():
-            median = statistics.median(samples)
-            p90 = statistics.quantiles(samples, n=10)[-1]
-            added = "" if path == "direct" else f"{median - base[call]:+.2f}"
-            print(f"| {path} | {call} | {median:.2f} | {p90:.2f} | {added} |")
+    if args.bare_relay:
+        bare_relay(args.bare_relay)
+        return
+    with sdk_server() as base:
+        url = f"{base}/{args.kind}/mcp"
+        with bare_relay_process(url) as bare, gcfkit_http("--upstream", url) as gateway:
+            targets = {
+                "direct": url,
+                "bare relay": bare,
+                "--upstream (stdio client)": upstream_params(url),
+                "--http --upstream (gateway)": gateway,
+            }
+            result = asyncio.run(rounds(targets, args.calls))
+    print(f"server: the SDK's, {args.kind}; {args.calls} calls per path and tool")
+    print("| path | call | median ms | added median ms |")
+    print("|---|---|---:|---:|")
+    for tool, paths in result.items():
+        base_samples = paths["direct"]
+        for path, samples in paths.items():
+            added = [s - b for s, b in zip(samples, base_samples, strict=True)]
+            shown = "" if path == "direct" else f"{statistics.median(added):+.2f}"
+            print(f"| {path} | {tool} | {statistics.median(samples):.2f} | {shown} |")
 
 
 if __name__ == "__main__":
