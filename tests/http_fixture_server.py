@@ -12,7 +12,10 @@ process serves the SDK's server in every configuration the tests need, each at i
 * ``/events/mcp``: sessions with an in-memory event store, so SSE streams are resumable;
 * ``/token/mcp``: an OAuth protected resource (the SDK's bearer middleware: 401 with
   ``WWW-Authenticate`` and protected-resource metadata) that accepts the bearer token
-  ``s3cret``.
+  ``s3cret``;
+* ``/oauth/mcp``: a protected resource whose authorization server is this process (the
+  SDK's own: metadata, dynamic registration, ``/authorize`` that approves at once, ``/token``
+  with PKCE), for the whole OAuth flow of the SDK client.
 
 Tools:
 
@@ -21,7 +24,8 @@ Tools:
 * ``echo(text)``: the text back, untouched;
 * ``poll(n)``: one progress notification, then the server closes the SSE stream and the
   rest (``n`` more, then the result) waits for the client to resume with Last-Event-ID;
-* ``die(after)``: ``after`` progress notifications, then the process exits mid-stream.
+* ``die(after)``: ``after`` progress notifications, then the process exits mid-stream;
+* ``whoami()``: the resource (RFC 8707) the caller's token was issued for (``/oauth/mcp``).
 
 Nothing here synchronizes by sleeping. A tool that must know an event reached the client
 before it goes on (``poll`` before closing the stream, ``die`` before exiting) waits until
@@ -38,16 +42,24 @@ import os
 import secrets
 import socket
 import sys
+import time
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    TokenError,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage, EventStore
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.types import JSONRPCError, JSONRPCResponse
 from pydantic import AnyHttpUrl
 from starlette.types import Receive, Scope, Send
@@ -111,6 +123,73 @@ class Verifier:
         return AccessToken(token=token, client_id="tests", scopes=["mcp"])
 
 
+class Approver:
+    """The SDK's OAuth provider interface, in memory, approving every authorization: what a
+    test needs of an authorization server (registration, PKCE codes, tokens that name the
+    resource they were asked for)."""
+
+    def __init__(self) -> None:
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.tokens: dict[str, AccessToken] = {}
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        code = AuthorizationCode(
+            code=secrets.token_hex(16),
+            scopes=params.scopes or ["mcp"],
+            expires_at=time.time() + 300,
+            client_id=client.client_id or "",
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+        )
+        self.codes[code.code] = code
+        return construct_redirect_uri(str(params.redirect_uri), code=code.code, state=params.state)
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
+        return self.codes.get(authorization_code)
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        del self.codes[authorization_code.code]
+        token = AccessToken(
+            token=secrets.token_hex(16),
+            client_id=authorization_code.client_id,
+            scopes=authorization_code.scopes,
+            expires_at=int(time.time()) + 3600,
+            resource=authorization_code.resource,
+        )
+        self.tokens[token.token] = token
+        return OAuthToken(access_token=token.token, expires_in=3600, scope=" ".join(token.scopes))
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> None:
+        return None
+
+    async def exchange_refresh_token(self, *args: Any) -> OAuthToken:
+        raise TokenError("invalid_grant", "no refresh tokens here")
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        return self.tokens.get(token)
+
+    async def revoke_token(self, token: Any) -> None:
+        self.tokens.pop(getattr(token, "token", ""), None)
+
+
 class MemoryEvents(EventStore):
     """Every event kept, so a client can resume any stream with Last-Event-ID.
 
@@ -147,8 +226,19 @@ class MemoryEvents(EventStore):
         return stream
 
 
-def build(name: str, base: str) -> MCPServer:
+def build(name: str, base: str, approver: Approver) -> MCPServer:
     kwargs: dict[str, Any] = {}
+    if name == "oauth":
+        kwargs["auth_server_provider"] = approver
+        kwargs["auth"] = AuthSettings(
+            issuer_url=AnyHttpUrl(base),
+            resource_server_url=AnyHttpUrl(f"{base}/oauth/mcp"),
+            client_registration_options=ClientRegistrationOptions(
+                enabled=True, valid_scopes=["mcp"], default_scopes=["mcp"]
+            ),
+            required_scopes=["mcp"],
+            validate_token_resource=False,
+        )
     if name == "token":
         kwargs["token_verifier"] = Verifier()
         kwargs["auth"] = AuthSettings(
@@ -199,6 +289,13 @@ def build(name: str, base: str) -> MCPServer:
         await wire_of(ctx).sent(f"{marker}-{after}")
         os._exit(3)
 
+    @server.tool()
+    def whoami(ctx: Context) -> str:
+        """The resource the caller's token names."""
+        headers = ctx.headers or {}
+        token = approver.tokens.get(headers.get("authorization", "").removeprefix("Bearer "))
+        return json.dumps({"resource": token.resource if token else None})
+
     return server
 
 
@@ -208,7 +305,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "json": {"json_response": True},
     "events": {"event_store": MemoryEvents, "retry_interval": 100},
     "token": {},
+    "oauth": {},
 }
+#: The authorization server's own endpoints (RFC 8414 metadata at the issuer, the root).
+AS_PATHS = ("/.well-known/oauth-authorization-server", "/authorize", "/token", "/register")
 
 
 def app_for(port: int) -> Any:
@@ -219,8 +319,9 @@ def app_for(port: int) -> Any:
     )
     servers: list[MCPServer] = []
     routes: dict[str, Any] = {}
+    approver = Approver()
     for name, options in CONFIGS.items():
-        server = build(name, base)
+        server = build(name, base, approver)
         options = dict(options)
         if "event_store" in options:
             options["event_store"] = options["event_store"]()
@@ -230,6 +331,8 @@ def app_for(port: int) -> Any:
         servers.append(server)
         routes[f"/{name}/mcp"] = app
         routes[f"/.well-known/oauth-protected-resource/{name}/mcp"] = app
+        if name == "oauth":
+            routes.update(dict.fromkeys(AS_PATHS, app))
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:

@@ -41,11 +41,19 @@ import gcfkit
 mcp = pytest.importorskip("mcp")
 import httpx2  # noqa: E402
 import uvicorn  # noqa: E402
+from mcp.client.auth import OAuthClientProvider  # noqa: E402
 from mcp.client.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared.auth import (  # noqa: E402
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from mcp.shared.auth_utils import check_resource_allowed  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
+from pydantic import AnyUrl  # noqa: E402
 
 from gcfkit.proxy.core import ProxyConfig  # noqa: E402
 from gcfkit.transports.http import KEEPALIVE_COMMENT  # noqa: E402
@@ -497,6 +505,83 @@ def test_oauth_discovery_through_the_gateway_names_the_gateway(
         assert not check_resource_allowed(requested_resource=gateway, configured_resource=url)
         assert list(got) == list(want)  # the members and their order kept
         assert {**got, "resource": url} == want  # the authorization servers untouched
+
+
+class MemoryTokens:
+    """The SDK client's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+async def whoami_with_oauth(server_url: str) -> tuple[str, list[str]]:
+    """The SDK client's whole OAuth flow against ``server_url`` (discovery, registration,
+    authorization with PKCE, token), then ``whoami``: the resource its token names, and the
+    URLs the flow fetched."""
+    redirected: list[AuthorizationCodeResult] = []
+    fetched: list[str] = []
+
+    async def follow(url: str) -> None:
+        # The user's browser: the fixture's authorization server approves at once.
+        async with httpx2.AsyncClient(timeout=30) as browser:
+            answer = await browser.get(url)
+        assert answer.status_code in (302, 303, 307), answer.text
+        query = dict(httpx2.URL(answer.headers["location"]).params)
+        redirected.append(AuthorizationCodeResult(**query))
+
+    async def callback() -> AuthorizationCodeResult:
+        return redirected.pop()
+
+    async def log(request: httpx2.Request) -> None:
+        fetched.append(str(request.url))
+
+    auth = OAuthClientProvider(
+        server_url=server_url,
+        client_metadata=OAuthClientMetadata(
+            client_name="gcfkit tests",
+            redirect_uris=[AnyUrl("http://127.0.0.1:9/callback")],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope="mcp",
+        ),
+        storage=MemoryTokens(),
+        redirect_handler=follow,
+        callback_handler=callback,
+    )
+    http = httpx2.AsyncClient(
+        auth=auth, timeout=httpx2.Timeout(30, read=120), event_hooks={"request": [log]}
+    )
+    async with http, Client(streamable_http_client(server_url, http_client=http)) as c:
+        resource = json.loads(text(await c.call_tool("whoami", {})))["resource"]
+    return resource, fetched
+
+
+def test_the_whole_oauth_flow_through_the_gateway(servers: Servers, inproc: Background) -> None:
+    url = servers.url("oauth")
+    gateway = inproc.gateway(url)
+    direct, _ = run(lambda: whoami_with_oauth(url))
+    assert direct == url
+    # Through the gateway the SDK client accepts the metadata (it names the gateway, which
+    # the client checks), gets a token from the server's own authorization server for the
+    # gateway's URL (RFC 8707), and the server takes it through the gateway.
+    through, fetched = run(lambda: whoami_with_oauth(gateway))
+    assert through == gateway
+    origin = str(httpx2.URL(gateway).copy_with(path="/")).rstrip("/")
+    assert origin + "/.well-known/oauth-protected-resource/oauth/mcp" in fetched
+    assert servers.base + "/token" in fetched  # the authorization server, reached directly
 
 
 @pytest.mark.parametrize("shape", ["upstream", "gateway"])
