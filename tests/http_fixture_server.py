@@ -1,8 +1,9 @@
 """A real MCP server over Streamable HTTP for the HTTP tests: the official SDK's own server.
 
-    python tests/http_fixture_server.py
+    python tests/http_fixture_server.py [--stdio]
 
-It binds 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout once it listens. One
+It binds 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout once it listens
+(``--stdio``: the same server and tools on stdio instead, both protocol generations). One
 process serves the SDK's server in every configuration the tests need, each at its own path
 (one process to start instead of one per configuration keeps the suite fast):
 
@@ -25,7 +26,9 @@ Tools:
 * ``poll(n)``: one progress notification, then the server closes the SSE stream and the
   rest (``n`` more, then the result) waits for the client to resume with Last-Event-ID;
 * ``die(after)``: ``after`` progress notifications, then the process exits mid-stream;
-* ``whoami()``: the resource (RFC 8707) the caller's token was issued for (``/oauth/mcp``).
+* ``whoami()``: the resource (RFC 8707) the caller's token was issued for (``/oauth/mcp``);
+* ``hold(key)``: one progress notification, then it waits until cancelled;
+  ``was_cancelled(key)`` says whether that happened (both bounded).
 
 Nothing here synchronizes by sleeping. A tool that must know an event reached the client
 before it goes on (``poll`` before closing the stream, ``die`` before exiting) waits until
@@ -289,6 +292,30 @@ def build(name: str, base: str, approver: Approver) -> MCPServer:
         await wire_of(ctx).sent(f"{marker}-{after}")
         os._exit(3)
 
+    cancelled: dict[str, asyncio.Event] = {}
+
+    @server.tool()
+    async def hold(key: str, ctx: Context) -> str:
+        """Reports progress, then waits until the client cancels it (bounded)."""
+        event = cancelled.setdefault(key, asyncio.Event())
+        await ctx.report_progress(1, 2)
+        try:
+            await asyncio.sleep(WAIT)  # the scenario is a call that never ends by itself
+        except asyncio.CancelledError:
+            event.set()
+            raise
+        return "not cancelled"
+
+    @server.tool()
+    async def was_cancelled(key: str) -> str:
+        """Whether ``hold(key)`` was cancelled (waits for it, bounded)."""
+        event = cancelled.setdefault(key, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), WAIT)
+        except asyncio.TimeoutError:
+            return "not cancelled"
+        return "cancelled"
+
     @server.tool()
     def whoami(ctx: Context) -> str:
         """The resource the caller's token names."""
@@ -362,6 +389,9 @@ def app_for(port: int) -> Any:
 
 def main() -> None:
     warnings.simplefilter("ignore")  # the SDK warns about the deprecated logging it serves
+    if sys.argv[1:] == ["--stdio"]:
+        build("stdio", "", Approver()).run("stdio")
+        return
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections accepted from such a
     # socket; without it each SSE event waits ~40 ms on Nagle and delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

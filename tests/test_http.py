@@ -445,6 +445,63 @@ def test_a_stdio_server_served_over_http(command_url: str, mode: str) -> None:
         assert result["tools"] == want["tools"]
 
 
+@pytest.fixture(scope="module")
+def sdk_command_url() -> Iterator[str]:
+    """``gcfkit proxy --http 127.0.0.1:0 -- python tests/http_fixture_server.py --stdio``:
+    the SDK's own server on stdio, which speaks both protocol generations."""
+    with gcfkit_http("--", sys.executable, FIXTURE, "--stdio") as url:
+        yield url
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto", "legacy"])
+def test_an_sdk_stdio_server_served_over_http(sdk_command_url: str, mode: str) -> None:
+    async def direct() -> dict[str, Any]:
+        params = StdioServerParameters(command=sys.executable, args=[FIXTURE, "--stdio"])
+        async with connect(params, mode) as c:
+            return await exercise(c)
+
+    async def proxied() -> dict[str, Any]:
+        async with connect(sdk_command_url, mode) as c:
+            return await exercise(c)
+
+    async def three_clients() -> list[dict[str, Any]]:
+        # At once: in 2026-07-28 they share one server process, and they number their
+        # requests and progress tokens alike; each must get its own answers.
+        return list(await asyncio.gather(proxied(), proxied(), proxied()))
+
+    want = run(direct)
+    for got in run(three_clients):
+        assert got["orders_text"].startswith("GCF profile=generic")
+        assert got["orders"] == want["orders"] == json.loads(want["orders_text"])
+        assert got["steps"] == want["steps"]
+        assert got["echo"] == want["echo"] == "  keep   me  "
+        assert got["progress"] == want["progress"] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_2026_request_the_client_cancels_is_cancelled_on_the_shared_server(
+    sdk_command_url: str,
+) -> None:
+    async def body() -> str:
+        async with connect(sdk_command_url, "2026-07-28") as c:
+            started = asyncio.Event()
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                started.set()
+
+            call = asyncio.create_task(
+                c.call_tool("hold", {"key": "k1"}, progress_callback=on_progress)
+            )
+            await started.wait()  # the tool runs: cancelling it now reaches it
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            return text(await c.call_tool("was_cancelled", {"key": "k1"}))
+
+    assert run(body) == "cancelled"
+
+
 def test_a_bearer_token_given_with_header_and_refused_without(
     servers: Servers, inproc: Background
 ) -> None:

@@ -9,23 +9,12 @@ its ``progressToken``, come back on that POST's SSE stream. What the server send
 else to the most recent open request stream, else waits (bounded) for a GET stream.
 ``DELETE``, an hour without traffic, or the proxy's own shutdown stops the process.
 
-The 2026-07-28 protocol has no session to give a process to. A request without
-``Mcp-Session-Id`` that names it (in ``MCP-Protocol-Version`` or its ``_meta``) is answered
-with HTTP 400 and the JSON-RPC error ``UNSUPPORTED_PROTOCOL_VERSION`` (-32022), whose data
-lists the handshake versions served here; a client that negotiates (the SDK's ``auto`` mode)
-falls back to ``initialize`` and is served, one pinned to 2026-07-28 gets that error.
-
-Serving it is not done. A process per request is wrong (a server start per call, and no
-state between calls that the server itself keeps). The right shape is one shared process,
-initialized by the proxy, with each request's ``id`` and ``progressToken`` remapped to
-proxy-unique ones and back (clients reuse ids across requests) and ``server/discover``
-answered from that initialize result. What it would still have to settle: the process is
-initialized once, with one set of client capabilities, while each 2026-07-28 request carries
-its own (a server that reads them would see the first client's); a stdio server's own
-requests to the client (sampling, elicitation, roots) have no channel there (that protocol
-asks for input with ``input_required`` results); its log and list-changed notifications have
-no stream to go to; and ``notifications/cancelled`` must be sent for a request whose stream
-the client closes.
+The 2026-07-28 protocol has no session: its requests (no ``Mcp-Session-Id``, the version in
+``MCP-Protocol-Version`` or their ``_meta``) all go to one shared server process, each with
+an id and progress token of the proxy's own, each answered on its own SSE stream
+(:mod:`gcfkit.transports.http_shared` says what that takes). A stdio server that speaks only
+the handshake answers them as methods it does not know, and a client that negotiates (the
+SDK's ``auto`` mode) falls back to ``initialize``.
 """
 
 from __future__ import annotations
@@ -57,6 +46,7 @@ from .http import (
     sse_event,
     with_keepalive,
 )
+from .http_shared import SharedServer
 from .stdio import DEFAULT_GRACE, split_lines, start_server, stop_server
 
 __all__ = ["IDLE_TIMEOUT", "build_command_app"]
@@ -64,8 +54,6 @@ __all__ = ["IDLE_TIMEOUT", "build_command_app"]
 #: Seconds a session may go without any request or open stream before its process stops.
 IDLE_TIMEOUT: Final = 3600.0
 
-_HANDSHAKE_VERSIONS: Final = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
-_UNSUPPORTED_VERSION: Final = -32022
 _HELD_MESSAGES: Final = 1024
 _SSE_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -203,6 +191,7 @@ class _CommandServer:
         self.loopback = loopback
         self.keepalive = keepalive
         self.sessions: dict[str, _Session] = {}
+        self.shared = SharedServer(command, config, ledger)
 
     async def handle(self, request: Request) -> Response:
         refusal = rebinding_refusal(request.headers, self.loopback)
@@ -239,9 +228,7 @@ class _CommandServer:
         request_id = msg.get("id") if isinstance(msg, dict) else None
         version = request.headers.get(MCP_PROTOCOL_VERSION) or message_version(msg)
         if session_id is None and is_modern(version):
-            data = {"supported": _HANDSHAKE_VERSIONS, "requested": version}
-            message = "this proxy serves its stdio server over the initialize handshake"
-            return _json_error(400, request_id, _UNSUPPORTED_VERSION, message, data)
+            return await self.post_shared(body, msg, request_id, method)
         if session_id is None:
             if method != "initialize":
                 return _json_error(
@@ -273,6 +260,30 @@ class _CommandServer:
             return Response(status_code=202)
         response = self.stream(session, queue, key)
         response.headers[MCP_SESSION_ID] = session.id
+        return response
+
+    async def post_shared(self, body: bytes, msg: Any, request_id: Any, method: Any) -> Response:
+        """A 2026-07-28 request, to the shared process; its answer on an SSE stream."""
+        if not isinstance(method, str):
+            return _json_error(400, None, -32600, "a 2026-07-28 POST carries one request")
+        if request_id is None:
+            return Response(status_code=202)  # that protocol has no notification to act on
+        if not await self.shared.start():
+            return _json_error(500, request_id, -32603, "the MCP server could not be started")
+        sent = await self.shared.send(body, request_id)
+        if sent is None:
+            return _json_error(502, request_id, -32000, "the MCP server is gone")
+        shared = self.shared
+
+        async def events() -> AsyncIterator[bytes]:
+            async with contextlib.aclosing(shared.events(*sent)) as messages:
+                async for data in messages:
+                    yield sse_event(data)
+
+        response = StreamingResponse(
+            with_keepalive(events(), self.keepalive), media_type="text/event-stream"
+        )
+        response.headers.update(_SSE_HEADERS)
         return response
 
     def stream(self, session: _Session, queue: _Queue, key: RequestKey | None) -> Response:
@@ -328,7 +339,9 @@ class _CommandServer:
                     await self.end(session)
 
     async def close(self) -> None:
-        await asyncio.gather(*(self.end(s) for s in list(self.sessions.values())))
+        await asyncio.gather(
+            self.shared.stop(self.grace), *(self.end(s) for s in list(self.sessions.values()))
+        )
 
 
 def _progress_token(msg: Any) -> RequestKey | None:
