@@ -15,6 +15,11 @@ machine falls on all of them alike:
 
 Printed: the median per call and the median of the per-round differences against
 ``direct``. Only the differences mean anything; quote medians of several runs.
+
+A second table does the same for a client that keeps its connection alive (plain
+JSON-RPC POSTs over one httpx2 connection, each response read to its end), for the HTTP
+paths. The SDK client opens a connection per call, which hides what a server socket without
+TCP_NODELAY costs a keep-alive client (Nagle and delayed ACK: some 40 ms a call).
 """
 
 from __future__ import annotations
@@ -131,6 +136,60 @@ async def rounds(targets: dict[str, Any], calls: int) -> dict[str, dict[str, lis
     return out
 
 
+_ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def keepalive_rounds(urls: dict[str, str], calls: int) -> dict[str, dict[str, list[float]]]:
+    """Per tool and path, the ms of each call by a client on one kept-alive connection."""
+    import httpx2
+
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    out: dict[str, dict[str, list[float]]] = {}
+    with httpx2.Client(timeout=30) as http:
+        headers: dict[str, dict[str, str]] = {}
+        for name, url in urls.items():
+            answer = http.post(url, json=init, headers=_ACCEPT)
+            session = answer.headers.get("mcp-session-id")
+            headers[name] = {**_ACCEPT, **({"mcp-session-id": session} if session else {})}
+            done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            http.post(url, json=done, headers=headers[name])
+        for tool, args in (("echo", {"text": "hi"}), ("orders", {"limit": 12})):
+            out[tool] = {name: [] for name in urls}
+            for n in range(calls + 1):
+                for name, url in urls.items():
+                    call = {
+                        "jsonrpc": "2.0",
+                        "id": n + 1,
+                        "method": "tools/call",
+                        "params": {"name": tool, "arguments": args},
+                    }
+                    start = time.perf_counter()
+                    http.post(url, json=call, headers=headers[name]).read()
+                    if n:  # the first round warms up (the tokenizer loads)
+                        out[tool][name].append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def table(result: dict[str, dict[str, list[float]]]) -> None:
+    print("| path | call | median ms | added median ms |")
+    print("|---|---|---:|---:|")
+    for tool, paths in result.items():
+        base_samples = paths["direct"]
+        for path, samples in paths.items():
+            added = [s - b for s, b in zip(samples, base_samples, strict=True)]
+            shown = "" if path == "direct" else f"{statistics.median(added):+.2f}"
+            print(f"| {path} | {tool} | {statistics.median(samples):.2f} | {shown} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
@@ -150,15 +209,13 @@ def main() -> None:
                 "--http --upstream (gateway)": gateway,
             }
             result = asyncio.run(rounds(targets, args.calls))
+            http_paths = {"direct": url, "bare relay": bare, "gateway": gateway}
+            kept = keepalive_rounds(http_paths, args.calls)
     print(f"server: the SDK's, {args.kind}; {args.calls} calls per path and tool")
-    print("| path | call | median ms | added median ms |")
-    print("|---|---|---:|---:|")
-    for tool, paths in result.items():
-        base_samples = paths["direct"]
-        for path, samples in paths.items():
-            added = [s - b for s, b in zip(samples, base_samples, strict=True)]
-            shown = "" if path == "direct" else f"{statistics.median(added):+.2f}"
-            print(f"| {path} | {tool} | {statistics.median(samples):.2f} | {shown} |")
+    print("\nThe SDK client (a connection per call):\n")
+    table(result)
+    print("\nA keep-alive client (one connection, every response read to its end):\n")
+    table(kept)
 
 
 if __name__ == "__main__":
