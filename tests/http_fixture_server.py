@@ -289,7 +289,8 @@ def build(name: str, base: str, approver: Approver) -> MCPServer:
         marker = f"die-{secrets.token_hex(8)}"
         for i in range(after):
             await ctx.report_progress(i + 1, after + 1, f"{marker}-{i + 1}")
-        await wire_of(ctx).sent(f"{marker}-{after}")
+        if after:  # on stdio (no wire to watch) it dies at once
+            await wire_of(ctx).sent(f"{marker}-{after}")
         os._exit(3)
 
     cancelled: dict[str, asyncio.Event] = {}

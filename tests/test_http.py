@@ -506,6 +506,24 @@ def test_a_2026_request_the_client_cancels_is_cancelled_on_the_shared_server(
     assert run(body) == "cancelled"
 
 
+def test_the_shared_2026_process_dies_and_the_next_request_starts_another(
+    sdk_command_url: str,
+) -> None:
+    async def body() -> tuple[str, str]:
+        async with connect(sdk_command_url, "2026-07-28") as c:
+            try:
+                await c.call_tool("die", {"after": 0})
+            except MCPError as e:
+                died = str(e)
+            else:
+                raise AssertionError("the call succeeded")
+            return died, text(await c.call_tool("echo", {"text": "back"}))
+
+    died, again = run(body)
+    assert "exited with status 3" in died
+    assert again == "back"
+
+
 def test_a_bearer_token_given_with_header_and_refused_without(
     servers: Servers, inproc: Background
 ) -> None:

@@ -81,6 +81,7 @@ class _Exchange:
     token: Any
     core: ProxyCore
     queue: Queue
+    process: asyncio.subprocess.Process | None
 
 
 class SharedServer:
@@ -124,7 +125,7 @@ class SharedServer:
         server cannot be written to."""
         core = ProxyCore(self.config)
         proxy_id = f"{_PREFIX}{next(self.order)}"
-        exchange = _Exchange(request_id, None, core, asyncio.Queue())
+        exchange = _Exchange(request_id, None, core, asyncio.Queue(), self.process)
         data = b""
         for out in core.from_client(one_line(line)):
             if out.to == "server":
@@ -185,6 +186,8 @@ class SharedServer:
             await asyncio.wait_for(process.wait(), 5)
         status = process.returncode
         for proxy_id, exchange in list(self.waiting.items()):
+            if exchange.process is not process:
+                continue  # sent to the process started after this one died
             del self.waiting[proxy_id]
             for out in exchange.core.server_exited(status):
                 exchange.queue.put_nowait((out.data, True))
