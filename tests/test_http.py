@@ -789,6 +789,27 @@ def test_server_everything_through_the_proxy(
     assert got["progress"] == [1.0, 2.0, 3.0]
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--upstream", "http://127.0.0.1:9/mcp", "--", "cmd"], "either --upstream"),
+        (["--header", "X: 1", "--", "cmd"], "--header is for"),
+        (["--upstream", "ftp://127.0.0.1/mcp"], "http(s)://"),
+        (["--upstream", "http://127.0.0.1:9/mcp", "--header", "no colon"], "Name: value"),
+        (["--http", ":8765", "--", "cmd"], "HOST:PORT"),
+        (["--http", "127.0.0.1:0", "--keepalive", "-1", "--", "cmd"], "--keepalive"),
+        (["--upstream", "http://127.0.0.1:9/mcp", "--capture-dir", "x"], "--capture-dir"),
+    ],
+)
+def test_the_http_options_refuse_what_cannot_work(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gcfkit.cli import main
+
+    assert main(["proxy", "--no-stats", *args]) != 0
+    assert says in capsys.readouterr().err
+
+
 def test_connections_the_proxy_accepts_have_tcp_nodelay() -> None:
     """uvicorn serves ``listen_socket``'s socket with ``loop.create_server(sock=...)``: each
     accepted connection must have TCP_NODELAY, or every response written in pieces waits on

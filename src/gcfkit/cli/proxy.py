@@ -240,6 +240,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
         )
+    if (args.upstream or args.http) and args.capture_dir:
+        raise ConfigError(
+            "invalid_option", "--capture-dir records the stdio shell: not with --upstream or --http"
+        )
     config = proxy_config(args)
     ledger = Ledger(args.ledger) if args.ledger and not args.no_stats else None
     if args.upstream:
