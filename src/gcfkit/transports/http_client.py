@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import functools
 import json
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import IO, Any, Final
@@ -53,7 +52,8 @@ from .http import (
     one_line,
     request_ids,
 )
-from .stdio import DEFAULT_GRACE, client_pipes
+from .process import DEFAULT_GRACE, stop_signals
+from .stdio import client_pipes
 
 __all__ = ["DEFAULT_READ_TIMEOUT", "run_upstream"]
 
@@ -445,7 +445,7 @@ async def run_upstream(
             await upstream.send(out)
 
         stop = asyncio.Event()
-        restore = _stop_on_signals(loop, stop.set)
+        restore = stop_signals(loop, lambda signum: stop.set())
         reading = asyncio.create_task(relay())
         stopping = asyncio.create_task(stop.wait())
         try:
@@ -488,20 +488,3 @@ def _cancels_modern(msg: Any, upstream: _Upstream) -> bool:
     task.cancel()
     upstream.core.fail_request(request_id, "cancelled")  # no answer is owed for it any more
     return True
-
-
-def _stop_on_signals(
-    loop: asyncio.AbstractEventLoop, stop: Callable[[], None]
-) -> Callable[[], None]:
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop)
-            installed.append(sig)
-
-    def restore() -> None:
-        for sig in installed:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-
-    return restore

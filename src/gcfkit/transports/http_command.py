@@ -47,7 +47,8 @@ from .http import (
     with_keepalive,
 )
 from .http_shared import SharedServer
-from .stdio import DEFAULT_GRACE, split_lines, start_server, stop_server
+from .process import DEFAULT_GRACE, ServerProcess
+from .stdio import split_lines
 
 __all__ = ["IDLE_TIMEOUT", "build_command_app"]
 
@@ -78,7 +79,7 @@ def _json_error(
 class _Session:
     """One HTTP session: one server process, one core, the streams waiting for its output."""
 
-    def __init__(self, session_id: str, process: asyncio.subprocess.Process, core: ProxyCore):
+    def __init__(self, session_id: str, process: ServerProcess, core: ProxyCore):
         self.id = session_id
         self.process = process
         self.core = core
@@ -99,7 +100,6 @@ class _Session:
 
     async def write(self, outputs: list[Output]) -> bool:
         stdin = self.process.stdin
-        assert stdin is not None
         async with self.write_lock:
             try:
                 for out in outputs:
@@ -111,11 +111,9 @@ class _Session:
 
     async def read(self, ledger: Ledger | None) -> None:
         stdout = self.process.stdout
-        assert stdout is not None
         async for line in split_lines(stdout.read):
             self.route(line, ledger)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.process.wait(), 5)
+        await self.process.exited(5)
         for out in self.core.server_exited(self.process.returncode):
             self.send(self._key_of(out.data), out.data, final=True)
         for queue in [*self.streams.values(), *([self.listener] if self.listener else [])]:
@@ -168,7 +166,7 @@ class _Session:
             queue.put_nowait((data, final))
 
     async def stop(self, grace: float) -> None:
-        await stop_server(self.process, grace)
+        await self.process.stop()
         if self.reader is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self.reader, grace + 5)
@@ -191,7 +189,7 @@ class _CommandServer:
         self.loopback = loopback
         self.keepalive = keepalive
         self.sessions: dict[str, _Session] = {}
-        self.shared = SharedServer(command, config, ledger)
+        self.shared = SharedServer(command, config, ledger, grace)
 
     async def handle(self, request: Request) -> Response:
         refusal = rebinding_refusal(request.headers, self.loopback)
@@ -316,7 +314,7 @@ class _CommandServer:
 
     async def start(self) -> _Session | None:
         try:
-            process = await start_server(self.command)
+            process = await ServerProcess.start(self.command, grace=self.grace)
         except OSError as e:
             _log(f"cannot start {self.command[0]!r}: {e.strerror or e}")
             return None
@@ -340,7 +338,7 @@ class _CommandServer:
 
     async def close(self) -> None:
         await asyncio.gather(
-            self.shared.stop(self.grace), *(self.end(s) for s in list(self.sessions.values()))
+            self.shared.stop(), *(self.end(s) for s in list(self.sessions.values()))
         )
 
 

@@ -47,7 +47,8 @@ from ..ledger import Ledger
 from ..proxy.core import ProxyConfig, ProxyCore
 from ..proxy.jsonrpc import dump_message, error_response, parse_envelope, request_key
 from .http import one_line
-from .stdio import split_lines, start_server, stop_server
+from .process import DEFAULT_GRACE, ServerProcess
+from .stdio import split_lines
 
 __all__ = ["SharedServer", "rename_request"]
 
@@ -81,17 +82,24 @@ class _Exchange:
     token: Any
     core: ProxyCore
     queue: Queue
-    process: asyncio.subprocess.Process | None
+    process: ServerProcess | None
 
 
 class SharedServer:
     """The shared process, started by :meth:`start` (see the module doc)."""
 
-    def __init__(self, command: Sequence[str], config: ProxyConfig, ledger: Ledger | None):
+    def __init__(
+        self,
+        command: Sequence[str],
+        config: ProxyConfig,
+        ledger: Ledger | None,
+        grace: float = DEFAULT_GRACE,
+    ):
         self.command = list(command)
         self.config = config
         self.ledger = ledger
-        self.process: asyncio.subprocess.Process | None = None
+        self.grace = grace
+        self.process: ServerProcess | None = None
         self.reader: asyncio.Task[None] | None = None
         self.waiting: dict[str, _Exchange] = {}
         self.order = itertools.count(1)
@@ -113,7 +121,7 @@ class SharedServer:
             if self.alive:
                 return True
             try:
-                self.process = await start_server(self.command)
+                self.process = await ServerProcess.start(self.command, grace=self.grace)
             except OSError:
                 return False
             self.reader = asyncio.create_task(self._read(self.process))
@@ -139,7 +147,7 @@ class SharedServer:
 
     async def _write(self, data: bytes) -> bool:
         process = self.process
-        if process is None or process.stdin is None:
+        if process is None:
             return False
         async with self.writing:
             try:
@@ -178,12 +186,10 @@ class SharedServer:
                 # Written without awaiting: this runs as the stream's task is cancelled.
                 self._write_now(dump_message(cancel))
 
-    async def _read(self, process: asyncio.subprocess.Process) -> None:
-        assert process.stdout is not None
+    async def _read(self, process: ServerProcess) -> None:
         async for line in split_lines(process.stdout.read):
             await self._route(line)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(process.wait(), 5)
+        await process.exited(5)
         status = process.returncode
         for proxy_id, exchange in list(self.waiting.items()):
             if exchange.process is not process:
@@ -237,9 +243,9 @@ class SharedServer:
         for i, out in enumerate(outputs):
             exchange.queue.put_nowait((out.data, final and i == len(outputs) - 1))
 
-    async def stop(self, grace: float) -> None:
+    async def stop(self) -> None:
         if self.process is not None:
-            await stop_server(self.process, grace)
+            await self.process.stop()
         if self.reader is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(self.reader, grace + 5)
+                await asyncio.wait_for(self.reader, self.grace + 5)

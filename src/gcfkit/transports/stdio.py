@@ -59,8 +59,6 @@ __all__ = [
     "client_pipes",
     "run_proxy",
     "split_lines",
-    "start_server",
-    "stop_server",
 ]
 
 _CHUNK = 1 << 18
@@ -392,22 +390,3 @@ async def client_pipes(
     sink = await _Sink.open(stdout if stdout is not None else sys.stdout.buffer)
     read = await _open_reader(stdin if stdin is not None else sys.stdin.buffer)
     return split_lines(read), sink.write, sink.close
-
-
-async def start_server(command: Sequence[str]) -> asyncio.subprocess.Process:
-    """Spawn a stdio MCP server as :func:`run_proxy` does (piped stdin/stdout, inherited
-    stderr, its own process group) for shells that manage servers themselves; raises
-    ``OSError``."""
-    return await asyncio.create_subprocess_exec(
-        *command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=None,
-        start_new_session=hasattr(os, "killpg"),
-    )
-
-
-async def stop_server(process: asyncio.subprocess.Process, grace: float = DEFAULT_GRACE) -> None:
-    """Stop a server started by :func:`start_server` with the same sequence as the stdio
-    shell (close stdin, wait, SIGTERM the group, wait, SIGKILL)."""
-    await _stop(process, grace)
