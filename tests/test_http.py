@@ -524,6 +524,29 @@ def test_the_shared_2026_process_dies_and_the_next_request_starts_another(
     assert again == "back"
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_stopping_the_http_proxy_stops_its_servers_process_groups(tmp_path: Path) -> None:
+    # A server with a child of its own (as npx and uvx launchers have): the proxy's stop
+    # must take the child too, not only the server it started.
+    pidfile = tmp_path / "child.pid"
+    script = f"sleep 300 & echo $! > {pidfile}; exec {sys.executable} {DEMO}"
+    with gcfkit_http("--", "sh", "-c", script) as url, httpx2.Client(timeout=30) as http:
+        assert http.post(url, json=INIT, headers=ACCEPT).status_code == 200
+        child = int(pidfile.read_text())  # written before the server answered initialize
+        assert _running(child)
+    # gcfkit_http has stopped the proxy (SIGTERM) and waited for it to exit.
+    assert not _running(child)
+
+
 def test_a_bearer_token_given_with_header_and_refused_without(
     servers: Servers, inproc: Background
 ) -> None:
