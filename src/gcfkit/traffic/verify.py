@@ -29,6 +29,7 @@ from ..jsonio import loads_json, same_value
 from ..ledger import LedgerEntry, LedgerRecord
 from ..measure.savings import Summary, summarize
 from ..proxy.core import Codec, ProxyConfig
+from ..proxy.pyliteral import literal_value, renders
 from ..relative import Reader, is_answer, ref_of
 from ..relative.wire import ref_block
 from .corpus import Session, call_key
@@ -113,7 +114,11 @@ def _read_text(text: str, reader: Reader) -> tuple[Any, str]:
         if head.startswith("GCF profile=generic"):
             return reader.read(text), "GCF"
         # Other profiles (graph, the extensions) are read by the front door's dispatcher.
-        return gcf_decode(text), head.split(" ")[1].replace("profile=", "GCF ")
+        value = gcf_decode(text)
+        handle = ref_of(text)
+        if handle is not None and head.startswith("GCF profile=dense"):
+            reader.hold(handle, value)  # a named dense result, as a client holds it
+        return value, head.split(" ")[1].replace("profile=", "GCF ")
     value = _json_of(text)
     if value is None:
         raise GateError("the proxy changed a text that is not JSON")
@@ -183,17 +188,25 @@ def read_back(sent: dict[str, Any], got: dict[str, Any], reader: Reader, *, file
                 if _is_text(b_sent):
                     text = b_sent["text"]
                     value = None if file_tool else _json_of(text)
+                    if value is None and not file_tool:
+                        value = literal_value(text)  # the proxy holds a literal as its value
                     held, held_text = (text, True) if value is None else (value, False)
                 continue
             if not (_is_text(b_sent) and _is_text(b_got) and _same_block_fields(b_sent, b_got)):
                 raise GateError(f"block {i} changed, and it is not a text block")
             original: str = b_sent["text"]
             want = None if file_tool else _json_of(original)
+            literal = None if file_tool or want is not None else literal_value(original)
             try:
                 value, form = _read_text(b_got["text"], reader)
             except GCFError as e:
                 raise GateError(f"text block {i} does not decode: {e}") from e
-            if want is None:
+            if literal is not None:
+                # A Python literal: what was sent must render back to its exact text.
+                if not renders(value, original):
+                    raise GateError(f"text block {i} ({form}) does not render back to the literal")
+                held, held_text = value, False
+            elif want is None:
                 # A file read or a non-JSON text: only a relative answer may stand for it, and
                 # it must give back every byte.
                 if not (is_answer(b_got["text"]) and value == original):
