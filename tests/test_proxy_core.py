@@ -17,7 +17,7 @@ from gcfkit.errors import ConfigError, GCFError
 from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import CONNECTION_CLOSED, Codec, Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy, cap_format, load_policy
-from gcfkit.proxy.primer import PRIMER, append_primer
+from gcfkit.proxy.primer import NOTES, PRIMER, append_primer
 from gcfkit.proxy.record import LedgerRecord
 
 ORDERS = [
@@ -76,9 +76,11 @@ def delivered_result(outputs: list[Output]) -> dict[str, Any]:
 
 def cfg(**options: Any) -> ProxyConfig:
     """A config whose time budget no loaded test machine can run out. Results are not named
-    (``refs``) unless a test asks: tests/test_proxy_relative.py covers naming."""
+    (``refs``) unless a test asks: tests/test_proxy_relative.py covers naming; and v3.5.3
+    only (``dense``) unless a test asks: tests/test_proxy_forms.py covers the dense form."""
     options.setdefault("primer", False)
     options.setdefault("refs", "off")
+    options.setdefault("dense", ())
     options.setdefault("time_budget", 60.0)
     return ProxyConfig(**options)
 
@@ -707,7 +709,7 @@ def test_primer_is_short() -> None:
 
 
 def test_primer_is_appended_to_instructions() -> None:
-    core = ProxyCore(cfg(primer=True))
+    core = ProxyCore(cfg(primer=True, primer_carrier="instructions"))
     core.from_client(request(0, "initialize", {"capabilities": {}}))
     result = {"protocolVersion": "2025-11-25", "serverInfo": {"name": "s"}, "instructions": "Hi."}
     got = delivered_result(core.from_server(response(0, result)))
@@ -717,7 +719,7 @@ def test_primer_is_appended_to_instructions() -> None:
 
 
 def test_primer_without_server_instructions_and_on_discover() -> None:
-    core = ProxyCore(cfg(primer=True))
+    core = ProxyCore(cfg(primer=True, primer_carrier="instructions"))
     core.from_client(request(0, "server/discover", {}))
     got = delivered_result(core.from_server(response(0, {"supportedVersions": ["2026-07-28"]})))
     assert got["instructions"] == PRIMER
@@ -725,16 +727,32 @@ def test_primer_without_server_instructions_and_on_discover() -> None:
 
 def test_no_primer_when_the_policy_never_sends_gcf() -> None:
     policy = Policy.from_mapping({"defaults": {"format": "json"}})
-    core = ProxyCore(cfg(primer=True, policy=policy))
+    core = ProxyCore(cfg(primer=True, policy=policy, primer_carrier="instructions"))
     core.from_client(request(0, "initialize", {"capabilities": {}}))
     data = response(0, {"protocolVersion": "2025-11-25", "instructions": "Hi."})
     assert core.from_server(data) == [Output("client", data)]
     with_rule = Policy.from_mapping(
         {"defaults": {"format": "json"}, "tools": {"x": {"format": "gcf"}}}
     )
-    core = ProxyCore(cfg(primer=True, policy=with_rule))
+    core = ProxyCore(cfg(primer=True, policy=with_rule, primer_carrier="instructions"))
     core.from_client(request(0, "initialize", {"capabilities": {}}))
     assert delivered_result(core.from_server(data))["instructions"].endswith(PRIMER)
+
+
+def test_the_payload_carrier_leaves_instructions_alone_and_explains_each_payload() -> None:
+    # Default carrier: a session that never receives GCF pays nothing for it.
+    core = ProxyCore(cfg(primer=True))
+    core.from_client(request(0, "initialize", {"capabilities": {}}))
+    data = response(0, {"protocolVersion": "2025-11-25", "instructions": "Hi."})
+    assert core.from_server(data) == [Output("client", data)]
+    # Every GCF payload carries its explanation, counted: it is sent only where it pays.
+    _, down = call(core, "list_orders", text_result(pretty(ORDERS)))
+    (text,) = [b["text"] for b in delivered_result(down)["content"]]
+    assert text.splitlines()[1] == "# " + NOTES["gcf"]
+    assert gcfkit.loads(text) == ORDERS
+    _, down = call(core, "one", text_result(pretty({"id": 1, "status": "open"})), msg_id=2)
+    (small,) = [b["text"] for b in delivered_result(down)["content"]]
+    assert small == '{"id":1,"status":"open"}'  # GCF plus its explanation would cost more
 
 
 def test_no_primer() -> None:

@@ -300,7 +300,10 @@ def _doctor(args: argparse.Namespace) -> int:
             about = _shown(f"{check.server} {check.version}".strip()) or "a server"
             via = ", through the proxy" if check.primer else ""
             if s.wrapped and not check.primer:
-                via = " (no GCF primer in its instructions: --no-primer, or not the proxy?)"
+                via = (
+                    " (nothing the proxy appends in its instructions: --no-primer or "
+                    "--refs off, or not the proxy?)"
+                )
             print(
                 f"  ✓ {name}: {label}, {about} answered initialize and tools/list "
                 f"({check.tools} tools){via} in {check.seconds:.1f} s"

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError
+from ..proxy.config import DENSE_CONSTRUCTS, ProxyConfig
 from ..proxy.policy import Policy, ToolPolicy, load_policy
-
-if TYPE_CHECKING:
-    from ..proxy.core import ProxyConfig
 
 __all__ = ["add_capture_options", "open_capture", "proxy_config", "register"]
 
 _EPILOG = """\
 what is rewritten:
-  tools/call results whose text blocks are JSON: to GCF when that has fewer tokens
-  than compact JSON, else to compact JSON when smaller, else left alone. Errors,
+  tools/call results whose text blocks are JSON (or Python literals that render back
+  exactly): to GCF, or its dense profile, when that has fewer tokens than compact JSON,
+  else to compact JSON when smaller, else left alone. Errors,
   structuredContent, images, audio, resources, non-JSON text and file contents pass
   unchanged. File reads are told by name (read_file, read-file, readFile,
   get_file_text_by_path, cat...), by a description about file contents with a path
@@ -115,10 +114,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--refs",
         choices=("auto", "all", "off"),
-        default="auto",
+        default=ProxyConfig().refs,
         help="name results (ref=) and answer calls that pass _since relative to the named "
         "result: auto (default) names a result only within what it saves until the client "
-        "uses _since; all names every result; off",
+        "uses _since; all names every result of 128 bytes or more (a text result gets a "
+        "4-token ref= block); off",
     )
     p.add_argument(
         "--min-bytes",
@@ -127,7 +127,28 @@ def register(sub: Any) -> None:
         metavar="N",
         help="leave text blocks smaller than N bytes alone",
     )
-    p.add_argument("--no-primer", action="store_true", help="do not append the GCF primer")
+    p.add_argument(
+        "--dense",
+        default="all",
+        metavar="CONSTRUCTS",
+        help="dense-profile constructs the proxy may use when they make a result fewer tokens: "
+        "all (default), off, or a comma list of defs,lists,constants,short_rows",
+    )
+    p.add_argument(
+        "--primer",
+        choices=("payload", "instructions"),
+        default=None,
+        help="where a reader's explanation of GCF travels: a comment line in each payload that "
+        f"needs it, or the server's instructions (default: {ProxyConfig().primer_carrier})",
+    )
+    p.add_argument("--no-primer", action="store_true", help="send no explanation of GCF at all")
+    p.add_argument(
+        "--literals",
+        choices=("exact", "tuples", "off"),
+        default="exact",
+        help="Python-literal results ([{'id': 1}]): compress those that render back exactly "
+        "(default), also read tuples as lists (lossy: the tuple type), or never",
+    )
     p.add_argument(
         "--decode-args",
         action="store_true",
@@ -219,6 +240,27 @@ def open_capture(args: argparse.Namespace) -> Any:
     return Capture(args.capture_dir, args.name, max_bytes=args.capture_max_mb * 1024 * 1024)
 
 
+def _dense_constructs(spec: str) -> tuple[str, ...]:
+    """``--dense``: all, off, or a comma list of construct names.
+
+    >>> _dense_constructs("lists,constants"), _dense_constructs("off")
+    (('lists', 'constants'), ())
+    """
+    if spec == "all":
+        return DENSE_CONSTRUCTS
+    if spec in ("off", "none", ""):
+        return ()
+    names = tuple(n.strip() for n in spec.split(","))
+    unknown = sorted(set(names) - set(DENSE_CONSTRUCTS))
+    if unknown:
+        raise ConfigError(
+            "invalid_option",
+            f"--dense: unknown construct(s) {', '.join(unknown)}; "
+            f"use all, off or some of {','.join(DENSE_CONSTRUCTS)}",
+        )
+    return tuple(c for c in DENSE_CONSTRUCTS if c in names)
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
 
@@ -291,8 +333,6 @@ def _run(args: argparse.Namespace) -> int:
 def proxy_config(args: argparse.Namespace) -> ProxyConfig:
     """The core's configuration from the proxy's options (``gcfkit verify`` has a subset of
     them: what it lacks takes the proxy's default)."""
-    from ..proxy.core import ProxyConfig
-
     delta = getattr(args, "delta", None)
     base = ToolPolicy(
         format="gcf",
@@ -313,8 +353,11 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         time_budget=getattr(args, "time_budget", 0.5),
         reanchor=getattr(args, "reanchor", 15),
         server_name=getattr(args, "name", ""),
-        refs=getattr(args, "refs", "auto"),
+        refs=getattr(args, "refs", ProxyConfig().refs),
         session_deltas=delta == "session",
+        dense=_dense_constructs(getattr(args, "dense", "all")),
+        primer_carrier=getattr(args, "primer", None) or ProxyConfig().primer_carrier,
+        literals=getattr(args, "literals", "exact"),
     )
 
 

@@ -261,7 +261,9 @@ def check_entry(
         server=str(info.get("name", "")),
         version=str(info.get("version", "")),
         tools=tools,
-        primer="GCF" in instructions,
+        # What the proxy appends: how to read GCF (--primer instructions) or how to ask for
+        # a relative answer (its default: GCF itself is explained inside each payload).
+        primer="GCF" in instructions or '"_since"' in instructions,
         seconds=time.monotonic() - started,
         stderr=tail.strip(),
     )

@@ -6,7 +6,9 @@ call :func:`choose` (through :func:`settle` when a winner must be verified first
 
 1. The plain answer: the original text when the caller has one and compact JSON is not
    smaller (fewer tokens, ties broken by fewer bytes), else compact JSON.
-2. GCF (a full payload) when it has strictly fewer tokens than every plain form.
+2. GCF (a full payload) when it has strictly fewer tokens than every plain form; a dense
+   payload (the extension, docs/extensions/dense.md) when it has strictly fewer tokens than
+   that and every plain form.
 3. A delta, or an ``unchanged`` answer (§10a), when it has strictly fewer tokens than
    ``delta_ratio`` times the best full form and than the original.
 4. A relative answer (docs/extensions/relative-answers.md) to a call that named a result the
@@ -46,6 +48,7 @@ from ..keyed import DeltaSession, KeyedSet, apply_delta, loads_delta, pack_root
 
 __all__ = [
     "GCF_FORMS",
+    "VERIFIED_FORMS",
     "AnswerPolicy",
     "Candidates",
     "Choice",
@@ -69,10 +72,12 @@ __all__ = [
     "utf8_len",
 ]
 
-#: What the client gets: a full GCF payload, compact JSON, a §10a delta, an ``unchanged``
-#: answer (§10a), the tool's original text untouched, or a relative answer.
+#: What the client gets: a full GCF payload (v3.5.3, or the dense extension), compact JSON,
+#: a §10a delta, an ``unchanged`` answer (§10a), the tool's original text untouched, or a
+#: relative answer.
 Decision = Literal[
     "gcf",
+    "dense",
     "json",
     "delta",
     "unchanged",
@@ -88,6 +93,10 @@ RelativeKind = Literal["unchanged", "patch", "edit"]
 
 #: The decisions that send GCF (and, for keyed sets, carry a pack root).
 GCF_FORMS: Final[frozenset[Decision]] = frozenset({"gcf", "delta", "unchanged"})
+
+#: The decisions :func:`settle` verifies before they are sent (a dense payload carries no
+#: pack root, so it is not one of :data:`GCF_FORMS`, but it is decoded back all the same).
+VERIFIED_FORMS: Final[frozenset[Decision]] = GCF_FORMS | {"dense"}
 
 #: Why a smaller form was not sent: it could not be encoded, or it did not decode back to
 #: the value (``selfcheck``), or the delta did not rebuild the update (``delta-selfcheck``),
@@ -154,7 +163,8 @@ class Candidates:
     """Every form one value could be sent in.
 
     ``json`` is always there. ``original`` is the cost of what the tool wrote, when there is
-    such a text (the proxy); ``gcf`` a full payload and ``delta`` a delta or ``unchanged``
+    such a text (the proxy); ``gcf`` a full payload, ``dense`` a full dense-profile payload,
+    and ``delta`` a delta or ``unchanged``
     answer (``unchanged`` True) against what the client holds, when they exist; ``relative``
     a verified relative answer of kind ``relative_kind`` to a call that named a held result.
     ``fallbacks`` records forms refused along the way.
@@ -168,11 +178,14 @@ class Candidates:
     fallbacks: tuple[Fallback, ...] = ()
     relative: Form | None = None
     relative_kind: RelativeKind = "unchanged"
+    dense: Form | None = None
 
     def refuse(self, decision: Decision) -> Candidates:
         """The candidates without the form ``decision`` chose, which failed its check."""
         if decision == "gcf":
             return replace(self, gcf=None, fallbacks=(*self.fallbacks, Fallback("selfcheck")))
+        if decision == "dense":
+            return replace(self, dense=None, fallbacks=(*self.fallbacks, Fallback("selfcheck")))
         if decision in ("delta", "unchanged"):
             reason = Fallback("delta-selfcheck")
             return replace(self, delta=None, fallbacks=(*self.fallbacks, reason))
@@ -217,6 +230,9 @@ def choose(candidates: Candidates, policy: AnswerPolicy) -> Choice:
     'gcf'
     >>> choose(Candidates(json=js, gcf=Form("GCF ...", 5, 3)), AnswerPolicy()).decision
     'json'
+    >>> dense = Form("GCF profile=dense ...", 3, 9)
+    >>> choose(Candidates(json=js, gcf=Form("GCF ...", 4, 9), dense=dense), AnswerPolicy()).decision
+    'dense'
     >>> delta = Form("GCF ... delta=true", 3, 20)
     >>> choose(Candidates(json=js, delta=delta), AnswerPolicy(delta_ratio=0.6)).decision
     'json'
@@ -234,6 +250,12 @@ def choose(candidates: Candidates, policy: AnswerPolicy) -> Choice:
         and (below_original is None or c.gcf.tokens < below_original)
     ):
         best = Choice(c.gcf.text, c.gcf.tokens, "gcf", c.fallbacks)
+    if (
+        c.dense is not None
+        and c.dense.tokens < min(best.tokens, c.json.tokens)
+        and (below_original is None or c.dense.tokens < below_original)
+    ):
+        best = Choice(c.dense.text, c.dense.tokens, "dense", c.fallbacks)
     full = best
     if (
         c.delta is not None
@@ -294,8 +316,8 @@ def settle(
     policy: AnswerPolicy,
     verify: Callable[[Choice], bool] | None = None,
 ) -> Choice:
-    """:func:`choose`, then ``verify`` a GCF winner; a winner that fails is refused and the
-    next best is chosen (and verified). ``verify=None`` trusts every form.
+    """:func:`choose`, then ``verify`` a winner of :data:`VERIFIED_FORMS`; a winner that fails
+    is refused and the next best is chosen (and verified). ``verify=None`` trusts every form.
 
     Verifying only the winner costs one decode per answer, not one per form.
 
@@ -305,7 +327,7 @@ def settle(
     """
     while True:
         choice = choose(candidates, policy)
-        if verify is None or choice.decision not in GCF_FORMS or verify(choice):
+        if verify is None or choice.decision not in VERIFIED_FORMS or verify(choice):
             return choice
         candidates = candidates.refuse(choice.decision)
 

@@ -7,18 +7,52 @@ rewrites results, :mod:`gcfkit.transports.worker`, receives them as they are).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .. import dumps as gcf_dumps
 from .. import loads as gcf_loads
 from .. import tokens
 from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS
 from .policy import Format, Policy
+from .primer import PrimerMode
+from .pyliteral import LiteralMode
 from .since import RefMode
 
-__all__ = ["Codec", "ProxyConfig"]
+__all__ = ["DENSE_CONSTRUCTS", "Codec", "DenseEncoded", "ProxyConfig"]
+
+#: The dense profile's constructs (docs/extensions/dense.md) the proxy can switch on.
+DENSE_CONSTRUCTS: tuple[str, ...] = ("defs", "lists", "constants", "short_rows")
+
+
+class DenseEncoded(Protocol):
+    """What a dense encoder returns: the payload and the constructs it uses."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def constructs(self) -> tuple[str, ...]: ...
+
+
+def _dense_module() -> Any:
+    # The dense profile is its own module (gcfkit.dense); a build without it has no dense form.
+    if importlib.util.find_spec("gcfkit.dense") is None:
+        return None
+    return importlib.import_module("gcfkit.dense")
+
+
+def _default_dense_encode() -> Callable[..., DenseEncoded] | None:
+    module = _dense_module()
+    return None if module is None else module.encode
+
+
+def _default_dense_loads() -> Callable[[str], Any] | None:
+    module = _dense_module()
+    return None if module is None else module.loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +74,8 @@ class Codec:
     loads: Callable[[str], Any] = gcf_loads
     count: Callable[[str, str], int] = tokens.count
     count_till_limit: Callable[[str, int, str], int | None] | None = None
+    dense_encode: Callable[..., DenseEncoded] | None = field(default_factory=_default_dense_encode)
+    dense_loads: Callable[[str], Any] | None = field(default_factory=_default_dense_loads)
 
     def limited(self) -> Callable[[str, int, str], int | None]:
         """The limited counter that agrees with :attr:`count`."""
@@ -68,6 +104,11 @@ class ProxyConfig:
     Relative answers (:mod:`gcfkit.proxy.since`): ``refs`` (auto, all, off), ``ref_results`` and
     ``ref_bytes`` (the LRU), ``ref_min_bytes``, ``relative_ratio``, ``session_deltas``.
 
+    ``dense``: the dense constructs the proxy may use (docs/extensions/dense.md; empty: none);
+    ``primer_carrier``: where a reader's explanation travels (:mod:`gcfkit.proxy.primer`);
+    ``literals``: Python-literal results (:mod:`gcfkit.proxy.pyliteral`): ``exact``,
+    ``tuples`` or ``off``.
+
     >>> ProxyConfig().format, ProxyConfig().encoding
     ('gcf', 'o200k_base')
     """
@@ -91,3 +132,6 @@ class ProxyConfig:
     ref_results: int = DEFAULT_MAX_RESULTS
     ref_bytes: int = DEFAULT_MAX_BYTES
     ref_min_bytes: int = 128
+    dense: tuple[str, ...] = DENSE_CONSTRUCTS
+    primer_carrier: PrimerMode = "payload"
+    literals: LiteralMode = "exact"

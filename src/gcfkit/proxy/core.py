@@ -18,7 +18,8 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
   are named (``ref=``), and a call that passes ``"_since"`` naming one this session holds
   for the same tool and arguments is answered ``@@ unchanged``, ``@@ patch`` or ``@@ edit``
   when that is verified and clearly smaller; else in full.
-* the ``initialize`` (and ``server/discover``) result: the GCF primer is appended to
+* the ``initialize`` (and ``server/discover``) result: how to ask for relative answers
+  (and, with ``primer_carrier="instructions"``, how to read GCF) is appended to
   ``instructions`` when GCF may be sent in this session.
 * ``tools/list`` results, only with ``advertise_format``: an optional ``_format`` argument.
 * ``tools/call`` requests: ``_format`` and ``_since`` arguments are stripped, and with
@@ -627,9 +628,15 @@ class ProxyCore:
             return None
         if self._session.ceiling != "gcf" or not self.config.policy.may_send_gcf:
             return None
-        instructions = append_primer(result.get("instructions"))
+        instructions: object = result.get("instructions")
+        if self.config.primer_carrier == "instructions":
+            instructions = append_primer(instructions, ("gcf", *self._rewriter.dense_constructs))
+        # How to ask (_since) must be known before the call: only instructions carry it.
+        # (GCF itself is explained in each payload that uses it, by default.)
         if self.config.refs != "off":
             instructions = append_relative_primer(instructions)
+        if instructions == result.get("instructions"):
+            return None
         return {**msg, "result": {**result, "instructions": instructions}}
 
     def _tools_list(self, msg: dict[str, Any], result: dict[str, Any]) -> dict[str, Any] | None:

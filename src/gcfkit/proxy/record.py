@@ -108,6 +108,7 @@ class LedgerRecord:
 #: The ledger's word for each answer decision.
 _WORDS: Final[dict[Decision, str]] = {
     "gcf": "gcf",
+    "dense": "dense",
     "json": "json-minified",
     "delta": "delta",
     "unchanged": "unchanged-delta",
@@ -122,6 +123,7 @@ _MOST_TELLING: Final = (
     "since-edit",
     "unchanged-delta",
     "delta",
+    "dense",
     "gcf",
     "json-minified",
 )

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from ..errors import GCFError
-from ..jsonio import dumps_compact, loads_json, same_value
+from ..jsonio import dumps_compact, loads_json
 from ..keyed import DeltaSession, FixedN, KeyedSet
 from ..relative import Held, ResultMemory
 from ..relative.memory import Kind
@@ -64,7 +64,9 @@ from .answer import (
     utf8_len,
 )
 from .config import Codec, ProxyConfig
+from .forms import FullForms, Text
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
+from .pyliteral import literal_value, renders
 from .record import ledger_decision
 from .since import Names
 
@@ -286,6 +288,9 @@ class Rewriter:
         self._limited_fn = codec.limited()
         self._answers = AnswerPolicy(c.delta_ratio, True, c.relative_ratio)
         self._reanchor = FixedN(c.reanchor)
+        self._selfcheck_on = c.selfcheck
+        carrier = c.primer_carrier if c.primer else "off"
+        self._forms = FullForms(codec, count=self.count, dense=c.dense, primer=carrier)
         # What the client holds, per tool + arguments, for §10a deltas.
         self._deltas: dict[str, DeltaState] = {}
         held = (
@@ -307,6 +312,11 @@ class Rewriter:
             self._loads(self._dumps({"a": [1]}))
         except Exception:  # a broken codec shows up, and is handled, per result
             pass
+
+    @property
+    def dense_constructs(self) -> tuple[str, ...]:
+        """The dense constructs this rewriter may use (empty when the codec has none)."""
+        return self._forms.dense
 
     def forget(self, slot: str) -> None:
         """The client got the original for ``slot``: no delta against what it held before.
@@ -365,12 +375,15 @@ class Rewriter:
             for t, n in zip(texts, sizes, strict=True)
         ]
         budget.check()
+        literals = self._literals(texts, sizes, values, policy)
+        budget.check()
         if all(v is None for v in values):
             self.forget(at.slot)
             if fmt == "gcf":
                 return self._text_answer(result, at, "text", outcome, budget)
             return outcome
-        pieces = _pieces(blocks, values, join=policy.join, content_length=len(content))
+        join = policy.join and not literals
+        pieces = _pieces(blocks, values, join=join, content_length=len(content))
         answered = {i for piece in pieces for i in piece.blocks}
         outcome.lazy = [t for i, t in enumerate(texts) if i not in answered]
         # A delta replaces the whole result, so only a result answered as one value has one.
@@ -387,8 +400,9 @@ class Rewriter:
         plain = 0
         for piece in pieces:
             original = [texts[i] for i in piece.blocks]
+            literal = piece.blocks[0] in literals
             choice, before, exact, plain = self._answer(
-                piece.value, original, fmt, policy, at, delta, budget, (held, handle)
+                piece.value, original, fmt, policy, at, delta, budget, (held, handle), literal
             )
             choices.append(choice)
             outcome.bytes_before += before.size
@@ -462,11 +476,13 @@ class Rewriter:
         delta: bool,
         budget: Budget,
         since: tuple[Held | None, str | None] = (None, None),
+        literal: bool = False,
     ) -> tuple[Choice, Cost, bool, int]:
         """The answer for one value, what its original texts cost, whether that cost is exact
         (else it is a lower bound, and the ledger counts the texts later) and the tokens of
         the cheaper plain form (compact JSON or the original: what naming may not exceed).
-        ``since``: the held result the call named (if usable) and the handle the result gets.
+        ``since``: the held result the call named (if usable) and the handle the result gets;
+        ``literal``: the original is a Python literal (a GCF form must render back to it).
 
         Every count that can decide the choice is exact; a form that lost a limited count
         carries ``limit + 1`` tokens, which keeps every comparison of the one answer policy
@@ -483,23 +499,31 @@ class Rewriter:
         already_compact = len(original) == 1 and compact == original[0]
         budget.check()
         counts = _Counts(self, compact, original, already_compact, slack)
-        gcf: Form | None = None
+        gcf: tuple[str, Form] | None = None
         fallbacks: tuple[Fallback, ...] = ()
+        # A Python literal's GCF must render back to its exact text (exact mode only).
+        exact_literal = original[0] if literal and self.config.literals == "exact" else None
         if fmt == "gcf":
             cells = gcf_cells(value, stop=int(json_size / _TOKENS_PER_CELL))
             if cells > json_size * _DENSE_CELLS_PER_BYTE:
                 # A sparse table: compact JSON first; GCF only if the cells leave it a chance.
                 if cells * _TOKENS_PER_CELL < counts.json_exact():
-                    gcf, fallbacks = self._gcf(value, compact, counts, budget)
+                    gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
             else:
-                gcf, fallbacks = self._gcf(value, compact, counts, budget)
+                gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
         budget.check()
-        best_full = gcf.tokens if gcf is not None else None
+        best_full = gcf[1].tokens if gcf is not None else None
         json_form = Form(compact, counts.json(best_full), json_size)
         best = min(json_form.tokens, best_full) if best_full is not None else json_form.tokens
         before = Cost(counts.original(best), original_size)
         budget.check()
-        candidates = Candidates(json=json_form, original=before, gcf=gcf, fallbacks=fallbacks)
+        candidates = Candidates(
+            json=json_form,
+            original=before,
+            gcf=gcf[1] if gcf is not None and gcf[0] == "gcf" else None,
+            dense=gcf[1] if gcf is not None and gcf[0] == "dense" else None,
+            fallbacks=fallbacks,
+        )
         step = self._delta_step(value, policy, slot) if delta else None
         if step is not None and step.wire is not None and not step.is_full:
             budget.check()
@@ -517,8 +541,8 @@ class Rewriter:
         update = step.after.base if step is not None else None
 
         def verify(choice: Choice) -> bool:
-            if choice.text is None or choice.decision == "gcf":
-                return True  # a GCF form is checked before it is a candidate
+            if choice.text is None or choice.decision in ("gcf", "dense"):
+                return True  # a full GCF form is checked before it is a candidate
             ok = (
                 base is not None
                 and update is not None
@@ -537,23 +561,73 @@ class Rewriter:
         return choice, before, counts.original_exact, min(json_form.tokens, before.tokens)
 
     def _gcf(
-        self, value: Any, compact: str, counts: _Counts, budget: Budget
-    ) -> tuple[Form | None, tuple[Fallback, ...]]:
-        """The GCF form if it can win: built, counted, and (when it beats the plain forms)
-        decoded and compared with the value; else None and why not."""
-        try:
-            text = self._dumps(value)
-        except (GCFError, RecursionError, ValueError, TypeError) as e:
-            return None, (Fallback("encode", getattr(e, "code", type(e).__name__)),)
+        self,
+        value: Any,
+        compact: str,
+        counts: _Counts,
+        budget: Budget,
+        literal: str | None = None,
+    ) -> tuple[tuple[str, Form] | None, tuple[Fallback, ...]]:
+        """The best full GCF form (``gcf`` or ``dense``, :mod:`gcfkit.proxy.forms`) if one can
+        win: built, the shorter counted in full and the other only up to it, and (when it
+        beats the plain forms) decoded and compared with the value; else None and why not."""
+        refused: list[Fallback] = []
+        made = self._forms.texts(value, refused, compact_size=utf8_len(compact))
         budget.check()
-        form = Form(text, self.count(text), utf8_len(text))
-        budget.check()
-        if counts.json(form.tokens) <= form.tokens or counts.original(form.tokens) <= form.tokens:
-            return form, ()  # it loses anyway: no need to check it
-        if self.config.selfcheck and not self._lossless(text, value, compact):
-            return None, (Fallback("selfcheck"),)
-        budget.check()
-        return form, ()
+        # The likely winner first: the shorter form in characters.
+        made.sort(key=lambda t: len(t.text))
+        best: tuple[Text, int] | None = None
+        while made:
+            form = made.pop(0)
+            if best is None:
+                tokens = self.count(form.text)
+            else:
+                n = self._limited(form.text, best[1] - 1)
+                tokens = best[1] if n is None else n  # None: not fewer, it cannot win
+            budget.check()
+            if best is not None and tokens >= best[1]:
+                continue
+            if counts.json(tokens) <= tokens or counts.original(tokens) <= tokens:
+                best = (form, tokens)  # it loses to a plain form anyway: no need to check it
+                continue
+            if self._selfcheck_on and not self._forms.verified(form, value, compact, literal):
+                refused.append(Fallback("selfcheck"))
+                if form.kind == "dense" and not any(t.kind == "gcf" for t in made):
+                    generic = self._forms.generic(value, refused)
+                    if generic is not None and best is None:
+                        made.append(generic)
+                budget.check()
+                continue
+            budget.check()
+            best = (form, tokens)
+        if best is None:
+            return None, tuple(refused)
+        form, tokens = best
+        return (form.kind, Form(form.text, tokens, utf8_len(form.text))), tuple(refused)
+
+    def _literals(
+        self, texts: list[str], sizes: list[int], values: list[Any], policy: ToolPolicy
+    ) -> set[int]:
+        """Read the blocks that are Python literals (:mod:`gcfkit.proxy.pyliteral`) into
+        ``values``, in place; their positions. Exact literals only unless ``literals`` is
+        ``tuples``; an exact literal is answered only when its compact JSON renders back to
+        its text too (then every form sent is proven to)."""
+        mode = self.config.literals
+        found: set[int] = set()
+        if mode == "off":
+            return found
+        limit = self.config.max_text_bytes
+        for i, (text, size) in enumerate(zip(texts, sizes, strict=True)):
+            if values[i] is not None or not policy.min_bytes <= size <= limit:
+                continue
+            value = literal_value(text, tuples=mode == "tuples")
+            if value is None:
+                continue
+            if mode == "exact" and not literal_json_renders(dumps_compact(value), text):
+                continue
+            values[i] = value
+            found.add(i)
+        return found
 
     def _limited(self, text: str, limit: int) -> int | None:
         return self._limited_fn(text, limit, self.config.encoding)
@@ -577,15 +651,6 @@ class Rewriter:
         # content hash, so a full result needs no pack_root header of its own. That keeps
         # first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
         return DeltaSession(base, reanchor=self._reanchor)
-
-    def _lossless(self, gcf: str, value: Any, compact: str) -> bool:
-        try:
-            decoded = self._loads(gcf)
-            # Same compact JSON means the same value (json.dumps keeps types, key order and
-            # float bits); only a mismatch (e.g. 3.0 decoded as 3) needs the slow walk.
-            return dumps_compact(decoded) == compact or same_value(decoded, value)
-        except (GCFError, RecursionError, ValueError, TypeError):
-            return False
 
 
 class _Counts:
@@ -664,6 +729,19 @@ class _Counts:
         if self.same:
             return self._json is not None
         return self._original is not None
+
+
+def literal_json_renders(compact: str, text: str) -> bool:
+    """Whether compact JSON of a Python literal's value renders back to the literal's text
+    (checked once, before a literal is answered at all).
+
+    >>> literal_json_renders('[{"a":null}]', "[{'a': None}]")
+    True
+    """
+    try:
+        return renders(loads_json(compact), text)
+    except (GCFError, RecursionError, ValueError):
+        return False
 
 
 def _best_tokens(candidates: Candidates, policy: AnswerPolicy) -> int:

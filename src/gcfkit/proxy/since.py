@@ -37,7 +37,7 @@ from ..jsonio import dumps_compact
 from ..relative import Held, ResultMemory
 from ..relative.memory import Kind
 from .answer import (
-    GCF_FORMS,
+    VERIFIED_FORMS,
     AnswerPolicy,
     Candidates,
     Choice,
@@ -172,7 +172,7 @@ class Names:
             return choice, None
         if choice.decision.startswith("since-"):
             return choice, 0
-        if choice.decision in GCF_FORMS and choice.text is not None:
+        if choice.decision in VERIFIED_FORMS and choice.text is not None:
             stamped = relative.stamp_ref(choice.text, handle)
             named = Choice(stamped, choice.tokens, choice.decision, choice.fallbacks)
             return named, self.count(f" ref={handle}")

@@ -30,6 +30,7 @@ append|entities[name=gcf-python].observations|tagged
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from ..errors import GCFError
@@ -141,8 +142,12 @@ class Reader:
             return self.resolve(loads(payload))
         from ..generic.decoder import loads as loads_generic
 
-        value = loads_generic(payload)
         text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        if text.startswith("GCF profile=dense"):
+            # The dense profile (docs/extensions/dense.md), where gcfkit.dense is installed.
+            value = importlib.import_module("gcfkit.dense").loads(payload)
+        else:
+            value = loads_generic(payload)
         ref = ref_of(text)
         if ref is not None:
             self._held[ref] = (False, value)

@@ -183,15 +183,16 @@ def dumps_edit(edit: TextEdit, *, tool: str, since: str, ref: str | None = None)
 
 
 def stamp_ref(payload: str, handle: str) -> str:
-    """Name a full GCF generic result: ``ref=<handle>`` is added to its header.
+    """Name a full GCF generic (or dense-profile) result: ``ref=<handle>`` is added to its
+    header.
 
     >>> stamp_ref("GCF profile=generic\\n=1\\n", "482913")
     'GCF profile=generic ref=482913\\n=1\\n'
     """
     head, nl, rest = payload.partition("\n")
     header = parse_header(head)
-    if header.profile != "generic":
-        raise GCFError("unsupported_profile", "only generic results are named by ref=", 1)
+    if header.profile not in ("generic", "dense"):
+        raise GCFError("unsupported_profile", "only generic and dense results are named", 1)
     if "ref" in header.fields:
         raise GCFError("invalid_answer", "the payload already names a result", 1)
     return f"{head.rstrip()} ref={_check_handle('ref', handle)}{nl}{rest}"
