@@ -786,3 +786,138 @@ def test_with_output_format_is_still_importable_from_the_server_helpers() -> Non
     from gcfkit.mcp import server
 
     assert server.with_output_format is with_output_format
+
+
+# ---------------------------------------------------------------------------------------
+# Relative answers and the dense profile, opt-in per tool (issue 10 item 5)
+# ---------------------------------------------------------------------------------------
+
+
+def read_named(reader: Any, result: CallToolResult, want: Any) -> str:
+    """A full, named result as a reader takes it: GCF with ref= in its header, or JSON with a
+    ref= block after it; returns the handle, after checking the value."""
+    from gcfkit import relative
+
+    blocks = [b.text for b in result.content if b.type == "text"]
+    if blocks[0].startswith("GCF profile="):
+        assert len(blocks) == 1 and reader.read(blocks[0]) == want
+        ref = relative.ref_of(blocks[0])
+    else:
+        assert len(blocks) == 2 and json.loads(blocks[0]) == want
+        ref = relative.ref_of(blocks[1])
+        assert ref is not None
+        reader.hold(ref, json.loads(blocks[0]))
+    assert ref is not None
+    return ref
+
+
+def test_relative_answers_opt_in_per_tool() -> None:
+    from gcfkit import relative
+
+    graph: dict[str, Any] = {
+        "entities": [
+            {"name": f"commit {i:03d}", "entityType": "commit", "observations": [f"change {i}"]}
+            for i in range(30)
+        ]
+    }
+    gcf = GCFResponder(default_format="gcf")
+    srv = MCPServer("relative")
+
+    @srv.tool()
+    @gcf.tool(relative=True)
+    def read_graph() -> dict[str, Any]:
+        copied: dict[str, Any] = json.loads(json.dumps(graph))
+        return copied
+
+    @srv.tool()
+    @gcf.tool
+    def plain() -> dict[str, Any]:
+        return graph
+
+    async def body() -> None:
+        async with connect(srv, "gcf") as c:
+            listed = {t.name: t.input_schema for t in (await c.list_tools()).tools}
+            assert "_since" in listed["read_graph"]["properties"]
+            assert "_since" not in listed["plain"]["properties"]
+            reader = relative.Reader()
+            ref = read_named(reader, await c.call_tool("read_graph", {}), graph)
+            same = text(await c.call_tool("read_graph", {"_since": ref}))
+            assert same == f"@@ unchanged tool=read_graph since={ref}\n"
+            assert reader.read(same) == graph
+            graph["entities"][7]["observations"].append("reviewed")
+            patch = text(await c.call_tool("read_graph", {"_since": ref}))
+            assert patch.startswith(f"@@ patch tool=read_graph since={ref} ref=")
+            assert "entities[name=commit 007].observations" in patch
+            assert reader.read(patch) == graph
+            # An unknown handle, or none: the full result (named anew).
+            read_named(reader, await c.call_tool("read_graph", {"_since": "999999"}), graph)
+        # Another connection holds nothing: the handle names nothing there.
+        async with connect(srv, "gcf") as other:
+            read_named(
+                relative.Reader(), await other.call_tool("read_graph", {"_since": ref}), graph
+            )
+        # A JSON client gets JSON, whatever it passes.
+        async with connect(srv) as j:
+            result = await j.call_tool("read_graph", {"_since": ref})
+            assert json.loads(result.content[0].text) == graph  # type: ignore[union-attr]
+
+    run(body)
+
+
+def test_a_named_json_answer_carries_its_ref_block() -> None:
+    from gcfkit import relative
+
+    gcf = GCFResponder(default_format="gcf")
+    srv = MCPServer("small")
+
+    @srv.tool()
+    @gcf.tool(relative=True)
+    def status() -> dict[str, Any]:
+        return {"branch": "main", "clean": False, "note": "a status line the tool repeats " * 4}
+
+    async def body() -> None:
+        async with connect(srv, "gcf") as c:
+            result = await c.call_tool("status", {})
+            blocks = [b.text for b in result.content if b.type == "text"]
+            assert json.loads(blocks[0])["branch"] == "main"
+            ref = relative.ref_of(blocks[1])
+            assert ref is not None and blocks[1] == f"ref={ref}"
+            again = await c.call_tool("status", {"_since": ref})
+            assert text(again) == f"@@ unchanged tool=status since={ref}\n"
+
+    run(body)
+
+
+def test_dense_opt_in_per_tool() -> None:
+    dense = pytest.importorskip("gcfkit.dense")
+    rows = [
+        {"name": f"commit {i:03d}", "entityType": "commit",
+         "observations": [f"change {i}", "authored 2026-08-07 by Dayna Blackwell", "reviewed"]}
+        for i in range(80)
+    ]  # fmt: skip
+    gcf = GCFResponder(default_format="gcf")
+    srv = MCPServer("dense")
+
+    @srv.tool()
+    @gcf.tool(dense=True)
+    def entities() -> dict[str, Any]:
+        return {"entities": rows}
+
+    @srv.tool()
+    @gcf.tool
+    def generic() -> dict[str, Any]:
+        return {"entities": rows}
+
+    async def body() -> None:
+        async with connect(srv, "gcf") as c:
+            d = text(await c.call_tool("entities", {}))
+            g = text(await c.call_tool("generic", {}))
+            assert not g.startswith("GCF profile=dense")  # not opted in: v3.5.3 or JSON
+            assert d.startswith("GCF profile=dense")
+            assert d.splitlines()[1].startswith("# dense adds:")
+            assert dense.loads(d) == {"entities": rows}
+            assert gcfkit.tokens.count(d) < gcfkit.tokens.count(g)
+            with pytest.raises(gcfkit.GCFError):
+                gcfkit.loads(d)  # a v3.5.3 decoder refuses it loudly
+
+    run(body)

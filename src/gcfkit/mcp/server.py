@@ -36,6 +36,15 @@ What the client gets:
   answer to the same call gets ``unchanged``, a delta, or (re-anchor, size guard, schema
   change, unknown root) a full payload. An answer sent as JSON carries no root, so the call
   after it starts over.
+* **The dense profile** (docs/extensions/dense.md), opt-in per tool with ``dense=True`` (or a
+  tuple of its constructs): one more candidate form, sent only when it is fewer tokens than
+  GCF and JSON, decoded back before it is sent, and carrying the one-line explanation of the
+  constructs it uses as a ``#`` comment (so every reader of it is told).
+* **Relative answers** (docs/extensions/relative-answers.md), opt-in per tool with
+  ``relative=True``: results on a stateful connection are named (``ref=`` in a GCF header,
+  else a ``ref=`` text block), the decorator adds the optional ``_since`` argument, and a call
+  naming a result this connection was sent for the same arguments is answered ``@@
+  unchanged`` or with a verified ``@@ patch`` when that is clearly smaller.
 * The tool's ``structuredContent`` is kept whenever the tool declares an output schema.
 
 Encoding never fails a call: a value GCF cannot carry (an integer beyond int64, say) is
@@ -104,10 +113,15 @@ from ..proxy.answer import (
     held_after,
     is_unchanged,
     keyed_set,
+    settle,
 )
+from ..proxy.config import DENSE_CONSTRUCTS, Codec
+from ..proxy.forms import FullForms, full_candidates
 from ..proxy.policy import CAPABILITY as _CAPABILITY
 from ..proxy.policy import OUTPUT_FORMATS, output_format_capability
 from ..proxy.policy import OutputFormat as OutputFormat
+from ..proxy.since import SINCE_ARGUMENT, Names, handle_of
+from ..relative import ResultMemory
 from .client import with_output_format
 
 __all__ = [
@@ -226,6 +240,8 @@ class _SessionState:
     graph: GraphSession | None = None  # created on first use
     # What the client holds per tool + arguments (least recently used first).
     deltas: OrderedDict[str, DeltaState] = field(default_factory=OrderedDict)
+    # The results this connection was sent and named, for relative answers (created on use).
+    names: Names | None = None
 
 
 def _connection(ctx: ToolContext) -> Connection | None:
@@ -397,6 +413,7 @@ class GCFResponder:
         self.reanchor: FixedN | SizeGuard = SizeGuard() if reanchor is None else reanchor
         self._clock = clock
         self._sessions = _Sessions(self.limits, clock)
+        self._codec = Codec()
 
     @property
     def session_count(self) -> int:
@@ -416,6 +433,9 @@ class GCFResponder:
         delta_key: str | None = None,
         pack_root: str | None = None,
         call_key: str = "",
+        dense: bool | tuple[str, ...] = False,
+        relative: bool = False,
+        since: str | None = None,
     ) -> CallToolResult:
         """Encode one tool result as negotiated and wrap it in a ``CallToolResult``.
 
@@ -425,17 +445,23 @@ class GCFResponder:
         ``structuredContent``. With ``delta_key``, flat row objects identified by that field
         (a list of them, or an object whose only member is that list) take part in §10a
         deltas: ``pack_root`` is the root the client echoed and ``call_key`` tells calls with
-        different arguments apart. Encoding runs on the caller's thread; one connection's
-        state is not meant to be encoded from several threads at once.
+        different arguments apart. ``dense`` adds the dense profile as a candidate (``True``:
+        every construct; or a tuple of them). ``relative`` names the result and answers a
+        call whose ``since`` names a result of the same ``call_key`` relative to it. Encoding
+        runs on the caller's thread; one connection's state is not meant to be encoded from
+        several threads at once.
 
         >>> respond({"a": 1}, None).content[0].text
         '{"a":1}'
         """
         fmt = negotiated_format(ctx, format, default=self.default_format)
         name = tool or _tool_name(ctx) or ""
-        text = self._answer(data, ctx, fmt, name, delta_key, pack_root, call_key)
+        constructs = DENSE_CONSTRUCTS if dense is True else tuple(dense or ())
+        texts = self._answer(
+            data, ctx, fmt, name, delta_key, pack_root, call_key, constructs, relative, since
+        )
         return CallToolResult(
-            content=[TextContent(type="text", text=text)],
+            content=[TextContent(type="text", text=t) for t in texts],
             structured_content=dict(structured) if structured is not None else None,
         )
 
@@ -448,27 +474,74 @@ class GCFResponder:
         delta_key: str | None,
         pack_root: str | None,
         call_key: str,
-    ) -> str:
+        dense: tuple[str, ...] = (),
+        relative: bool = False,
+        since: str | None = None,
+    ) -> list[str]:
         is_graph = isinstance(data, Graph)
         value = graph_to_json(data) if is_graph else _jsonable(data)
         if fmt == "json":
-            return dumps_compact(value)
+            return [dumps_compact(value)]
         conn = _connection(ctx)
         try:
-            js = self._form(dumps_compact(value))
+            compact = dumps_compact(value)
+            js = self._form(compact)
             if is_graph:
-                return self._graph(cast(Graph, data), js, conn, tool)
+                return [self._graph(cast(Graph, data), js, conn, tool)]
             if delta_key is not None:
                 keyed = self._keyed(value, js, conn, tool, delta_key, pack_root, call_key)
                 if keyed is not None:
-                    return keyed
-            gcf = self._form(generic_dumps(value, tool=tool or None))
-            return _text(choose(Candidates(json=js, gcf=gcf), _ANSWERS), js)
+                    return [keyed]
+            if not dense and not relative:
+                gcf = self._form(generic_dumps(value, tool=tool or None))
+                return [_text(choose(Candidates(json=js, gcf=gcf), _ANSWERS), js)]
+            return self._full_or_relative(
+                value, compact, conn, tool, call_key, dense, relative, since
+            )
         except Exception as exc:
             # A value GCF cannot carry must not fail the call: JSON still can.
             logger.warning("GCF encoding of %r failed, answering in JSON: %s", tool, exc)
             logger.debug("GCF encoding failure", exc_info=True)
-            return dumps_compact(value)
+            return [dumps_compact(value)]
+
+    def _full_or_relative(
+        self,
+        value: Any,
+        compact: str,
+        conn: Connection | None,
+        tool: str,
+        call_key: str,
+        dense: tuple[str, ...],
+        relative: bool,
+        since: str | None,
+    ) -> list[str]:
+        """The proxy's path, through the same pieces: the full forms (GCF, dense, JSON) of
+        :class:`~gcfkit.proxy.forms.FormBuilder`, a relative answer to the result ``since``
+        names, the one answer policy, and the result named."""
+        # A dense payload carries the explanation of what it uses (counted); GCF itself was
+        # negotiated, so the client reads it.
+        count = functools.partial(tokens.count, encoding=self.encoding)
+        forms = FullForms(self._codec, count=count, dense=dense, explain_gcf=False)
+        candidates, _ = full_candidates(value, forms, count)
+        state = self._sessions.get(conn) if relative else None
+        if state is None:
+            return [_text(choose(candidates, _ANSWERS), candidates.json)]
+        if state.names is None:
+            state.names = Names("all", 15, 0, count, ResultMemory())
+        names = state.names
+        held = names.held(tool, call_key, handle_of(since), False, "json")
+        handle = names.memory.mint()
+        if held is not None:
+            candidates = names.json_candidate(candidates, held, value, tool, handle, None)
+        choice = settle(candidates, _ANSWERS)
+        if handle is None:
+            return [_text(choice, candidates.json)]
+        plain = candidates.json.tokens  # no original text: compact JSON is the plain form
+        named, _, block = names.name_value(
+            choice, handle, plain, tool, call_key, None, False, value, held
+        )
+        texts = [_text(named, candidates.json)]
+        return [*texts, block] if block is not None else texts
 
     def _form(self, text: str) -> Form:
         return Form.of(text, lambda t: tokens.count(t, self.encoding))
@@ -551,6 +624,8 @@ class GCFResponder:
         delta_key: str | None = None,
         format_arg: str = "format",
         pack_root_arg: str = "pack_root",
+        dense: bool | tuple[str, ...] = False,
+        relative: bool = False,
     ) -> Callable[[_F], _F]: ...
 
     def tool(
@@ -561,12 +636,16 @@ class GCFResponder:
         delta_key: str | None = None,
         format_arg: str = "format",
         pack_root_arg: str = "pack_root",
+        dense: bool | tuple[str, ...] = False,
+        relative: bool = False,
     ) -> _F | Callable[[_F], _F]:
         """Decorate an MCPServer tool function so its result is answered as negotiated.
 
         Put it *under* ``@mcp.tool()``. The tool's parameters, description and output schema
-        stay as they were; the input schema gains an optional ``format`` argument (and, with
-        ``delta_key``, an optional ``pack_root`` argument). A ``Context`` parameter is added
+        stay as they were; the input schema gains an optional ``format`` argument (with
+        ``delta_key``, an optional ``pack_root`` argument; with ``relative``, an optional
+        ``_since`` argument). ``dense`` and ``relative`` opt this tool in to the dense
+        profile and to relative answers (see the module docstring). A ``Context`` parameter is added
         when the function has none (FastMCP-style injection; it is not in the schema).
 
         >>> from mcp.server.mcpserver import MCPServer
@@ -580,12 +659,19 @@ class GCFResponder:
         """
 
         def decorate(func: _F) -> _F:
-            return cast(_F, self._wrap(func, delta_key, format_arg, pack_root_arg))
+            wrapped = self._wrap(func, delta_key, format_arg, pack_root_arg, dense, relative)
+            return cast(_F, wrapped)
 
         return decorate(fn) if fn is not None else decorate
 
     def _wrap(
-        self, fn: Callable[..., Any], delta_key: str | None, format_arg: str, pack_root_arg: str
+        self,
+        fn: Callable[..., Any],
+        delta_key: str | None,
+        format_arg: str,
+        pack_root_arg: str,
+        dense: bool | tuple[str, ...] = False,
+        relative: bool = False,
     ) -> Callable[..., Awaitable[CallToolResult]]:
         sig = inspect.signature(fn, eval_str=True)
         hints = typing.get_type_hints(fn, include_extras=True)
@@ -615,6 +701,20 @@ class GCFResponder:
                     inspect.Parameter.KEYWORD_ONLY,
                     default=None,
                     annotation=_PACK_ROOT_ANNOTATION,
+                )
+            )
+        since_name = "gcf_since"
+        if relative:
+            if SINCE_ARGUMENT in taken:
+                raise TypeError(f"{fn.__name__} already has a parameter {SINCE_ARGUMENT!r}")
+            while since_name in taken:
+                since_name += "_"
+            added.append(
+                inspect.Parameter(
+                    since_name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None,
+                    annotation=_SINCE_ANNOTATION,
                 )
             )
         added_ctx = ctx_name is None
@@ -652,6 +752,9 @@ class GCFResponder:
             ctx = kwargs.pop(context_name, None) if added_ctx else kwargs.get(context_name)
             fmt = kwargs.pop(format_arg, None)
             echoed = kwargs.pop(pack_root_arg, None) if delta_key is not None else None
+            # The SDK passes the argument by its alias (_since); a direct call by name.
+            since = kwargs.pop(SINCE_ARGUMENT, None) if relative else None
+            since = kwargs.pop(since_name, since) if relative else None
             if is_async:
                 result = await fn(*args, **kwargs)
             else:
@@ -670,7 +773,7 @@ class GCFResponder:
                     if not isinstance(result, Graph):
                         value = structured["result"] if meta.wrap_output else structured
             call_key = ""
-            if delta_key is not None:
+            if delta_key is not None or relative:
                 plain = {k: v for k, v in kwargs.items() if k != context_name}
                 call_key = json.dumps(_jsonable(plain), sort_keys=True, default=str)
             return responder.respond(
@@ -681,6 +784,9 @@ class GCFResponder:
                 delta_key=delta_key,
                 pack_root=echoed,
                 call_key=call_key,
+                dense=dense,
+                relative=relative,
+                since=since,
             )
 
         wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
@@ -693,6 +799,14 @@ _FORMAT_ANNOTATION: Final = Annotated[
     Field(
         description="Output format of this call's result: 'gcf' (GCF, fewer tokens) or "
         "'json'. Default: the session's negotiated format."
+    ),
+]
+_SINCE_ANNOTATION: Final = Annotated[
+    str | None,
+    Field(
+        alias=SINCE_ARGUMENT,
+        description="The ref= of this call's earlier result that you still hold, to get only "
+        "what changed (@@ unchanged, or an @@ patch of op|path|value rows to apply to it).",
     ),
 ]
 _PACK_ROOT_ANNOTATION: Final = Annotated[
@@ -740,6 +854,9 @@ def respond(
     delta_key: str | None = None,
     pack_root: str | None = None,
     call_key: str = "",
+    dense: bool | tuple[str, ...] = False,
+    relative: bool = False,
+    since: str | None = None,
 ) -> CallToolResult:
     """:meth:`GCFResponder.respond` of the :data:`default_responder`.
 
@@ -762,6 +879,9 @@ def respond(
         delta_key=delta_key,
         pack_root=pack_root,
         call_key=call_key,
+        dense=dense,
+        relative=relative,
+        since=since,
     )
 
 
@@ -777,6 +897,8 @@ def gcf_tool(
     delta_key: str | None = None,
     format_arg: str = "format",
     pack_root_arg: str = "pack_root",
+    dense: bool | tuple[str, ...] = False,
+    relative: bool = False,
 ) -> Callable[[_F], _F]: ...
 
 
@@ -787,6 +909,8 @@ def gcf_tool(
     delta_key: str | None = None,
     format_arg: str = "format",
     pack_root_arg: str = "pack_root",
+    dense: bool | tuple[str, ...] = False,
+    relative: bool = False,
 ) -> _F | Callable[[_F], _F]:
     """:meth:`GCFResponder.tool` of the :data:`default_responder`: ``@gcf_tool`` or
     ``@gcf_tool(delta_key="id")`` under ``@mcp.tool()``.
@@ -803,5 +927,9 @@ def gcf_tool(
     if fn is not None:
         return default_responder.tool(fn)
     return default_responder.tool(
-        delta_key=delta_key, format_arg=format_arg, pack_root_arg=pack_root_arg
+        delta_key=delta_key,
+        format_arg=format_arg,
+        pack_root_arg=pack_root_arg,
+        dense=dense,
+        relative=relative,
     )
