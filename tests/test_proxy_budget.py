@@ -26,6 +26,9 @@ from gcfkit.proxy.rewrite import Budget, Call, Rewriter, gcf_cells
 from gcfkit.proxy.sequencer import Sequencer
 from gcfkit.relative import ResultMemory
 
+# These rules are about the v3.5.3 form against the plain ones (dense=() throughout);
+# tests/test_proxy_forms.py races the dense form, where gcfkit.dense is installed.
+
 
 def line(msg: Any) -> bytes:
     return json.dumps(msg).encode() + b"\n"
@@ -65,7 +68,7 @@ def test_an_exploding_union_is_refused_before_gcf_is_built() -> None:
             built.append(len(value))
         return gcfkit.dumps(value)
 
-    core = ProxyCore(ProxyConfig(primer=False, time_budget=600), Codec(dumps=dumps))
+    core = ProxyCore(ProxyConfig(dense=(), primer=False, time_budget=600), Codec(dumps=dumps))
     rows = union_rows(4000)
     started = time.monotonic()
     text = delivered(tool_call(core, 1, json.dumps(rows)))
@@ -77,7 +80,7 @@ def test_an_exploding_union_is_refused_before_gcf_is_built() -> None:
 
 def test_a_dense_table_still_becomes_gcf() -> None:
     rows = [{"id": i, "name": f"n{i}", "price": i * 1.25} for i in range(500)]
-    core = ProxyCore(ProxyConfig(primer=False, time_budget=600))
+    core = ProxyCore(ProxyConfig(dense=(), primer=False, time_budget=600))
     text = delivered(tool_call(core, 1, json.dumps(rows, indent=2)))
     assert text.startswith("GCF profile=generic") and same_value(gcfkit.loads(text), rows)
 
@@ -163,7 +166,7 @@ def test_bounded_counting_makes_the_choice_exact_counting_makes(
     outputs = []
     records = []
     for limited in (None, unbounded):
-        config = ProxyConfig(primer=False, time_budget=600, refs=refs)
+        config = ProxyConfig(dense=(), primer=False, time_budget=600, refs=refs)
         codec = Codec(count_till_limit=limited)
         core = ProxyCore(config, codec, memory=lambda: ResultMemory(seed=7))
         outputs.append(tool_call(core, 1, original))
@@ -191,7 +194,7 @@ def test_a_losing_text_is_counted_only_up_to_the_winner() -> None:
 
     codec = Codec(count_till_limit=count_till_limit)
     # Unnamed (refs off): a named result's limits leave room for what the name costs.
-    core = ProxyCore(ProxyConfig(primer=False, time_budget=600, refs="off"), codec)
+    core = ProxyCore(ProxyConfig(dense=(), primer=False, time_budget=600, refs="off"), codec)
     text = delivered(tool_call(core, 1, original))
     gcf_tokens = tokens.count(text)
     assert text.startswith("GCF")
@@ -243,7 +246,9 @@ def test_after_the_original_goes_out_the_next_delta_is_against_it(how: str) -> N
         return ticks["now"]
 
     policy = Policy(defaults=ToolPolicy(delta=True))
-    core = ProxyCore(ProxyConfig(primer=False, time_budget=50, policy=policy), clock=clock)
+    core = ProxyCore(
+        ProxyConfig(dense=(), primer=False, time_budget=50, policy=policy), clock=clock
+    )
     client = Client()
     assert client.read(delivered(tool_call(core, 1, json.dumps(stock(1))))) == by_id(stock(1))
     if how == "time-budget":
@@ -311,7 +316,7 @@ def test_the_sequencer_keeps_every_order_that_matters(kinds: list[str], rnd: Any
 
 
 def test_receive_server_defers_tool_results_and_answers_the_rest_at_once() -> None:
-    core = ProxyCore(ProxyConfig(primer=False))
+    core = ProxyCore(ProxyConfig(dense=(), primer=False))
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}
     core.from_client(line(call))
     core.from_client(line({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
@@ -332,7 +337,7 @@ def test_receive_server_defers_tool_results_and_answers_the_rest_at_once() -> No
 
 
 def test_a_huge_line_is_read_from_its_envelope_only() -> None:
-    core = ProxyCore(ProxyConfig(primer=False, max_text_bytes=1 << 20))
+    core = ProxyCore(ProxyConfig(dense=(), primer=False, max_text_bytes=1 << 20))
     call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "t"}}
     core.from_client(line(call))
     text = json.dumps(["x" * 100] * 30000)  # 3 MB: over max_text_bytes, relayed as is
@@ -373,7 +378,7 @@ def test_the_sniffed_envelope_agrees_with_the_parser(
 
 
 def test_a_rewrite_past_its_deadline_sends_the_original() -> None:
-    rewriter = Rewriter(ProxyConfig(primer=False))
+    rewriter = Rewriter(ProxyConfig(dense=(), primer=False))
     result = {"content": [{"type": "text", "text": json.dumps(stock(1), indent=2)}]}
     out = rewriter.rewrite(result, Call("t", "t"), Budget(time.monotonic, time.monotonic() - 1))
     assert out.result is None and out.decision == "fallback:time-budget"

@@ -130,5 +130,6 @@ def test_the_dense_form_wins_where_it_is_fewer_tokens_and_reads_back() -> None:
     assert dense.loads(text) == value
     assert answer(Rewriter(config, full_codec()), value, True) == (decision, [text])
     off = ProxyConfig(refs="off", time_budget=60.0, dense=())
-    decision, (generic,) = answer(Rewriter(off), value, True)
-    assert decision == "gcf" and count(text) < count(generic)
+    decision, (plain,) = answer(Rewriter(off), value, True)
+    # v3.5.3 needs an attachment line per list: compact JSON is fewer tokens here.
+    assert decision in ("gcf", "json-minified") and count(text) < count(plain)
