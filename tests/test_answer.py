@@ -427,7 +427,8 @@ class ProxyConsumer:
             base = keyed.KeyedSet(head["key"], list(self.rows[0]), self.rows)
             value = list(keyed.apply_delta(base, keyed.loads_delta(text)).rows)
         else:
-            value = gcfkit.loads(text) if head else json.loads(text)
+            # v3.5.3 or the dense profile: gcfkit.decode reads either by its header.
+            value = gcfkit.decode(text) if head else json.loads(text)
         self.rows = value if isinstance(value, list) and value else None
         return value
 

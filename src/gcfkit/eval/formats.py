@@ -183,7 +183,7 @@ class ProxySession:
     memory, so the same calls give the same texts.
 
     >>> from gcfkit.proxy import ProxyConfig
-    >>> s = ProxySession(ProxyConfig(refs="off", stats=False))
+    >>> s = ProxySession(ProxyConfig(refs="off", stats=False, dense=(), primer=False))
     >>> rows = [{"id": i, "name": f"user {i}", "active": True} for i in range(8)]
     >>> s.call("t", {}, rows)[0].splitlines()[:2]
     ['GCF profile=generic', '## [8]{id,name,active}']
@@ -233,6 +233,10 @@ def _config(**kw: Any) -> Any:
     from ..proxy import Policy, ProxyConfig
 
     delta = kw.pop("delta", False)
+    # Each format renders its single payloads itself and states its primer itself: the
+    # proxy sessions here give the v3.5.3 forms, with the explanation in the instructions.
+    kw.setdefault("dense", ())
+    kw.setdefault("primer_carrier", "instructions")
     return ProxyConfig(
         policy=Policy.from_mapping({"defaults": {"delta": delta}}), stats=False, **kw
     )
