@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from gcfkit import dense, tokens
 from gcfkit.ledger import read_entries
 from gcfkit.measure.savings import describe_decision, timeline
 from gcfkit.ui.app import create_app
@@ -188,35 +189,17 @@ def test_loopback_names() -> None:
     assert not any(is_loopback(h) for h in ("0.0.0.0", "192.0.2.1", "::", "example.test"))
 
 
-def test_gcf_with_extensions_comes_from_gcfkit_dense_when_installed(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The playground's "GCF with extensions" is gcfkit.dense's dumps/loads, called with an
-    exact token counter; until the module is installed the column says so."""
-    import types
-
-    import gcfkit
-
-    calls: list[Any] = []
-
-    def dumps(value: Any, *, count: Any = None) -> str:
-        calls.append(count)
-        return "GCF profile=dense\n" + gcfkit.dumps(value).split("\n", 1)[1]
-
-    def loads(text: str) -> Any:
-        return gcfkit.loads("GCF profile=generic\n" + text.split("\n", 1)[1])
-
-    fake = types.ModuleType("gcfkit.dense")
-    fake.dumps = dumps  # type: ignore[attr-defined]
-    fake.loads = loads  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gcfkit.dense", fake)
-    rows = [{"id": i, "tag": "same"} for i in range(5)]
+def test_gcf_with_extensions_is_gcfkit_dense_with_an_exact_counter(client: TestClient) -> None:
+    """The playground's "GCF with extensions" is gcfkit.dense's dumps/loads, with the
+    definitions chosen by exact o200k counts (this value is one where the dependency-free
+    estimate would choose otherwise)."""
+    team = "platform-team@example.com"
+    rows = [{"id": 0, "tag": team, "n": "z"}, {"id": 1, "tag": team, "n": team}]
+    exact = dense.dumps(rows, count=tokens.counter("o200k_base").count)
+    assert exact != dense.dumps(rows)
     ext = next(
         f for f in post(client, json.dumps(rows)).json()["formats"] if f["format"] == "gcf-ext"
     )
-    assert ext["text"].startswith("GCF profile=dense") and ext["lossless"] is True
-    assert ext["tokens"]["o200k_base"] > 0 and calls and calls[0]("ab") >= 1
-    monkeypatch.delitem(sys.modules, "gcfkit.dense")
-    monkeypatch.setitem(sys.modules, "gcfkit.dense", None)  # an install without it
-    ext = next(f for f in post(client, "[1]").json()["formats"] if f["format"] == "gcf-ext")
-    assert ext["text"] is None and "not in this install" in ext["error"]
+    assert ext["text"] == exact and ext["lossless"] is True
+    assert ext["tokens"]["o200k_base"] == tokens.count(exact, "o200k_base")
+    assert dense.loads(ext["text"]) == rows

@@ -23,14 +23,13 @@ GCF profile=generic tool=t
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .. import dense, tokens
 from .. import dumps as gcf_dumps
-from .. import tokens
 from ..errors import ConfigError, GCFError
 from ..graph import Graph
 from ..graph import dumps as graph_dumps
@@ -290,7 +289,7 @@ def _gcf() -> EvalFormat:
 
 
 # ---------------------------------------------------------------------------------------
-# GCF with extensions (issue 10: the dense extension and result patches)
+# GCF with extensions (issue 10: the dense profile and relative answers)
 # ---------------------------------------------------------------------------------------
 
 
@@ -305,12 +304,6 @@ def _split_ref(text: str) -> tuple[str, str | None]:
     if sep and last.startswith("ref=") and is_handle(last[4:]):
         return body, last[4:]
     return text, None
-
-
-def _ext_render(value: Any, tool: str, graph: Graph | None) -> str:
-    if graph is not None:
-        return graph_dumps(graph)
-    return _one(ProxySession(_config(**_EXT_CONFIG)).call(tool, {}, value))
 
 
 def _ext_decode(text: str) -> Any:
@@ -344,34 +337,13 @@ def _ext_read_pair(first_text: str, second_text: str) -> Any:
     return _ext_decode(second_text)
 
 
-def _dense() -> Any | None:
-    """The dense profile's module (issue 10), or None while it is not in the install."""
-    try:
-        return importlib.import_module("gcfkit.dense")
-    except ImportError:
-        return None
-
-
 def _gcf_ext() -> EvalFormat:
-    """GCF with every extension in the install: single results in the dense profile (when
-    ``gcfkit.dense`` is there: definitions, list cells, constant columns, short rows, chosen
-    by exact o200k counts), repeats as ``gcfkit proxy --refs all`` sends them through the
-    real proxy core (results named ``ref=``, the repeat passes ``_since`` and gets
-    ``@@ unchanged`` or ``@@ patch``). The primer is the proxy's instructions, plus the
-    dense sentences of the constructs a prompt's payloads use."""
+    """GCF with every extension: single results in the dense profile (definitions, list
+    cells, constant columns, short rows, chosen by exact o200k counts), repeats as ``gcfkit
+    proxy --refs all`` sends them through the real proxy core (results named ``ref=``, the
+    repeat passes ``_since`` and gets ``@@ unchanged`` or ``@@ patch``). The primer is the
+    proxy's instructions, plus the dense sentences of the constructs a prompt's payloads use."""
     base = ProxySession(_config(**_EXT_CONFIG)).instructions()
-    dense = _dense()
-    common: dict[str, Any] = {
-        "primer": base,
-        "render_pair": _ext_pair,
-        "read_pair": _ext_read_pair,
-        "pair_note": "The second call named the first result with _since.",
-    }
-    if dense is None:
-        note = "relative answers (ref=, _since); the dense profile is not in this install"
-        return EvalFormat(
-            "gcf-ext", "GCF with extensions", _ext_render, _ext_decode, note=note, **common
-        )
     count = tokens.counter(tokens.DEFAULT_ENCODING).count
     used: dict[str, tuple[str, ...]] = {}
 
@@ -379,8 +351,8 @@ def _gcf_ext() -> EvalFormat:
         if graph is not None:
             return graph_dumps(graph)
         enc = dense.encode(value, count=count, tool=tool or None)
-        used[enc.text] = tuple(enc.constructs)
-        return str(enc.text)
+        used[enc.text] = enc.constructs
+        return enc.text
 
     def primer_for(texts: Sequence[str]) -> str:
         if not texts:  # writing, not reading: every construct may be used
@@ -390,15 +362,17 @@ def _gcf_ext() -> EvalFormat:
         constructs = [c for t in texts for c in used.get(t, ())]
         return f"{base}\n\n{dense.primer(constructs)}"
 
-    note = "dense profile (gcfkit.dense) and relative answers (ref=, _since)"
     return EvalFormat(
         "gcf-ext",
         "GCF with extensions",
         render,
         _ext_decode,
+        primer=base,
+        render_pair=_ext_pair,
+        read_pair=_ext_read_pair,
+        note="dense profile (gcfkit.dense) and relative answers (ref=, _since)",
         primer_for=primer_for,
-        note=note,
-        **common,
+        pair_note="The second call named the first result with _since.",
     )
 
 

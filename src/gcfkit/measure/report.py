@@ -15,13 +15,12 @@ True
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import dumps, gcx1, loads, tokens
+from .. import dense, dumps, gcx1, loads, tokens
 from ..errors import GCFError
 from ..jsonio import dumps_compact, same_value
 
@@ -91,33 +90,22 @@ def _toon_format() -> Format:
 
 def extension_format(encoding: str = tokens.DEFAULT_ENCODING) -> Format:
     """GCF with gcfkit's extensions (the dense profile, ``gcfkit.dense``, docs/extensions/
-    dense.md): which strings it defines is chosen by exact counts in ``encoding``. Unavailable
-    (with a note) in an install that does not have the extension.
+    dense.md): which strings it defines is chosen by exact counts in ``encoding``.
 
-    >>> extension_format().name, extension_format().label
+    >>> fmt = extension_format()
+    >>> fmt.name, fmt.label
     ('gcf-ext', 'GCF with extensions')
+    >>> fmt.encode({"a": "x y z", "b": "x y z"}).splitlines()[0]
+    'GCF profile=dense'
     """
-    try:
-        dense = importlib.import_module("gcfkit.dense")
-    except ImportError:
-        return Format(
-            "gcf-ext",
-            "GCF with extensions",
-            _unavailable,
-            _unavailable,
-            available=False,
-            note="the dense extension (gcfkit.dense) is not in this install",
-        )
 
     def count(text: str) -> int:
         return tokens.count(text, encoding)
 
     def encode(value: Any) -> str:
-        text: str = dense.dumps(value, count=count)
-        return text
+        return dense.dumps(value, count=count)
 
-    decode: Callable[[str], Any] = dense.loads
-    return Format("gcf-ext", "GCF with extensions", encode, decode, note="dense profile")
+    return Format("gcf-ext", "GCF with extensions", encode, dense.loads, note="dense profile")
 
 
 def default_formats(tool: str = "stats", *, extensions: bool = False) -> list[Format]:

@@ -4,7 +4,8 @@ Everything the page loads comes from this package (``static/``): no CDN, no font
 analytics. The API:
 
 * ``GET /api/info``: version, ledger path, whether token counts are exact, whether the
-  extensions are installed, the playground's input limit;
+  extensions are measured (always true: the key stays for the API's readers), the playground's
+  input limit;
 * ``GET /api/examples`` and ``GET /api/examples/{id}``: the bundled examples;
 * ``POST /api/playground`` with ``{"text": "..."}``: :func:`gcfkit.ui.playground.analyze`
   (400 with ``{"error": {"code", "message", "line"}}`` for input it cannot measure);
@@ -57,7 +58,6 @@ from .playground import (
     analyze,
     example_text,
     examples,
-    extensions_available,
 )
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "savings_payload"]
@@ -118,7 +118,7 @@ def create_app(
                 "version": __version__,
                 "ledger": str(ledger_path),
                 "token_counts": {e: tokens.method(e) for e in tokens.ENCODINGS},
-                "extensions": extensions_available(),
+                "extensions": True,
                 "max_input_bytes": MAX_INPUT_BYTES,
             }
         )

@@ -25,7 +25,6 @@ gcfkit.ui.playground.PlaygroundError: error[invalid_json] line 1: ...
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -147,12 +146,3 @@ def example_text(example_id: str) -> str | None:
     if example_id not in {e.id for e in examples()}:
         return None
     return (_EXAMPLES / f"{example_id}.json").read_text(encoding="utf-8")
-
-
-def extensions_available() -> bool:
-    """Whether this install has the dense extension (the page says so when it does not)."""
-    try:
-        importlib.import_module("gcfkit.dense")
-    except ImportError:
-        return False
-    return True

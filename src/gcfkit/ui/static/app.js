@@ -162,7 +162,7 @@ function render(data) {
 
 function shortWhy(f) {
   if (!f.error) return "n/a";
-  if (f.error.includes("not installed") || f.error.includes("not in this install")) return "not installed";
+  if (f.error.includes("not installed")) return "not installed";
   if (f.error.startsWith("refused")) return "cannot carry this shape";
   return "failed";
 }
