@@ -1,7 +1,7 @@
 """The tree shows the design: no import cycle, no module over 1,000 lines, no module importing
 another's private names, and configuration errors raised as ConfigError.
 
-The import graph is read from the source with ``ast`` (imports inside functions and
+The import graph is tests/importgraph.py's (imports inside functions and
 ``importlib.import_module("...")`` calls with a literal name included), so a lazy import
 cannot hide a cycle.
 
@@ -12,91 +12,17 @@ still be true (so the list shrinks as the fixes land, and cannot go stale).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from gcfkit.errors import CONFIG_CODES
 
-SRC = Path(__file__).resolve().parent.parent / "src"
-PACKAGE = SRC / "gcfkit"
+from .importgraph import MODULES, Module, edges, imports
+
 MAX_LINES = 1000
 
 # What is still open on the codec side (issue 9, branch codec9): (kind, detail).
 PENDING: frozenset[tuple[str, str]] = frozenset()
-
-
-@dataclass(frozen=True)
-class Module:
-    name: str
-    path: Path
-    tree: ast.Module
-
-    @property
-    def is_package(self) -> bool:
-        return self.path.name == "__init__.py"
-
-
-def _modules() -> dict[str, Module]:
-    out: dict[str, Module] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(SRC).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        name = ".".join(parts)
-        out[name] = Module(name, path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
-    return out
-
-
-MODULES = _modules()
-
-
-def _resolve(module: Module, level: int, target: str | None) -> str:
-    if level == 0:
-        return target or ""
-    base = module.name.split(".")
-    if not module.is_package:
-        base = base[:-1]
-    base = base[: len(base) - (level - 1)]
-    return ".".join([*base, target] if target else base)
-
-
-def _imports(module: Module) -> Iterator[tuple[str, str | None, int]]:
-    """(imported module, name taken from it or None, line) for every import in ``module``."""
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, None, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            source = _resolve(module, node.level, node.module)
-            for alias in node.names:
-                yield source, alias.name, node.lineno
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "import_module"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            yield node.args[0].value, None, node.lineno
-
-
-def _edges() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {name: set() for name in MODULES}
-    for module in MODULES.values():
-        for source, name, _ in _imports(module):
-            if name is not None and f"{source}.{name}" in MODULES:
-                target = f"{source}.{name}"  # `from . import tokens`: the submodule
-            elif source in MODULES:
-                target = source
-            else:
-                continue
-            if target != module.name:
-                graph[module.name].add(target)
-    return graph
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -154,21 +80,21 @@ def _describe_cycle(component: list[str], graph: dict[str, set[str]]) -> str:
 
 def _findings() -> set[tuple[str, str]]:
     findings: set[tuple[str, str]] = set()
-    graph = _edges()
+    graph = edges()
     for component in _cycles(graph):
         findings.add(("cycle", _describe_cycle(component, graph)))
     for module in MODULES.values():
         if len(module.path.read_text(encoding="utf-8").splitlines()) > MAX_LINES:
             findings.add(("size", module.name))
-        for source, name, _ in _imports(module):
+        for imp in imports(module):
             if (
-                name is not None
-                and name.startswith("_")
-                and not name.startswith("__")
-                and source.startswith("gcfkit")
-                and source != module.name
+                imp.name is not None
+                and imp.name.startswith("_")
+                and not imp.name.startswith("__")
+                and imp.source.startswith("gcfkit")
+                and imp.source != module.name
             ):
-                findings.add(("private", f"{module.name} imports {source}.{name}"))
+                findings.add(("private", f"{module.name} imports {imp.source}.{imp.name}"))
         for node in ast.walk(module.tree):
             finding = _config_error_finding(module, node)
             if finding is not None:
@@ -205,7 +131,7 @@ def test_the_scan_sees_the_whole_package() -> None:
     assert {"gcfkit", "gcfkit.proxy.core", "gcfkit.cli.stats", "gcfkit.clients.jsondoc"} <= set(
         MODULES
     )
-    graph = _edges()
+    graph = edges()
     assert "gcfkit.proxy.policy" in graph["gcfkit.proxy.core"]
     assert "gcfkit.tokens" in graph["gcfkit.mcp.server"]  # `from .. import tokens`
 
@@ -231,7 +157,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 def test_application_layers_do_not_import_upward() -> None:
     # Data flows down: the proxy core never reaches for its shells, the CLI or the SDK helpers.
-    graph = _edges()
+    graph = edges()
     upward = {
         "gcfkit.proxy": ("gcfkit.transports", "gcfkit.cli", "gcfkit.mcp", "gcfkit.ledger"),
         "gcfkit.transports": ("gcfkit.cli", "gcfkit.mcp"),
