@@ -27,7 +27,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import ConfigError
-from ..graph import Edge, Graph, Symbol
+from ..graph import Edge, Graph, Symbol, graph_to_json
 from ..graph import dumps as graph_dumps
 from ..graph import loads as graph_loads
 from ..jsonio import loads_json
@@ -49,7 +48,6 @@ __all__ = [
     "Dataset",
     "corpus_dir",
     "find_collections",
-    "graph_json",
     "load_dataset",
     "load_datasets",
 ]
@@ -427,25 +425,6 @@ def _graph(n_symbols: int, n_edges: int, rng: random.Random) -> Graph:
     return graph_loads(graph_dumps(Graph(tuple(symbols), tuple(edges), tool="context_for_task")))
 
 
-def graph_json(g: Graph) -> dict[str, Any]:
-    """The JSON form of a graph, field for field as ``gcfkit.mcp.server`` sends it to a
-    client that did not ask for GCF (unset header fields and empty statuses left out).
-
-    >>> graph_json(Graph([Symbol("a.f", "function", 0.5)], tool="t"))["symbols"][0]["kind"]
-    'function'
-    """
-    out: dict[str, Any] = {}
-    for key in ("tool", "budget", "tokens", "pack_root"):
-        v = getattr(g, key)
-        if v:
-            out[key] = v
-    out["symbols"] = [dataclasses.asdict(s) for s in g.symbols]
-    out["edges"] = [
-        {k: v for k, v in dataclasses.asdict(e).items() if k != "status" or v} for e in g.edges
-    ]
-    return out
-
-
 def _ints(text: str, spec: str, count: int) -> list[int]:
     try:
         parts = [int(p) for p in text.split(":")] if text else []
@@ -466,7 +445,7 @@ def _synthetic(rest: str, spec: str, rows: int, rng: random.Random) -> Dataset:
         n_symbols = parts[0] if parts else 500
         n_edges = parts[1] if len(parts) > 1 else (200 if not parts else n_symbols * 2 // 5)
         g = _graph(n_symbols, n_edges, rng)
-        return Dataset(spec, graph_json(g), g.tool, "synthetic", graph=g)
+        return Dataset(spec, graph_to_json(g), g.tool, "synthetic", graph=g)
     raise ConfigError("invalid_option", f"unknown synthetic dataset {spec!r} (records, graph)")
 
 

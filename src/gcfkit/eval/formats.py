@@ -31,11 +31,10 @@ from typing import Any, Final
 from .. import dense, tokens
 from .. import dumps as gcf_dumps
 from ..errors import ConfigError, GCFError
-from ..graph import Graph
+from ..graph import Graph, graph_to_json
 from ..graph import dumps as graph_dumps
 from ..jsonio import loads_json
 from ..proxy.primer import PRIMER as _PROXY_PRIMER
-from .datasets import graph_json
 
 __all__ = [
     "FORMATS",
@@ -170,7 +169,7 @@ def _gcf_decode(text: str) -> Any:
 
     v = decode(text)
     if isinstance(v, Graph):
-        return graph_json(v)
+        return graph_to_json(v)
     if not isinstance(v, (dict, list, str, int, float, bool, type(None))):
         raise ValueError(f"a {type(v).__name__} is not a JSON value")
     return v

@@ -9,11 +9,14 @@ True
 
 ``graph_from_model``/``graph_to_model`` (and ``delta_from_model``/``delta_to_model``) map
 the camelCase model of the conformance fixtures (``qualifiedName``, ``edgeType``,
-``tokenBudget``, ``tokensUsed``, ``packRoot``, ``baseRoot``, ``removedEdges``...).
+``tokenBudget``, ``tokensUsed``, ``packRoot``, ``baseRoot``, ``removedEdges``...), every field
+present. ``graph_to_json`` is the other JSON form, the one MCP clients that did not ask for GCF
+get: the dataclasses' own field names, unset fields left out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +57,7 @@ __all__ = [
     "edge_from_model",
     "edge_to_model",
     "graph_from_model",
+    "graph_to_json",
     "graph_to_model",
     "loads",
     "loads_delta",
@@ -183,6 +187,29 @@ def graph_to_model(g: Graph) -> dict[str, Any]:
         "symbols": [symbol_to_model(s) for s in g.symbols],
         "edges": [edge_to_model(e) for e in g.edges],
     }
+
+
+def graph_to_json(g: Graph) -> dict[str, Any]:
+    """The JSON form of a graph that ``gcfkit.mcp.server`` sends a client that did not ask for
+    GCF (and that ``gcfkit eval`` shows as a graph dataset's JSON): the dataclasses' field
+    names, header fields that are unset (empty or zero) and empty edge statuses left out.
+
+    >>> g = Graph([Symbol("a.f", "function", 0.5, "ast")], [Edge("a.g", "a.f", "calls")])
+    >>> graph_to_json(g)["edges"]
+    [{'source': 'a.g', 'target': 'a.f', 'edge_type': 'calls'}]
+    >>> graph_to_json(Graph([Symbol("a.f", "function", 0.5)], tool="t"))["symbols"][0]["kind"]
+    'function'
+    """
+    out: dict[str, Any] = {}
+    for key in ("tool", "budget", "tokens", "pack_root"):
+        value = getattr(g, key)
+        if value:
+            out[key] = value
+    out["symbols"] = [dataclasses.asdict(s) for s in g.symbols]
+    out["edges"] = [
+        {k: v for k, v in dataclasses.asdict(e).items() if k != "status" or v} for e in g.edges
+    ]
+    return out
 
 
 def delta_from_model(d: Mapping[str, Any]) -> GraphDelta:

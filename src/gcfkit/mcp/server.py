@@ -97,7 +97,7 @@ from pydantic import Field
 
 from .. import tokens
 from ..generic.encoder import dumps as generic_dumps
-from ..graph import Graph
+from ..graph import Graph, graph_to_json
 from ..graph import Session as GraphSession
 from ..graph import dumps as graph_dumps
 from ..jsonio import dumps_compact
@@ -330,28 +330,6 @@ class _Sessions:
 # ---------------------------------------------------------------------------------------
 # Encoding
 # ---------------------------------------------------------------------------------------
-
-
-def graph_to_json(graph: Graph) -> dict[str, Any]:
-    """The JSON form of a graph, as sent to clients that did not ask for GCF.
-
-    Header fields that are unset (empty or zero) and empty edge statuses are left out.
-
-    >>> from gcfkit.graph.model import Edge, Symbol
-    >>> g = Graph([Symbol("a.f", "function", 0.5, "ast")], [Edge("a.g", "a.f", "calls")])
-    >>> graph_to_json(g)["edges"]
-    [{'source': 'a.g', 'target': 'a.f', 'edge_type': 'calls'}]
-    """
-    out: dict[str, Any] = {}
-    for key in ("tool", "budget", "tokens", "pack_root"):
-        value = getattr(graph, key)
-        if value:
-            out[key] = value
-    out["symbols"] = [dataclasses.asdict(s) for s in graph.symbols]
-    out["edges"] = [
-        {k: v for k, v in dataclasses.asdict(e).items() if k != "status" or v} for e in graph.edges
-    ]
-    return out
 
 
 def _jsonable(value: Any) -> Any:
