@@ -1,4 +1,5 @@
-"""The report of a run: markdown, and a self-contained HTML page with inline SVG charts.
+"""The report of a run: markdown, and a self-contained HTML page with inline SVG charts
+(:mod:`gcfkit.measure.charts`).
 
 The HTML has no script, no external style or font and no link that loads anything: it
 opens offline. Everything a model wrote is escaped before it is shown.
@@ -23,14 +24,14 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from .. import tokens
+from ..measure.charts import grouped_bars
 from .scoring import Cell, Summary
 
-__all__ = ["SCRIPTED_MODEL", "bar_chart", "render_html", "render_markdown"]
+__all__ = ["SCRIPTED_MODEL", "render_html", "render_markdown"]
 
 #: The model name the scripted test server reports; a report of its answers says so.
 SCRIPTED_MODEL: Final = "gcfkit-scripted"
 _ENCODINGS: Final = tokens.ENCODINGS
-_PALETTE: Final = ("#3b6fb6", "#e07b39", "#4a9a5b", "#b5475a", "#7d5fb2", "#8c7a3c", "#3a9ca6")
 _FAILURES_SHOWN: Final = 25
 
 
@@ -233,72 +234,6 @@ def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def bar_chart(
-    title: str,
-    groups: Sequence[str],
-    series: Sequence[str],
-    values: dict[tuple[str, str], float],
-    *,
-    intervals: dict[tuple[str, str], tuple[float, float]] | None = None,
-    maximum: float | None = None,
-    fmt: str = "{:.0f}",
-) -> str:
-    """A horizontal grouped bar chart as an SVG element (bars per group, one per series,
-    optional interval whiskers); labels are escaped."""
-    bar, gap, label_w, plot_w, value_w = 16, 10, 170, 420, 90
-    top = 34 + (18 if len(series) > 1 else 0)
-    rows = max(1, len(series))
-    height = top + len(groups) * (rows * bar + gap) + 10
-    width = label_w + plot_w + value_w
-    top_value = maximum if maximum else max([*values.values(), 0.0]) or 1.0
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">',
-        f'<text x="4" y="18" font-size="14" font-weight="bold">{_esc(title)}</text>',
-    ]
-    if len(series) > 1:
-        x = label_w
-        for i, name in enumerate(series):
-            color = _PALETTE[i % len(_PALETTE)]
-            parts.append(f'<rect x="{x}" y="28" width="12" height="12" fill="{color}"/>')
-            parts.append(f'<text x="{x + 16}" y="38" font-size="12">{_esc(name)}</text>')
-            x += 24 + 7 * len(name)
-    y = top
-    for g in groups:
-        mid = y + rows * bar / 2 + 4
-        parts.append(
-            f'<text x="{label_w - 6}" y="{mid:.0f}" font-size="12" '
-            f'text-anchor="end">{_esc(g)}</text>'
-        )
-        for i, name in enumerate(series):
-            v = values.get((g, name))
-            if v is not None:
-                w = plot_w * min(1.0, v / top_value)
-                color = _PALETTE[i % len(_PALETTE)]
-                parts.append(
-                    f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar - 3}" '
-                    f'fill="{color}">'
-                    f"<title>{_esc(g)} / {_esc(name)}: {_esc(fmt.format(v))}</title></rect>"
-                )
-                ci = (intervals or {}).get((g, name))
-                if ci is not None:
-                    x0 = label_w + plot_w * ci[0] / top_value
-                    x1 = label_w + plot_w * ci[1] / top_value
-                    cy = y + (bar - 3) / 2
-                    parts.append(
-                        f'<line x1="{x0:.1f}" y1="{cy:.1f}" x2="{x1:.1f}" y2="{cy:.1f}" '
-                        'stroke="#222" stroke-width="1.5"/>'
-                    )
-                parts.append(
-                    f'<text x="{label_w + plot_w + 6}" y="{y + bar - 5}" font-size="11">'
-                    f"{_esc(fmt.format(v))}</text>"
-                )
-            y += bar
-        y += gap
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     h = "".join(f"<th>{_esc(c)}</th>" for c in head)
     body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in r) + "</tr>" for r in rows)
@@ -336,7 +271,7 @@ def render_html(s: Summary, meta: dict[str, Any]) -> str:
     body.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in _info_lines(s, meta)) + "</ul>")
     body.append("<h2>Accuracy and tokens per format</h2>")
     body.append(
-        bar_chart(
+        grouped_bars(
             "Accuracy (95% Wilson interval)",
             groups,
             ["accuracy"],
@@ -347,12 +282,14 @@ def render_html(s: Summary, meta: dict[str, Any]) -> str:
         )
     )
     body.append(
-        bar_chart("Mean prompt tokens per question", groups, list(_ENCODINGS), tok, fmt="{:,.0f}")
+        grouped_bars(
+            "Mean prompt tokens per question", groups, list(_ENCODINGS), tok, fmt="{:,.0f}"
+        )
     )
     body.append(_html_table(_overall_head(s), _overall_rows(s)))
     body.append("<h2>Accuracy per question kind</h2>")
     body.append(
-        bar_chart(
+        grouped_bars(
             "Accuracy per kind", kind_groups, s.conditions, kind_vals, maximum=1.0, fmt="{:.0%}"
         )
     )

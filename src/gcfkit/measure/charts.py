@@ -1,8 +1,10 @@
-"""Small SVG charts, drawn as text: the savings dashboard and the verify report use them.
+"""Small SVG charts, drawn as text: the savings dashboard, the verify report and the eval
+report use them.
 
 No script, no style sheet, nothing loaded from anywhere: each chart is one ``<svg>`` element
 that can be inlined into any page (every label is escaped). Colours are the same in every
-chart: what the server sent in grey, what gcfkit sent in blue.
+before/after chart: what the server sent in grey, what gcfkit sent in blue;
+:func:`grouped_bars` (any number of series) takes its colours from :data:`SERIES`.
 
 >>> svg = before_after_bars("tokens per server", [("git", 1200, 900), ("time", 50, 30)])
 >>> svg.startswith("<svg") and svg.endswith("</svg>") and "git" in svg
@@ -17,11 +19,21 @@ import html
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["AFTER", "BEFORE", "before_after_bars", "change", "timeline_chart"]
+__all__ = [
+    "AFTER",
+    "BEFORE",
+    "SERIES",
+    "before_after_bars",
+    "change",
+    "grouped_bars",
+    "timeline_chart",
+]
 
 #: Fill of "what the server sent" and of "what gcfkit sent".
 BEFORE: Final = "#c7cedb"
 AFTER: Final = "#2f6fde"
+#: The fills of :func:`grouped_bars`' series, in order (and again past the last).
+SERIES: Final = ("#3b6fb6", "#e07b39", "#4a9a5b", "#b5475a", "#7d5fb2", "#8c7a3c", "#3a9ca6")
 _TEXT: Final = "#1f2937"
 _MUTED: Final = "#6b7280"
 _GRID: Final = "#e5e7eb"
@@ -30,6 +42,13 @@ _FONT: Final = "font-family=\"system-ui,-apple-system,'Segoe UI',Roboto,sans-ser
 
 def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _svg(width: int, height: int, title: str, attrs: str = f" {_FONT}") -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}"{attrs}>'
+    )
 
 
 def _num(n: float) -> str:
@@ -82,8 +101,7 @@ def before_after_bars(
     height = top + len(shown) * (2 * bar + pair_gap) + 8
     biggest = max([1, *(max(b, a) for _, b, a in shown)])
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}" {_FONT}>',
+        _svg(width, height, title),
         f'<text x="0" y="16" font-size="14" font-weight="600" fill="{_TEXT}">{_esc(title)}</text>',
         _legend(label_w, 34),
     ]
@@ -130,8 +148,7 @@ def timeline_chart(
     slot = plot_w / n
     biggest = max([1, *(max(b, a) for _, b, a in points)])
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}" {_FONT}>',
+        _svg(width, height, title),
         f'<text x="0" y="16" font-size="14" font-weight="600" fill="{_TEXT}">{_esc(title)}</text>',
         _legend(left, 34),
     ]
@@ -172,3 +189,74 @@ def timeline_chart(
     )
     out.append("</svg>")
     return "".join(out)
+
+
+def grouped_bars(
+    title: str,
+    groups: Sequence[str],
+    series: Sequence[str],
+    values: dict[tuple[str, str], float],
+    *,
+    intervals: dict[tuple[str, str], tuple[float, float]] | None = None,
+    maximum: float | None = None,
+    fmt: str = "{:.0f}",
+) -> str:
+    """Horizontal bars, one per series in each group, with the value at the end and optional
+    interval whiskers; ``values`` and ``intervals`` are keyed ``(group, series)`` (a missing
+    key is no bar). Bars are scaled to ``maximum``, or to the largest value.
+
+    >>> svg = grouped_bars("accuracy", ["json", "gcf"], ["a"], {("json", "a"): 0.5}, fmt="{:.0%}")
+    >>> svg.count("<rect"), ">50%</text>" in svg
+    (1, True)
+    """
+    bar, gap, label_w, plot_w, value_w = 16, 10, 170, 420, 90
+    top = 34 + (18 if len(series) > 1 else 0)
+    rows = max(1, len(series))
+    height = top + len(groups) * (rows * bar + gap) + 10
+    width = label_w + plot_w + value_w
+    top_value = maximum if maximum else max([*values.values(), 0.0]) or 1.0
+    parts = [
+        _svg(width, height, title, ""),
+        f'<text x="4" y="18" font-size="14" font-weight="bold">{_esc(title)}</text>',
+    ]
+    if len(series) > 1:
+        x = label_w
+        for i, name in enumerate(series):
+            color = SERIES[i % len(SERIES)]
+            parts.append(f'<rect x="{x}" y="28" width="12" height="12" fill="{color}"/>')
+            parts.append(f'<text x="{x + 16}" y="38" font-size="12">{_esc(name)}</text>')
+            x += 24 + 7 * len(name)
+    y = top
+    for g in groups:
+        mid = y + rows * bar / 2 + 4
+        parts.append(
+            f'<text x="{label_w - 6}" y="{mid:.0f}" font-size="12" '
+            f'text-anchor="end">{_esc(g)}</text>'
+        )
+        for i, name in enumerate(series):
+            v = values.get((g, name))
+            if v is not None:
+                w = plot_w * min(1.0, v / top_value)
+                color = SERIES[i % len(SERIES)]
+                parts.append(
+                    f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar - 3}" '
+                    f'fill="{color}">'
+                    f"<title>{_esc(g)} / {_esc(name)}: {_esc(fmt.format(v))}</title></rect>"
+                )
+                ci = (intervals or {}).get((g, name))
+                if ci is not None:
+                    x0 = label_w + plot_w * ci[0] / top_value
+                    x1 = label_w + plot_w * ci[1] / top_value
+                    cy = y + (bar - 3) / 2
+                    parts.append(
+                        f'<line x1="{x0:.1f}" y1="{cy:.1f}" x2="{x1:.1f}" y2="{cy:.1f}" '
+                        'stroke="#222" stroke-width="1.5"/>'
+                    )
+                parts.append(
+                    f'<text x="{label_w + plot_w + 6}" y="{y + bar - 5}" font-size="11">'
+                    f"{_esc(fmt.format(v))}</text>"
+                )
+            y += bar
+        y += gap
+    parts.append("</svg>")
+    return "".join(parts)
