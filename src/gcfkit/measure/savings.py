@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Literal
 
 from ..ledger import LedgerEntry, parse_time
-from ..proxy.record import LedgerRecord
+from ..proxy.record import LedgerRecord, Sizes
 
 __all__ = [
     "LEFT_ALONE",
@@ -39,7 +39,7 @@ __all__ = [
 
 
 @dataclass
-class Totals:
+class Totals(Sizes):
     """Sums over a group of records (one tool, one server, or everything)."""
 
     calls: int = 0
@@ -49,16 +49,6 @@ class Totals:
     tokens_after: int = 0
     encode_ms: float = 0.0
     decisions: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def tokens_saved(self) -> int:
-        """Tokens the proxy kept out of the context (negative if results grew)."""
-        return self.tokens_before - self.tokens_after
-
-    @property
-    def bytes_saved(self) -> int:
-        """Bytes the proxy kept off the wire (negative if results grew)."""
-        return self.bytes_before - self.bytes_after
 
     @property
     def token_savings(self) -> float:

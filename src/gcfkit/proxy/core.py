@@ -245,23 +245,16 @@ class ProxyCore:
     def pop_records(self) -> list[LedgerRecord]:
         """The ledger records produced since the last call (empty with ``stats=False``)."""
         unfinished, self._unfinished = self._unfinished, []
-        records: list[LedgerRecord] = []
-        for server, tool, outcome, elapsed_ms in unfinished:
-            outcome.settle(self._rewriter.count)
-            records.append(
-                LedgerRecord(
-                    server=server,
-                    tool=tool,
-                    bytes_before=outcome.bytes_before,
-                    bytes_after=outcome.bytes_after,
-                    tokens_before=outcome.tokens_before,
-                    tokens_after=outcome.tokens_after,
-                    encoding=self.config.encoding,
-                    decision=outcome.decision,
-                    encode_ms=elapsed_ms,
-                )
+        return [
+            outcome.ledger_record(
+                self._rewriter.count,
+                server=server,
+                tool=tool,
+                encoding=self.config.encoding,
+                encode_ms=elapsed_ms,
             )
-        return records
+            for server, tool, outcome, elapsed_ms in unfinished
+        ]
 
     def from_client(self, line: bytes) -> list[Output]:
         """Handle one line the client wrote; returns what to write to the server.

@@ -18,14 +18,40 @@ from typing import Any, Final
 
 from .answer import Choice, Decision
 
-__all__ = ["LedgerRecord", "ledger_decision"]
+__all__ = ["LedgerRecord", "Sizes", "ledger_decision"]
 
 _STRING_FIELDS: Final = ("server", "tool", "encoding", "decision")
 _INT_FIELDS: Final = ("bytes_before", "bytes_after", "tokens_before", "tokens_after")
 
 
+class Sizes:
+    """Sizes before and after the proxy and what they saved: one rule for a record and for any
+    sum of records (:class:`gcfkit.measure.savings.Totals`).
+
+    >>> LedgerRecord("s", "t", 100, 120, 30, 12, "o200k_base", "gcf", 0.5).bytes_saved
+    -20
+    """
+
+    bytes_before: int
+    bytes_after: int
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def tokens_saved(self) -> int:
+        """Tokens kept out of the context: ``tokens_before - tokens_after`` (negative if the
+        result grew)."""
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def bytes_saved(self) -> int:
+        """Bytes kept off the wire: ``bytes_before - bytes_after`` (negative if the result
+        grew)."""
+        return self.bytes_before - self.bytes_after
+
+
 @dataclass(frozen=True)
-class LedgerRecord:
+class LedgerRecord(Sizes):
     """What the proxy did with one tool result; sizes and a decision, never content.
 
     ``decision`` is a short word: ``gcf``, ``json-minified``, ``unchanged``,
@@ -44,16 +70,6 @@ class LedgerRecord:
     encoding: str
     decision: str
     encode_ms: float
-
-    @property
-    def tokens_saved(self) -> int:
-        """``tokens_before - tokens_after`` (negative if the result grew)."""
-        return self.tokens_before - self.tokens_after
-
-    @property
-    def bytes_saved(self) -> int:
-        """``bytes_before - bytes_after`` (negative if the result grew)."""
-        return self.bytes_before - self.bytes_after
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict, in ledger-line order."""

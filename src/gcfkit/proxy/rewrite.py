@@ -67,7 +67,7 @@ from .config import Codec, ProxyConfig
 from .forms import FullForms, Text
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .pyliteral import literal_value, renders
-from .record import ledger_decision
+from .record import LedgerRecord, ledger_decision
 from .since import Names
 
 __all__ = [
@@ -155,6 +155,29 @@ class Outcome:
             self.tokens_before += _ledger_count(text, count)
         self.lazy = []
         self.owed = []
+
+    def ledger_record(
+        self,
+        count: Callable[[str], int],
+        *,
+        server: str,
+        tool: str,
+        encoding: str,
+        encode_ms: float,
+    ) -> LedgerRecord:
+        """The ledger's record of this outcome, what is owed counted first (:meth:`settle`)."""
+        self.settle(count)
+        return LedgerRecord(
+            server=server,
+            tool=tool,
+            bytes_before=self.bytes_before,
+            bytes_after=self.bytes_after,
+            tokens_before=self.tokens_before,
+            tokens_after=self.tokens_after,
+            encoding=encoding,
+            decision=self.decision,
+            encode_ms=encode_ms,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,6 @@ import time
 from typing import IO, Any, Final
 
 from ..proxy.jsonrpc import dump_edited, parse_envelope
-from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
 
 __all__ = ["decode_frame_length", "encode_frame", "main", "read_frame", "write_frame"]
@@ -151,17 +150,12 @@ def main() -> None:
         issued += len(minted)
         write_frame(channel, ("answer", job_id, out, minted))
         if ledger is not None:
-            outcome.settle(rewriter.count)
             ledger.append(
-                LedgerRecord(
+                outcome.ledger_record(
+                    rewriter.count,
                     server=server,
                     tool=tool,
-                    bytes_before=outcome.bytes_before,
-                    bytes_after=outcome.bytes_after,
-                    tokens_before=outcome.tokens_before,
-                    tokens_after=outcome.tokens_after,
                     encoding=config.encoding,
-                    decision=outcome.decision,
                     encode_ms=(time.monotonic() - started) * 1000.0,
                 )
             )
