@@ -34,6 +34,7 @@ from ..errors import ConfigError, GCFError
 from ..graph import Graph, graph_to_json
 from ..graph import dumps as graph_dumps
 from ..jsonio import loads_json
+from ..measure.report import toon_codec
 from ..proxy.primer import PRIMER as _PROXY_PRIMER
 
 __all__ = [
@@ -131,9 +132,8 @@ def _json_compact_format() -> EvalFormat:
 
 
 def _toon() -> EvalFormat:
-    try:
-        import toon_format  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    except ImportError:
+    codec = toon_codec()
+    if codec is None:
         return EvalFormat(
             "toon",
             "TOON",
@@ -142,14 +142,12 @@ def _toon() -> EvalFormat:
             available=False,
             note="not installed (pip install toon-format, in gcfkit[bench])",
         )
-    enc: Callable[[Any], str] = toon_format.encode
-    dec: Callable[[str], Any] = toon_format.decode
+    enc, dec, note = codec
 
     def render(value: Any, tool: str, graph: Graph | None) -> str:
         return enc(value)
 
-    version = getattr(toon_format, "__version__", "")
-    return EvalFormat("toon", "TOON", render, dec, note=f"toon-format {version}".strip())
+    return EvalFormat("toon", "TOON", render, dec, note=note)
 
 
 # ---------------------------------------------------------------------------------------

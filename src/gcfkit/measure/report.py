@@ -33,6 +33,7 @@ __all__ = [
     "extension_format",
     "measure",
     "saving",
+    "toon_codec",
 ]
 
 
@@ -70,10 +71,27 @@ def _json_pretty(v: Any) -> str:
     return json.dumps(v, indent=2, ensure_ascii=False)
 
 
-def _toon_format() -> Format:
+def toon_codec() -> tuple[Callable[[Any], str], Callable[[str], Any], str] | None:
+    """TOON's encode and decode, and a note naming the version, from the optional
+    ``toon-format`` package; None when it is not installed. Imported when asked for, so
+    nothing else needs the package.
+
+    >>> codec = toon_codec()
+    >>> codec is None or codec[2].startswith("toon-format")
+    True
+    """
     try:
         import toon_format  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError:
+        return None
+    enc: Callable[[Any], str] = toon_format.encode
+    dec: Callable[[str], Any] = toon_format.decode
+    return enc, dec, f"toon-format {getattr(toon_format, '__version__', '')}".strip()
+
+
+def _toon_format() -> Format:
+    codec = toon_codec()
+    if codec is None:
         return Format(
             "toon",
             "TOON",
@@ -82,10 +100,8 @@ def _toon_format() -> Format:
             available=False,
             note="not installed (pip install toon-format)",
         )
-    enc: Callable[[Any], str] = toon_format.encode
-    dec: Callable[[str], Any] = toon_format.decode
-    version = getattr(toon_format, "__version__", "")
-    return Format("toon", "TOON", enc, dec, note=f"toon-format {version}".strip())
+    enc, dec, note = codec
+    return Format("toon", "TOON", enc, dec, note=note)
 
 
 def extension_format(encoding: str = tokens.DEFAULT_ENCODING) -> Format:
