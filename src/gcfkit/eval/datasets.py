@@ -27,7 +27,6 @@ True
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -504,8 +503,3 @@ def iter_scalars(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple
             yield from iter_scalars(v, (*path, i))
     else:
         yield path, value
-
-
-def dumps_compact(value: Any) -> str:
-    """Compact JSON, as every part of the eval writes it (one rule)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

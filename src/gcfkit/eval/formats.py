@@ -33,7 +33,7 @@ from .. import dumps as gcf_dumps
 from ..errors import ConfigError, GCFError
 from ..graph import Graph, graph_to_json
 from ..graph import dumps as graph_dumps
-from ..jsonio import loads_json
+from ..jsonio import dumps_compact, loads_json
 from ..measure.report import toon_codec
 from ..proxy.primer import PRIMER as _PROXY_PRIMER
 
@@ -115,7 +115,7 @@ def _json_pretty(value: Any, tool: str, graph: Graph | None) -> str:
 
 
 def _json_compact(value: Any, tool: str, graph: Graph | None) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return dumps_compact(value)
 
 
 def _json() -> EvalFormat:

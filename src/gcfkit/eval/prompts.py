@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from ..errors import ConfigError
-from .datasets import Dataset, dumps_compact
+from ..jsonio import dumps_compact
+from .datasets import Dataset
 from .formats import EvalFormat
 from .questions import Question, answer_hint, render_question, shown_value
 

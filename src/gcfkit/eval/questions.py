@@ -35,8 +35,8 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 from ..errors import ConfigError
-from ..jsonio import same_value
-from .datasets import Collection, Dataset, at_path, dumps_compact, find_collections
+from ..jsonio import dumps_compact, same_value
+from .datasets import Collection, Dataset, at_path, find_collections
 
 __all__ = [
     "KINDS",
