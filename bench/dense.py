@@ -29,7 +29,9 @@ from typing import Any
 
 import gcfkit
 from gcfkit import dense, tokens
-from gcfkit.jsonio import same_value
+from gcfkit.eval.datasets import TOON_DATASETS
+from gcfkit.jsonio import dumps_compact, same_value
+from gcfkit.traffic.corpus import read_sessions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -37,16 +39,6 @@ ROOT = HERE.parent
 CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
 ENCODINGS = ("o200k_base", "cl100k_base")
 FILE_TOOLS = {"read_text_file", "read_file", "read_multiple_files", "read_media_file"}
-TOON_DATASETS = (
-    "tabular",
-    "nested",
-    "analytics",
-    "github",
-    "event-logs",
-    "nested-config",
-    "keyed",
-    "nested-group",
-)
 MEMORY_GRAPH = CORPUS / "mcp" / "memory" / "015_read_graph.json"
 ALL_OFF = {"defs": False, "lists": False, "constants": False, "short_rows": False}
 # (label, dense options or None for gcfkit v3.5.3 alone, use the estimate?)
@@ -69,19 +61,20 @@ CONFIGS: list[tuple[str, dict[str, bool] | None, bool]] = [
 def mcp_results() -> list[tuple[str, str, Any]]:
     """(name, raw text, value) of every JSON text result of a non-file, non-error call."""
     out = []
-    for path in sorted((CORPUS / "mcp").glob("*/[0-9][0-9][0-9]_*.json")):
-        call = json.loads(path.read_text(encoding="utf-8"))
-        if call["tool"] in FILE_TOOLS or call["result"].get("isError"):
-            continue
-        for block in call["result"].get("content", []):
-            if block.get("type") != "text":
+    for session in read_sessions(CORPUS / "mcp"):
+        for call in session.calls:
+            if call.tool in FILE_TOOLS or call.result is None or call.result.get("isError"):
                 continue
-            try:
-                value = json.loads(block["text"])
-            except ValueError:
-                continue
-            if isinstance(value, (dict, list)):
-                out.append((f"{path.parent.name}/{path.stem}", block["text"], value))
+            for block in call.result.get("content", []):
+                if block.get("type") != "text":
+                    continue
+                try:
+                    value = json.loads(block["text"])
+                except ValueError:
+                    continue
+                if isinstance(value, (dict, list)):
+                    name = f"{session.name}/{Path(call.file).stem}"
+                    out.append((name, block["text"], value))
     return out
 
 
@@ -90,10 +83,6 @@ def toon_datasets() -> list[tuple[str, Any]]:
     return [
         (n, json.loads((folder / f"{n}.json").read_text(encoding="utf-8"))) for n in TOON_DATASETS
     ]
-
-
-def compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def dense_text(value: Any, options: dict[str, bool], count: Callable[[str], int] | None) -> str:
@@ -117,8 +106,8 @@ def totals(
 ) -> dict[str, tuple[int, int, dict[str, int]]]:
     counter = tokens.counter(encoding)
     n = counter.count
-    base_mcp = [min(n(raw), n(compact(v)), n(gcfkit.dumps(v))) for _, raw, v in mcp]
-    base_toon = [min(n(compact(v)), n(gcfkit.dumps(v))) for _, v in toon]
+    base_mcp = [min(n(raw), n(dumps_compact(v)), n(gcfkit.dumps(v))) for _, raw, v in mcp]
+    base_toon = [min(n(dumps_compact(v)), n(gcfkit.dumps(v))) for _, v in toon]
     out = {}
     for label, options, use_estimate in CONFIGS:
         if options is None:
@@ -154,7 +143,7 @@ def terse_one_shot(mcp: list[tuple[str, str, Any]]) -> list[str] | None:
         except Exception:  # a peer may refuse a value; the proxy would send it raw
             out.append(raw)
             continue
-        out.append(packed if isinstance(packed, str) else compact(packed))
+        out.append(packed if isinstance(packed, str) else dumps_compact(packed))
     return out
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import gcfkit
 from gcfkit import tokens
+from gcfkit.eval.datasets import TOON_DATASETS
 from gcfkit.graph import Edge, Graph, Session, SessionReader, Symbol, graph_to_model
 from gcfkit.graph import dumps as graph_dumps
 from gcfkit.graph import loads as graph_loads
@@ -34,23 +35,13 @@ from gcfkit.jsonio import loads_json, same_value
 from gcfkit.keyed import DeltaSession, KeyedSet, apply_delta, loads_delta
 from gcfkit.measure.report import Format, FormatResult, default_formats, extension_format
 from gcfkit.measure.report import measure as measure_format
+from gcfkit.traffic.corpus import read_sessions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
 ENCODINGS = ("o200k_base", "cl100k_base")
 SHORT = {"o200k_base": "o200k", "cl100k_base": "cl100k"}
-# TOON's TOKEN_EFFICIENCY_DATASETS, in its order (github-repos.json is only github's source).
-TOON_DATASETS = (
-    "tabular",
-    "nested",
-    "analytics",
-    "github",
-    "event-logs",
-    "nested-config",
-    "keyed",
-    "nested-group",
-)
 GCF_PYTHON_REFERENCE_O200K = 249_016
 
 
@@ -161,19 +152,19 @@ def toon_datasets() -> list[tuple[str, Any]]:
 
 def mcp_datasets() -> list[tuple[str, Any]]:
     out = []
-    for path in sorted((CORPUS / "mcp").glob("*/*.json")):
-        result = json.loads(path.read_text(encoding="utf-8")).get("result", {})
-        for i, block in enumerate(result.get("content", [])):
-            if block.get("type") != "text":
-                continue
-            try:
-                value = loads_json(block["text"])
-            except gcfkit.GCFError:
-                continue
-            if not isinstance(value, (dict, list)):
-                continue
-            suffix = f"#{i}" if i else ""
-            out.append((f"{path.parent.name}/{path.stem}{suffix}", value))
+    for session in read_sessions(CORPUS / "mcp"):
+        for call in session.calls:
+            for i, block in enumerate((call.result or {}).get("content", [])):
+                if block.get("type") != "text":
+                    continue
+                try:
+                    value = loads_json(block["text"])
+                except gcfkit.GCFError:
+                    continue
+                if not isinstance(value, (dict, list)):
+                    continue
+                suffix = f"#{i}" if i else ""
+                out.append((f"{session.name}/{Path(call.file).stem}{suffix}", value))
     return out
 
 

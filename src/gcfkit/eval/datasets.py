@@ -39,6 +39,7 @@ from ..graph import Edge, Graph, Symbol, graph_to_json
 from ..graph import dumps as graph_dumps
 from ..graph import loads as graph_loads
 from ..jsonio import loads_json
+from ..traffic.corpus import Call, is_session, read_session
 
 __all__ = [
     "DEFAULT_DATASETS",
@@ -273,18 +274,25 @@ def _result_value(result: Any) -> Any | None:
     return None
 
 
-def _mcp_files(spec: str, corpus: Path) -> list[Path]:
+def _mcp_calls(spec: str, corpus: Path) -> list[tuple[Path, Call]]:
+    """The recorded calls an ``mcp:`` spec names, each with its file, in corpus order."""
     root = corpus / "mcp"
-    if not spec:
-        return sorted(p for p in root.glob("*/[0-9][0-9][0-9]_*.json"))
     server, _, number = spec.partition("/")
-    if number:
-        found = sorted((root / server).glob(f"{number}_*.json"))
-        if not found:
-            raise ConfigError("invalid_option", f"no MCP corpus result {spec!r} under {root}")
-        return found
-    found = sorted((root / server).glob("[0-9][0-9][0-9]_*.json"))
-    if not found:
+    if spec:
+        sessions = [root / server]
+    else:
+        sessions = sorted(p for p in root.iterdir() if is_session(p)) if root.is_dir() else []
+    found = [
+        (session.path / call.file, call)
+        for path in sessions
+        if is_session(path)
+        for session in (read_session(path),)
+        for call in session.calls
+        if not number or call.file.startswith(f"{number}_")
+    ]
+    if spec and not found and number:
+        raise ConfigError("invalid_option", f"no MCP corpus result {spec!r} under {root}")
+    if spec and not found:
         raise ConfigError("invalid_option", f"no MCP corpus server {server!r} under {root}")
     return found
 
@@ -292,15 +300,14 @@ def _mcp_files(spec: str, corpus: Path) -> list[Path]:
 def _mcp(spec: str, corpus: Path, rows: int, rng: random.Random) -> list[Dataset]:
     one = "/" in spec
     out: list[Dataset] = []
-    for path in _mcp_files(spec, corpus):
-        record = _read_json(path)
-        value = _result_value(record.get("result"))
+    for path, call in _mcp_calls(spec, corpus):
+        value = _result_value(call.result)
         if value is None or (not one and not find_collections(value, min_records=3)):
             if one:
                 raise ConfigError("invalid_option", f"{path} holds no JSON tool result")
             continue
         name = f"mcp:{path.parent.name}/{path.name.split('_', 1)[0]}"
-        out.append(Dataset(name, _cut(value, rows, rng), str(record.get("tool")), str(path)))
+        out.append(Dataset(name, _cut(value, rows, rng), call.tool, str(path)))
     return out
 
 
