@@ -17,7 +17,9 @@ from gcfkit.ledger import Ledger, LedgerRecord
 from gcfkit.traffic.corpus import SessionWriter, read_sessions
 from gcfkit.traffic.replay import Replay
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "mcp"
+from .conformance import CORPUS_DIR
+
+CORPUS = CORPUS_DIR / "mcp"
 #: Records are stamped up to ten days before now, none within an hour of the dashboard's
 #: period boundaries (24 hours, 7 and 30 days ago), so a period's totals cannot depend on the
 #: second a test asks.

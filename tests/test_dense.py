@@ -12,6 +12,7 @@ import pytest
 import gcfkit
 from gcfkit import GCFError, dense, tokens
 from gcfkit.generic import definitions
+from gcfkit.traffic.corpus import read_sessions
 from tests.conformance import CORPUS_DIR
 from tests.test_dense_conformance import identical
 
@@ -168,16 +169,17 @@ def test_memory_graph_round_trips_smaller(exact: bool) -> None:
 
 def test_every_corpus_json_result_round_trips() -> None:
     checked = 0
-    for path in sorted((CORPUS_DIR / "mcp").glob("*/[0-9][0-9][0-9]_*.json")):
-        call = json.loads(path.read_text(encoding="utf-8"))
-        for block in call["result"].get("content", []):
-            try:
-                value = json.loads(block.get("text", ""))
-            except ValueError:
-                continue
-            wire = dense.dumps(value)
-            assert identical(dense.loads(wire), gcfkit.loads(gcfkit.dumps(value))), path
-            checked += 1
+    for session in read_sessions(CORPUS_DIR / "mcp"):
+        for call in session.calls:
+            for block in (call.result or {}).get("content", []):
+                try:
+                    value = json.loads(block.get("text", ""))
+                except ValueError:
+                    continue
+                wire = dense.dumps(value)
+                where = f"{session.name}/{call.file}"
+                assert identical(dense.loads(wire), gcfkit.loads(gcfkit.dumps(value))), where
+                checked += 1
     assert checked >= 41
 
 

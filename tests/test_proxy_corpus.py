@@ -15,8 +15,9 @@ from gcfkit import tokens
 from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
+from tests.conformance import CORPUS_DIR
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "mcp"
+CORPUS = CORPUS_DIR / "mcp"
 FILES = sorted(CORPUS.glob("*/[0-9][0-9][0-9]_*.json"))
 
 pytestmark = pytest.mark.skipif(not FILES, reason="shared corpus not available")

@@ -10,14 +10,15 @@ import json
 import sys
 from collections.abc import Iterator
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gcfkit import tokens
+from gcfkit.traffic.corpus import read_sessions
+from tests.conformance import CORPUS_DIR
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = CORPUS_DIR
 
 # tiktoken's expected sha256 of the rank files (tiktoken_ext.openai_public).
 TIKTOKEN_SHA256 = {
@@ -73,11 +74,11 @@ def _corpus_texts() -> Iterator[str]:
         value = json.loads(path.read_text(encoding="utf-8"))
         yield json.dumps(value, indent=2, ensure_ascii=False)
         yield json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    for path in sorted((CORPUS / "mcp").glob("*/*.json")):
-        result = json.loads(path.read_text(encoding="utf-8")).get("result", {})
-        for block in result.get("content", []):
-            if block.get("type") == "text":
-                yield block["text"]
+    for session in read_sessions(CORPUS / "mcp"):
+        for call in session.calls:
+            for block in (call.result or {}).get("content", []):
+                if block.get("type") == "text":
+                    yield block["text"]
 
 
 EDGE_CASES = [

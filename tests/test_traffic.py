@@ -22,9 +22,10 @@ from gcfkit.traffic.capture import Capture
 from gcfkit.traffic.corpus import SessionWriter, read_session, read_sessions
 from gcfkit.traffic.report import render_html, render_markdown
 from gcfkit.traffic.verify import GateError, read_back, verify_sessions
+from tests.conformance import CORPUS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus" / "mcp"
+CORPUS = CORPUS_DIR / "mcp"
 DEMO = str(ROOT / "examples" / "demo_server.py")
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 
