@@ -56,7 +56,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -639,24 +639,29 @@ def install_mcp(
     ``unsupported_server``, ``malformed_config``, ``io_error``); nothing is written when it
     does.
     """
-    locations = select_locations(
-        client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
-    )
-    state = state_dir(env)
-    # Planned and applied under one lock: a second run plans from what the first wrote.
-    with contextlib.nullcontext() if dry_run else _state_lock(state):
-        plans = plan_install(
+
+    def plan(locations: list[ConfigLocation], explicit: bool, state: Path) -> list[FilePlan]:
+        return plan_install(
             name,
             locations,
-            explicit=client is not None or config is not None,
+            explicit=explicit,
             launcher=launcher,
             proxy_args=proxy_args,
             name_option=name_option,
             state=state,
         )
-        if not dry_run:
-            apply_plans(plans, state=state)
-    return plans
+
+    return _plan_and_apply(
+        plan,
+        dry_run,
+        client=client,
+        scope=scope,
+        config=config,
+        home=home,
+        cwd=cwd,
+        env=env,
+        platform=platform,
+    )
 
 
 def uninstall_mcp(
@@ -675,14 +680,42 @@ def uninstall_mcp(
 
     An entry that is not wrapped is left alone (its action is ``not-wrapped``).
     """
+
+    def plan(locations: list[ConfigLocation], explicit: bool, state: Path) -> list[FilePlan]:
+        return plan_uninstall(name, locations, explicit=explicit, state=state)
+
+    return _plan_and_apply(
+        plan,
+        dry_run,
+        client=client,
+        scope=scope,
+        config=config,
+        home=home,
+        cwd=cwd,
+        env=env,
+        platform=platform,
+    )
+
+
+def _plan_and_apply(
+    plan: Callable[[list[ConfigLocation], bool, Path], list[FilePlan]],
+    dry_run: bool,
+    *,
+    client: str | None,
+    scope: str | None,
+    config: Path | str | None,
+    home: Path | None,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    platform: str | None,
+) -> list[FilePlan]:
     locations = select_locations(
         client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
     )
     state = state_dir(env)
+    # Planned and applied under one lock: a second run plans from what the first wrote.
     with contextlib.nullcontext() if dry_run else _state_lock(state):
-        plans = plan_uninstall(
-            name, locations, explicit=client is not None or config is not None, state=state
-        )
+        plans = plan(locations, client is not None or config is not None, state)
         if not dry_run:
             apply_plans(plans, state=state)
     return plans
