@@ -33,6 +33,7 @@ from .. import dumps as gcf_dumps
 from ..errors import ConfigError, GCFError
 from ..graph import Graph, graph_to_json
 from ..graph import dumps as graph_dumps
+from ..header import first_line, parse_header
 from ..jsonio import dumps_compact, loads_json
 from ..measure.report import toon_codec
 from ..proxy.primer import PRIMER as _PROXY_PRIMER
@@ -261,10 +262,10 @@ def _gcf_read_pair(first_text: str, second_text: str) -> Any:
     from .. import keyed
 
     base = _read_any(first_text)
-    head = second_text.split("\n", 1)[0].split(" ")
-    if second_text.startswith("GCF ") and "unchanged=true" in head:
+    header = parse_header(first_line(second_text)) if second_text.startswith("GCF ") else None
+    if header is not None and header.flag("unchanged"):
         return base
-    if second_text.startswith("GCF ") and "delta=true" in head:
+    if header is not None and header.flag("delta"):
         delta = keyed.loads_delta(second_text)
         if not isinstance(base, list):
             raise GCFError("invalid_delta", "a delta needs a record list to apply to")

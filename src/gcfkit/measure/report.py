@@ -23,6 +23,7 @@ from typing import Any
 from .. import dense, dumps, gcx1, loads, tokens
 from ..errors import GCFError
 from ..jsonio import dumps_compact, same_value
+from ..proxy.answer import utf8_len
 
 __all__ = [
     "Comparison",
@@ -229,7 +230,7 @@ def measure(
         res.error = f"encode failed: {type(e).__name__}: {e}"
         return res
     res.text = text
-    res.bytes = len(text.encode("utf-8", "surrogatepass"))
+    res.bytes = utf8_len(text)
     res.tokens = {enc: tokens.count(text, enc) for enc in encodings}
     try:
         back = fmt.decode(text)

@@ -35,6 +35,7 @@ from .. import decode, tokens
 from ..errors import GCFError
 from ..jsonio import loads_json, to_json_model
 from ..measure.report import compare_formats, default_formats
+from ..proxy.answer import utf8_len
 
 __all__ = ["MAX_INPUT_BYTES", "Example", "PlaygroundError", "analyze", "example_text", "examples"]
 
@@ -89,7 +90,7 @@ def _value_of(text: str) -> tuple[Any, str, str | None]:
 
 def analyze(text: str) -> dict[str, Any]:
     """Measure pasted JSON (or GCF) in every format; a JSON-ready dict for the page."""
-    size = len(text.encode("utf-8", "surrogatepass"))
+    size = utf8_len(text)
     if not text.strip():
         raise PlaygroundError("empty", "paste JSON (or GCF) to measure it")
     if size > MAX_INPUT_BYTES:
