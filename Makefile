@@ -3,22 +3,28 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
-
+# The codec tests that run a second time on the pure-Python codec (GCFKIT_PURE_PYTHON=1):
+# the full suite runs on the C accelerator, and the reference must pass on its own too.
+PURE_TESTS := tests/test_conformance.py tests/test_properties.py tests/test_fuzz.py \
+	tests/test_encoder.py tests/test_decoder.py tests/test_keyed.py tests/test_stream.py
+# make test SPEEDUPS=optional accepts a machine where the C accelerator cannot be built.
+SPEEDUPS ?= required
 NODE_DIR := tests/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 
-.PHONY: test test-fast demo lint typecheck install node bench clean
+.PHONY: test test-fast demo lint typecheck install node bench clean speedups-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # The version is read from src/gcfkit/__init__.py at install time: reinstall when it changes.
-$(STAMP): pyproject.toml src/gcfkit/__init__.py | $(BIN)/python
+# The editable install also compiles src/gcfkit/_speedups.c next to the sources.
+$(STAMP): pyproject.toml setup.py src/gcfkit/__init__.py src/gcfkit/_speedups.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
-$(BENCH_STAMP): pyproject.toml src/gcfkit/__init__.py | $(BIN)/python
+$(BENCH_STAMP): pyproject.toml setup.py src/gcfkit/__init__.py src/gcfkit/_speedups.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test,bench]"
 	touch $(BENCH_STAMP) $(STAMP)
 
@@ -34,15 +40,22 @@ $(NODE_STAMP): $(NODE_DIR)/package.json
 		&& touch node_modules/.installed; \
 	else echo "npm not found: the tests against Node servers will be skipped"; fi
 
+speedups-check: $(STAMP)
+	@if [ "$(SPEEDUPS)" = required ]; then \
+	  $(BIN)/python -c "import gcfkit._speedups" || { \
+	    echo "the C accelerator did not build: install gcc and the Python headers" \
+	         "(or run make test SPEEDUPS=optional)" >&2; exit 1; }; fi
+
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples setup.py
+	$(BIN)/ruff format --check src tests bench examples setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck node
+test: lint typecheck node speedups-check
 	$(BIN)/python -m pytest -q
+	GCFKIT_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PURE_TESTS)
 
 # The inner loop: the same checks without the tests marked slow.
 test-fast: lint typecheck
@@ -60,3 +73,4 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -f src/gcfkit/_speedups*.so

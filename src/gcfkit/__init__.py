@@ -14,18 +14,21 @@ GCF profile=generic
 
 ``dumps``/``loads``/``dump``/``load`` mirror the stdlib ``json`` module; :func:`decode` reads
 any GCF payload (generic value, graph, graph delta or generic delta) by its header.
+:func:`speedups_active` tells whether the optional C accelerator serves the generic codec
+(same results, faster); ``GCFKIT_PURE_PYTHON=1`` forces the pure-Python reference.
 """
 
 from __future__ import annotations
 
 from typing import IO, Any
 
+from ._accel import speedups_active
 from .errors import GCFError
 from .generic.decoder import loads
 from .generic.encoder import dumps
 from .header import first_line, parse_header, to_text
 
-__all__ = ["GCFError", "decode", "dump", "dumps", "load", "loads"]
+__all__ = ["GCFError", "decode", "dump", "dumps", "load", "loads", "speedups_active"]
 __version__ = "0.1.0"
 
 

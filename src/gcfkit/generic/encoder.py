@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any, Final
 
+from .. import _accel
 from ..errors import GCFError
 from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL, SAFE_BARE
 from ..header import format_header
@@ -90,8 +91,14 @@ def _unsupported(v: Any) -> GCFError:
     )
 
 
+_CELL_CACHE: dict[str, str] = {}
+_CELL_CACHE_LEN: Final = 24
+_CELL_CACHE_MAX: Final = 4096
+
+
 def format_cell(
     v: Any,
+    _cached: Any = _CELL_CACHE.get,
     _bare: Any = _SAFE_BARE,
     _str: type = str,
     _int: type = int,
@@ -107,7 +114,14 @@ def format_cell(
     if t is _str:
         if _bare(v):
             return v  # type: ignore[no-any-return]
-        return format_scalar(v)
+        # The full §2.4 check is slow; enum-like values that need it (non-ASCII names,
+        # quoted statuses) repeat, so their text is kept. Long strings are mostly unique.
+        text: str | None = _cached(v)
+        if text is None:
+            text = format_scalar(v)
+            if len(v) <= _CELL_CACHE_LEN and len(_CELL_CACHE) < _CELL_CACHE_MAX:
+                _CELL_CACHE[v] = text
+        return text
     if t is _int:
         if -9223372036854775808 <= v <= 9223372036854775807:
             return _repr(v)  # type: ignore[no-any-return]
@@ -909,8 +923,16 @@ def dumps(
     1
     2
     """
+    header = header_line(tool)
+    fast = _accel.speedups
+    if fast is not None:
+        # The C accelerator answers None for whatever it leaves to this reference code
+        # (errors included), which then encodes the whole value from the start.
+        text = fast.encode(value, header, flatten, shared_schemas, inline_schemas)
+        if text is not None:
+            return text
     enc = Encoder(Options(flatten=flatten, shared=shared_schemas, inline=inline_schemas))
-    enc.out.append(header_line(tool))
+    enc.out.append(header)
     enc.root(value)
     enc.out.append("")
     return "\n".join(enc.out)

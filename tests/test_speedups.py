@@ -1,0 +1,340 @@
+"""The fast paths agree with the reference: the stdlib helpers the pure-Python codec borrows,
+and the optional C accelerator (``gcfkit._speedups``) against the pure-Python codec.
+
+The accelerator either answers exactly as the reference does or hands the document back
+(None), so every check here is "same text, same value, or the same error" across the two
+paths, run in one process with :func:`gcfkit._accel.pure_python`.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gcfkit import GCFError, _accel, scalar
+from gcfkit.generic import encoder
+from gcfkit.generic.decoder import loads
+from gcfkit.generic.encoder import dumps
+
+_SETTINGS: dict[str, Any] = {
+    "derandomize": True,
+    "database": None,
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+# ---------------------------------------------------------------------------------------
+# The stdlib json helpers of the pure-Python codec
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(scalar._C_QUOTE is None, reason="json has no C encode_basestring here")
+def test_json_quoting_is_the_canonical_quoting_on_every_code_point() -> None:
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    for i in range(0, len(chars), 8192):
+        chunk = "".join(chars[i : i + 8192])
+        assert scalar._C_QUOTE(chunk) == '"' + chunk.translate(scalar._QUOTE_TABLE) + '"'
+
+
+def test_quoting_still_refuses_lone_surrogates() -> None:
+    for s in ("\ud800", "a\udfffb", "\U0001f600\udc00"):
+        with pytest.raises(GCFError) as info:
+            scalar.quote_string(s)
+        assert info.value.code == "invalid_surrogate"
+
+
+def _parse_quoted(text: str) -> tuple[str, int] | str:
+    try:
+        return scalar.parse_quoted_at(text, 0, 3)
+    except GCFError as e:
+        assert e.line == 3
+        return e.code
+
+
+_QUOTED_PARTS = st.lists(
+    st.sampled_from(
+        ["a", "é", "\U0001f600", "\\", '\\"', "\\n", "\\t", "\\/", "\\u0041", "\\u00e9", "\\ud83d",
+         "\\ude00", "\\uD83D\\uDE00", "\\ud800x", "\\x", "\\u12", "\x01", "\x1f", "\x7f", "\ud800",
+         "\udc00", "|", '"', " "]
+    ),
+    max_size=8,
+)  # fmt: skip
+
+
+@settings(max_examples=1500, **_SETTINGS)
+@given(_QUOTED_PARTS, st.sampled_from(["", '"', '"|x', '"x']))
+def test_json_string_scanner_reads_quoted_strings_as_the_reference(
+    parts: list[str], tail: str
+) -> None:
+    text = '"' + "".join(parts) + tail
+    fast = _parse_quoted(text)
+    saved = scalar._C_SCAN
+    try:
+        scalar._C_SCAN = None  # type: ignore[misc]
+        reference = _parse_quoted(text)
+    finally:
+        scalar._C_SCAN = saved  # type: ignore[misc]
+    assert fast == reference, text
+
+
+def test_decoding_pauses_the_cyclic_gc_and_restores_it() -> None:
+    seen: list[bool] = []
+    gc.callbacks.append(lambda phase, info: seen.append(True))
+    try:
+        rows = "".join(f"{i}|x{i}|{{}}\n" for i in range(5000)).replace("{}", "y")
+        value = loads("GCF profile=generic\n## r [5000]{a,b,c}\n" + rows)
+    finally:
+        gc.callbacks.pop()
+    assert len(value["r"]) == 5000 and not seen
+    assert gc.isenabled()
+    with pytest.raises(GCFError):
+        loads("GCF profile=generic\nx=~\n")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        loads("GCF profile=generic\nx=1\n")
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()
+
+
+def test_cell_cache_is_bounded_and_only_keeps_short_strings() -> None:
+    with _accel.pure_python():
+        dumps([{"v": f"é{i}"} for i in range(encoder._CELL_CACHE_MAX + 10)])
+        dumps([{"v": "é" * (encoder._CELL_CACHE_LEN + 1)}])
+    assert len(encoder._CELL_CACHE) <= encoder._CELL_CACHE_MAX
+    assert all(len(k) <= encoder._CELL_CACHE_LEN for k in encoder._CELL_CACHE)
+    assert all(encoder._CELL_CACHE[k] == scalar.format_scalar(k) for k in encoder._CELL_CACHE)
+
+
+# ---------------------------------------------------------------------------------------
+# Choosing the path
+# ---------------------------------------------------------------------------------------
+
+requires_c = pytest.mark.skipif(
+    _accel.speedups is None, reason="the C accelerator is not built or is switched off"
+)
+
+
+def test_the_active_path_is_reported() -> None:
+    import gcfkit
+
+    assert gcfkit.speedups_active() is (_accel.speedups is not None)
+    with _accel.pure_python():
+        assert not gcfkit.speedups_active()
+        assert _accel.status().startswith("pure Python")
+    assert gcfkit.speedups_active() is (_accel.speedups is not None)
+
+
+def test_the_environment_variable_forces_pure_python() -> None:
+    import subprocess
+    import sys
+
+    code = "import gcfkit, gcfkit._accel as a; print(gcfkit.speedups_active(), a.status())"
+    for value, pure in (("1", True), ("0", False), ("", False)):
+        env = {"GCFKIT_PURE_PYTHON": value, "PATH": ""}
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        if pure:
+            assert out.startswith("False pure Python: GCFKIT_PURE_PYTHON is set"), out
+        else:
+            assert out.split()[0] == str(_accel._LOADED is not None), out
+
+
+# ---------------------------------------------------------------------------------------
+# The C encoder against the reference
+# ---------------------------------------------------------------------------------------
+
+
+def _both_encode(value: Any, **options: Any) -> tuple[Any, Any]:
+    """(accelerated, reference): the text, or the error's (code, path) when it raises."""
+
+    def run() -> Any:
+        try:
+            return dumps(value, **options)
+        except GCFError as e:
+            return ("error", e.code, str(e))
+
+    fast = run()
+    with _accel.pure_python():
+        reference = run()
+    return fast, reference
+
+
+_OPTIONS = [
+    {},
+    {"flatten": False},
+    {"inline_schemas": False},
+    {"shared_schemas": False},
+    {"flatten": False, "inline_schemas": False, "shared_schemas": False},
+]
+
+
+def _sample_values() -> list[tuple[str, Any]]:
+    from tests.conformance import CORPUS_DIR, load_fixtures
+
+    out: list[tuple[str, Any]] = []
+    for path, fx in load_fixtures():
+        if fx["operation"] in ("encode", "roundtrip", "encode-error") and not (
+            str(fx.get("expected", "")).startswith("GCF profile=graph")
+        ):
+            out.append((path, fx["input"]))
+    for path in sorted(CORPUS_DIR.glob("toon/*.json")):
+        out.append((path.name, json.loads(path.read_text(encoding="utf-8"))))
+    for path in sorted(CORPUS_DIR.glob("mcp/*/*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for block in (record.get("result") or {}).get("content") or []:
+            try:
+                out.append((path.name, json.loads(block.get("text", ""))))
+            except ValueError:
+                continue
+    return out
+
+
+SAMPLES = _sample_values()
+
+
+@requires_c
+def test_c_encoder_writes_the_reference_text_for_every_sample() -> None:
+    assert len(SAMPLES) > 200
+    answered = 0
+    for name, value in SAMPLES:
+        for options in _OPTIONS:
+            fast, reference = _both_encode(value, **options)
+            assert fast == reference, (name, options)
+            answered += (
+                _accel.speedups.encode(  # type: ignore[union-attr]
+                    value, "GCF profile=generic", *_flags(options)
+                )
+                is not None
+            )
+    # It must actually serve them: only the encode-error fixtures go back to Python.
+    assert answered >= 0.97 * len(SAMPLES) * len(_OPTIONS)
+
+
+def _flags(options: dict[str, bool]) -> tuple[bool, bool, bool]:
+    return (
+        options.get("flatten", True),
+        options.get("shared_schemas", True),
+        options.get("inline_schemas", True),
+    )
+
+
+def _odd_values() -> st.SearchStrategy[Any]:
+    """Values the reference refuses or treats specially: the accelerator must hand them back."""
+    import collections
+    import enum
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    class Name(str):
+        pass
+
+    return st.sampled_from(
+        [float("nan"), float("inf"), -float("inf"), 2**63, -(2**63) - 1, "\ud800", "a\udfffb",
+         Name("x"), Level.LOW, {1, 2}, b"x", object(), collections.OrderedDict(a=1), (1, 2)]
+    )  # fmt: skip
+
+
+def _encoder_inputs() -> st.SearchStrategy[Any]:
+    from tests.test_properties import _keys, _pool, _scalars, documents, json_values
+
+    keys = st.one_of(_pool, _keys, st.sampled_from(["\ud800", "a>b", ">", "a>", "key"]))
+    scalars = st.one_of(_scalars, _odd_values(), st.floats())
+
+    def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return st.one_of(
+            st.lists(children, max_size=4),
+            st.dictionaries(keys, children, max_size=4),
+            st.lists(children, max_size=3).map(tuple),
+            st.dictionaries(st.integers(0, 3), children, max_size=2),
+        )
+
+    odd = st.recursive(scalars, containers, max_leaves=30)
+    rows = st.lists(
+        st.dictionaries(st.sampled_from(["a", "b", "c", "d>e"]), odd, max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+    return st.one_of(documents, json_values, odd, rows, st.dictionaries(keys, rows, max_size=3))
+
+
+@requires_c
+@settings(max_examples=800, **_SETTINGS)
+@given(_encoder_inputs(), st.booleans(), st.booleans(), st.booleans())
+def test_c_encoder_agrees_with_the_reference(
+    value: Any, flatten: bool, shared: bool, inline: bool
+) -> None:
+    fast, reference = _both_encode(
+        value, flatten=flatten, shared_schemas=shared, inline_schemas=inline
+    )
+    assert fast == reference
+
+
+@requires_c
+def test_c_number_text_is_the_reference_on_edge_cases() -> None:
+    import math
+    import struct
+
+    fmt = _accel.speedups.format_number  # type: ignore[union-attr]
+
+    def check(v: float | int) -> None:
+        try:
+            want: str | None = scalar.format_number(v)
+        except GCFError:
+            want = None
+        assert fmt(v) == want, v
+
+    edges = [0.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1e-4, 1e-6,
+             2.0**53, 1e15, 1e16, 1e21, 1e22, 0.1, 0.3, 123456789.125, 9007199254740991.0,
+             float("inf"), float("nan")]  # fmt: skip
+    for e in edges:
+        for x in (e, math.nextafter(e, 0), math.nextafter(e, math.inf)):
+            check(x)
+            check(-x)
+    for k in range(-325, 309):
+        for m in (1, 1.5, 3, 7.25, 9.999999):
+            check(m * 10.0**k)
+            check(-m * 10.0**k)
+    rng = random.Random(2024)
+    for _ in range(100_000):
+        bits = rng.getrandbits(64).to_bytes(8, "little")
+        check(struct.unpack("<d", bits)[0])
+    for i in [*range(-300, 300), 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**19]:
+        check(i)
+
+
+@requires_c
+@settings(max_examples=3000, **_SETTINGS)
+@given(st.one_of(st.floats(), st.integers(), st.floats(min_value=-1e-3, max_value=1e-3)))
+def test_c_number_text_is_the_reference(v: float | int) -> None:
+    try:
+        want: str | None = scalar.format_number(v)
+    except GCFError:
+        want = None
+    assert _accel.speedups.format_number(v) == want  # type: ignore[union-attr]
+
+
+@requires_c
+@settings(max_examples=3000, **_SETTINGS)
+@given(
+    st.one_of(
+        st.text(),
+        st.text(alphabet='ab|,"\\ >~^-.#@[]:{}=\n\t0123456789e+\x7f\x85\xa0\u2028\u3000'),
+        st.sampled_from(["true", "false", "-", "~", "^", "^{a}", "^{", "1e5", "-0", "01"]),
+    )
+)
+def test_c_string_cells_are_the_reference(s: str) -> None:
+    try:
+        want: str | None = scalar.format_scalar(s, "|")
+    except GCFError:
+        want = None
+    assert _accel.speedups.format_scalar(s) == want  # type: ignore[union-attr]
