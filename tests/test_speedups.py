@@ -8,6 +8,7 @@ paths, run in one process with :func:`gcfkit._accel.pure_python`.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import random
@@ -338,3 +339,128 @@ def test_c_string_cells_are_the_reference(s: str) -> None:
     except GCFError:
         want = None
     assert _accel.speedups.format_scalar(s) == want  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------
+# The C decoder against the reference
+# ---------------------------------------------------------------------------------------
+
+
+def _reference_decode(text: str | bytes) -> tuple[str, Any]:
+    from gcfkit.header import to_text
+
+    with _accel.pure_python():
+        try:
+            return "value", loads(to_text(text))
+        except GCFError as e:
+            return "error", (e.code, e.line)
+
+
+def _strict(a: Any, b: Any) -> bool:
+    """Equal values of equal types, key order included."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_strict(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_strict(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _check_decode(text: str | bytes) -> bool:
+    """The accelerator's answer, if it gives one, is the reference's value; and loads()
+    (which uses it) gives the reference's value or error. True when it answered."""
+    fast = _accel.speedups
+    assert fast is not None
+    answer = None
+    if isinstance(text, str):
+        answer = fast.decode(text)
+    reference = _reference_decode(text)
+    if answer is not None:
+        assert reference[0] == "value", (text, reference)
+        assert _strict(answer[0], reference[1]), text
+    try:
+        got: tuple[str, Any] = ("value", loads(text))
+    except GCFError as e:
+        got = ("error", (e.code, e.line))
+    assert got[0] == reference[0] and (
+        _strict(got[1], reference[1]) if got[0] == "value" else got[1] == reference[1]
+    ), text
+    return answer is not None
+
+
+def _fixture_payloads() -> list[str | bytes]:
+    import base64
+
+    from tests.conformance import load_fixtures
+
+    out: list[str | bytes] = []
+    for _, fx in load_fixtures():
+        for key in ("input", "expected"):
+            text = fx.get(key)
+            if isinstance(text, str) and text.startswith("GCF profile=generic"):
+                out.append(text)
+        if "inputBase64" in fx:
+            out.append(base64.b64decode(fx["inputBase64"]))
+    return out
+
+
+@requires_c
+def test_c_decoder_reads_every_fixture_and_sample_as_the_reference() -> None:
+    payloads = _fixture_payloads()
+    for _, value in SAMPLES:
+        for options in _OPTIONS:
+            with contextlib.suppress(GCFError):
+                payloads.append(dumps(value, **options))
+    answered = sum(_check_decode(p) for p in payloads)
+    # Canonical text is the accelerator's to read: everything dumps() wrote, at least.
+    assert answered >= len(payloads) - 150, (answered, len(payloads))
+
+
+@requires_c
+def test_c_decoder_reads_mutated_payloads_as_the_reference_and_never_crashes() -> None:
+    from tests import test_fuzz
+
+    corpus = test_fuzz.CORPUS + [p for p in _fixture_payloads() if isinstance(p, str)]
+    for _, value in SAMPLES[:: max(1, len(SAMPLES) // 60)]:
+        with contextlib.suppress(GCFError):
+            corpus.append(dumps(value))
+    answered = 0
+    for seed in range(4):
+        rng = random.Random(1000 + seed)
+        for _ in range(1500):
+            text = rng.choice(corpus)
+            head, _, body = text.partition("\n")
+            payload: str | bytes = body
+            for _ in range(rng.randint(1, 3)):
+                mutate = rng.choice(test_fuzz._MUTATORS)
+                payload = mutate(rng, payload if isinstance(payload, str) else payload.decode(
+                    "utf-8", "replace"))  # fmt: skip
+            if isinstance(payload, str):
+                payload = head + "\n" + payload
+            else:
+                payload = head.encode() + b"\n" + payload
+            answered += _check_decode(payload)
+    assert answered > 500  # the mutations that stay canonical are served too
+
+
+@requires_c
+@settings(max_examples=700, **_SETTINGS)
+@given(_encoder_inputs(), st.booleans(), st.booleans(), st.booleans(), st.randoms())
+def test_c_decoder_serves_canonical_text_and_agrees_on_its_mutations(
+    value: Any, flatten: bool, shared: bool, inline: bool, rng: random.Random
+) -> None:
+    from tests import test_fuzz
+
+    try:
+        wire = dumps(value, flatten=flatten, shared_schemas=shared, inline_schemas=inline)
+    except GCFError:
+        return
+    assert _check_decode(wire), wire  # all canonical text is read in C
+    for _ in range(3):
+        payload: str | bytes = wire
+        for _ in range(rng.randint(1, 2)):
+            mutate = rng.choice(test_fuzz._MUTATORS)
+            payload = mutate(rng, payload if isinstance(payload, str) else payload.decode(
+                "utf-8", "replace"))  # fmt: skip
+        _check_decode(payload)

@@ -34,6 +34,8 @@ class Speedups(Protocol):
 
     def format_scalar(self, value: Any, /) -> str | None: ...
 
+    def decode(self, text: str, /) -> tuple[Any] | None: ...
+
 
 def _load() -> tuple[Speedups | None, str]:
     if os.environ.get(ENV_VAR, "") not in ("", "0"):

@@ -2151,7 +2151,1835 @@ sp_format_scalar(PyObject *self, PyObject *v)
     return r;
 }
 
-/* DECODER */
+/* ======================================================================================
+ * The decoder (generic/decoder.py), for the canonical spellings: what dumps() writes,
+ * read with every check of the reference. Anything else (comments, blank lines, extra
+ * blanks, tabs, CR, [?] counts, summaries, id fields, any error at all) is handed back.
+ * ====================================================================================== */
+
+/* The stand-ins for ~ and ^ cells (never stored in a result). */
+static PyObject MISSING_CELL_OBJ, ATTACH_CELL_OBJ;
+#define MISSING_CELL (&MISSING_CELL_OBJ)
+#define ATTACH_CELL (&ATTACH_CELL_OBJ)
+
+#define MAX_LINE (8 * 1024 * 1024)
+#define CACHE_SIZE 4096 /* the most slots; a power of two */
+#define CACHE_MAX_LEN 32
+
+typedef struct {
+    Py_hash_t h;
+    Py_ssize_t off, len;
+    PyObject *value; /* owned */
+} CacheEntry;
+
+/* A parsed field declaration and its plan (generic/decoder.py _Schema and _plan). */
+typedef struct PNode PNode;
+typedef struct {
+    int group;       /* 0: a column, 1: a flattened path group (§7.4.6.2) */
+    PyObject *name;  /* owned */
+    Py_ssize_t ref;  /* column: its cell index */
+    PNode *sub;      /* group: its slots */
+} PSlot;
+struct PNode {
+    Py_ssize_t n, cap;
+    PSlot *slots;
+};
+
+typedef struct {
+    PyObject *fields; /* list of names (owned) */
+    Py_ssize_t width;
+    int keyed;
+    int simple; /* no path groups */
+    PNode plan; /* over the value fields (cell indices from 1 in a keyed map) */
+} Schema;
+
+typedef struct {
+    PyObject *text;
+    int kind;
+    const void *data;
+    Py_ssize_t n;
+    /* the current line: [pos, end) with its indentation; cs is its first non-blank */
+    Py_ssize_t pos, end, ind, cs;
+    int eof;
+    int depth;
+    CacheEntry *cache; /* repeated tokens, direct-mapped */
+    size_t cache_mask;
+    PyObject *schemas; /* (decl text, keyed) -> capsule(Schema) */
+    Py_UCS4 *tmp;      /* unescaped text of quoted strings */
+    Py_ssize_t tmpcap;
+} Dec;
+
+#define CH(d, i) PyUnicode_READ((d)->kind, (d)->data, (i))
+
+static void
+pnode_clear(PNode *p)
+{
+    Py_ssize_t i;
+    for (i = 0; i < p->n; i++) {
+        Py_XDECREF(p->slots[i].name);
+        if (p->slots[i].sub != NULL) {
+            pnode_clear(p->slots[i].sub);
+            PyMem_Free(p->slots[i].sub);
+        }
+    }
+    PyMem_Free(p->slots);
+    p->slots = NULL;
+    p->n = p->cap = 0;
+}
+
+static PSlot *
+pnode_add(PNode *p)
+{
+    if (p->n == p->cap) {
+        Py_ssize_t cap = p->cap ? p->cap * 2 : 8;
+        PSlot *s = PyMem_Realloc(p->slots, sizeof(PSlot) * (size_t)cap);
+        if (s == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        p->slots = s;
+        p->cap = cap;
+    }
+    PSlot *s = &p->slots[p->n++];
+    s->group = 0;
+    s->name = NULL;
+    s->ref = 0;
+    s->sub = NULL;
+    return s;
+}
+
+static void
+schema_free(Schema *s)
+{
+    Py_XDECREF(s->fields);
+    pnode_clear(&s->plan);
+    PyMem_Free(s);
+}
+
+static void
+schema_capsule_free(PyObject *cap)
+{
+    schema_free(PyCapsule_GetPointer(cap, "gcfkit.schema"));
+}
+
+/* -- lines ------------------------------------------------------------------------------ */
+
+static Py_ssize_t
+find_newline(Dec *d, Py_ssize_t from)
+{
+    if (d->kind == PyUnicode_1BYTE_KIND) {
+        const char *p = (const char *)d->data;
+        const char *hit = memchr(p + from, '\n', (size_t)(d->n - from));
+        return hit ? hit - p : d->n;
+    }
+    Py_ssize_t i;
+    for (i = from; i < d->n; i++)
+        if (CH(d, i) == '\n')
+            return i;
+    return d->n;
+}
+
+/* Load the line that starts at d->pos. Only canonical lines pass: not empty (except the
+ * end of the text), no tab or blank-only indentation, even indentation, no trailing
+ * blank. */
+static int
+load_line(Dec *d)
+{
+    if (d->pos >= d->n) {
+        d->eof = 1;
+        d->ind = -1;
+        return RC_OK;
+    }
+    d->end = find_newline(d, d->pos);
+    if (d->end - d->pos > MAX_LINE)
+        return RC_FALLBACK;
+    Py_ssize_t i = d->pos;
+    while (i < d->end && CH(d, i) == ' ')
+        i++;
+    if (i == d->end)
+        return RC_FALLBACK; /* empty or blank line */
+    Py_UCS4 last = CH(d, d->end - 1);
+    if (CH(d, i) == '\t' || last == ' ' || last == '\t' || ((i - d->pos) & 1))
+        return RC_FALLBACK;
+    d->ind = i - d->pos;
+    d->cs = i;
+    /* '#' lines: "## ..." are sections; comments and summaries go to the reference. */
+    if (CH(d, i) == '#' && (i + 1 >= d->end || CH(d, i + 1) != '#' || i + 2 >= d->end ||
+                            CH(d, i + 2) != ' '))
+        return RC_FALLBACK;
+    return RC_OK;
+}
+
+static int
+advance(Dec *d)
+{
+    d->pos = d->end + 1;
+    return load_line(d);
+}
+
+/* -- scalars ---------------------------------------------------------------------------- */
+
+static int
+tmp_reserve(Dec *d, Py_ssize_t n)
+{
+    if (n <= d->tmpcap)
+        return RC_OK;
+    Py_ssize_t cap = d->tmpcap ? d->tmpcap : 256;
+    while (cap < n)
+        cap *= 2;
+    Py_UCS4 *p = PyMem_Realloc(d->tmp, sizeof(Py_UCS4) * (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return RC_ERR;
+    }
+    d->tmp = p;
+    d->tmpcap = cap;
+    return RC_OK;
+}
+
+static int
+hexval(Py_UCS4 c)
+{
+    if (c >= '0' && c <= '9')
+        return (int)(c - '0');
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return (int)(c - 'a' + 10);
+    return -1;
+}
+
+static int
+read_hex4(Dec *d, Py_ssize_t i, Py_ssize_t stop, Py_UCS4 *out)
+{
+    if (i + 4 > stop)
+        return RC_FALLBACK;
+    Py_UCS4 v = 0;
+    int k;
+    for (k = 0; k < 4; k++) {
+        int h = hexval(CH(d, i + k));
+        if (h < 0)
+            return RC_FALLBACK;
+        v = (v << 4) | (Py_UCS4)h;
+    }
+    *out = v;
+    return RC_OK;
+}
+
+/* The quoted string (§2.2) at d[i] == '"', within [i, stop). *out is a new str and *next
+ * the index after the closing quote. Escapes, control characters and surrogates follow
+ * scalar.parse_quoted_at; whatever it would reject (or join from literal surrogates) is
+ * handed back. */
+static int
+parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *next)
+{
+    Py_ssize_t j = i + 1, start = i + 1;
+    int escapes = 0;
+    Py_UCS4 maxc = 0;
+    for (;;) {
+        if (j >= stop)
+            return RC_FALLBACK; /* unterminated */
+        Py_UCS4 c = CH(d, j);
+        if (c == '"')
+            break;
+        if (c < 0x20 || IS_SURROGATE(c))
+            return RC_FALLBACK;
+        if (c == '\\') {
+            escapes = 1;
+            j += 2;
+            continue;
+        }
+        if (c > maxc)
+            maxc = c;
+        j++;
+    }
+    *next = j + 1;
+    if (!escapes) {
+        if (d->kind == PyUnicode_1BYTE_KIND && maxc < 0x80) {
+            PyObject *s = PyUnicode_New(j - start, 127);
+            if (s == NULL)
+                return RC_ERR;
+            memcpy(PyUnicode_1BYTE_DATA(s), (const char *)d->data + start, (size_t)(j - start));
+            *out = s;
+        }
+        else {
+            *out = PyUnicode_Substring(d->text, start, j);
+            if (*out == NULL)
+                return RC_ERR;
+        }
+        return RC_OK;
+    }
+    if (tmp_reserve(d, j - start) < 0)
+        return RC_ERR;
+    Py_ssize_t o = 0, k = start;
+    while (k < j) {
+        Py_UCS4 c = CH(d, k);
+        if (c != '\\') {
+            d->tmp[o++] = c;
+            k++;
+            continue;
+        }
+        Py_UCS4 e = CH(d, k + 1); /* k + 1 < j: the loop above skipped in pairs */
+        k += 2;
+        switch (e) {
+        case '"': d->tmp[o++] = '"'; break;
+        case '\\': d->tmp[o++] = '\\'; break;
+        case '/': d->tmp[o++] = '/'; break;
+        case 'b': d->tmp[o++] = '\b'; break;
+        case 'f': d->tmp[o++] = '\f'; break;
+        case 'n': d->tmp[o++] = '\n'; break;
+        case 'r': d->tmp[o++] = '\r'; break;
+        case 't': d->tmp[o++] = '\t'; break;
+        case 'u': {
+            Py_UCS4 u;
+            if (read_hex4(d, k, j, &u) < 0)
+                return RC_FALLBACK;
+            k += 4;
+            if (0xDC00 <= u && u <= 0xDFFF)
+                return RC_FALLBACK;
+            if (0xD800 <= u && u <= 0xDBFF) {
+                Py_UCS4 lo;
+                if (k + 6 > j || CH(d, k) != '\\' || CH(d, k + 1) != 'u' ||
+                    read_hex4(d, k + 2, j, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+                    return RC_FALLBACK;
+                k += 6;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            d->tmp[o++] = u;
+            break;
+        }
+        default:
+            return RC_FALLBACK; /* invalid_escape */
+        }
+    }
+    *out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, d->tmp, o);
+    return *out == NULL ? RC_ERR : RC_OK;
+}
+
+static Py_hash_t
+span_hash(Dec *d, Py_ssize_t a, Py_ssize_t b)
+{
+    Py_uhash_t h = 1469598103934665603ULL;
+    Py_ssize_t i;
+    if (d->kind == PyUnicode_1BYTE_KIND) {
+        const unsigned char *p = (const unsigned char *)d->data;
+        for (i = a; i < b; i++)
+            h = (h ^ p[i]) * 1099511628211ULL;
+    }
+    else {
+        for (i = a; i < b; i++)
+            h = (h ^ CH(d, i)) * 1099511628211ULL;
+    }
+    return (Py_hash_t)(h ^ (Py_uhash_t)(b - a));
+}
+
+/* The JSON number grammar of §2.3 over [a, b); *is_float when it has a fraction or an
+ * exponent. */
+static int
+span_number(Dec *d, Py_ssize_t a, Py_ssize_t b, int *is_float)
+{
+    Py_ssize_t i = a;
+    *is_float = 0;
+    if (CH(d, i) == '-')
+        i++;
+    if (i >= b)
+        return 0;
+    Py_UCS4 c = CH(d, i);
+    if (c == '0')
+        i++;
+    else if (c >= '1' && c <= '9') {
+        while (i < b && is_digit(CH(d, i)))
+            i++;
+    }
+    else
+        return 0;
+    if (i < b && CH(d, i) == '.') {
+        *is_float = 1;
+        i++;
+        if (i >= b || !is_digit(CH(d, i)))
+            return 0;
+        while (i < b && is_digit(CH(d, i)))
+            i++;
+    }
+    if (i < b && (CH(d, i) | 0x20) == 'e') {
+        *is_float = 1;
+        i++;
+        if (i < b && (CH(d, i) == '+' || CH(d, i) == '-'))
+            i++;
+        if (i >= b || !is_digit(CH(d, i)))
+            return 0;
+        while (i < b && is_digit(CH(d, i)))
+            i++;
+    }
+    return i == b;
+}
+
+static int
+make_number(Dec *d, Py_ssize_t a, Py_ssize_t b, int is_float, PyObject **out)
+{
+    if (!is_float) {
+        /* int64 only (§2.3.2); larger integers are the reference's out_of_range. */
+        Py_ssize_t i = a;
+        int neg = 0;
+        if (CH(d, i) == '-') {
+            neg = 1;
+            i++;
+        }
+        if (b - i > 19)
+            return RC_FALLBACK;
+        uint64_t v = 0;
+        for (; i < b; i++) {
+            uint64_t digit = CH(d, i) - '0';
+            if (v > (UINT64_MAX - digit) / 10)
+                return RC_FALLBACK;
+            v = v * 10 + digit;
+        }
+        if (neg) {
+            if (v > (uint64_t)INT64_MAX + 1)
+                return RC_FALLBACK;
+            *out = PyLong_FromLongLong(v == (uint64_t)INT64_MAX + 1 ? INT64_MIN
+                                                                     : -(long long)v);
+        }
+        else {
+            if (v > (uint64_t)INT64_MAX)
+                return RC_FALLBACK;
+            *out = PyLong_FromLongLong((long long)v);
+        }
+        return *out == NULL ? RC_ERR : RC_OK;
+    }
+    char small[64];
+    char *buf = small;
+    Py_ssize_t len = b - a, i;
+    if (len <= 0)
+        return RC_FALLBACK;
+    if (len >= (Py_ssize_t)sizeof small) {
+        buf = PyMem_Malloc((size_t)len + 1);
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            return RC_ERR;
+        }
+    }
+    for (i = 0; i < len; i++)
+        buf[i] = (char)CH(d, a + i);
+    buf[len] = 0;
+    char *endp = NULL;
+    double v = PyOS_string_to_double(buf, &endp, NULL);
+    int bad = endp != buf + len;
+    if (buf != small)
+        PyMem_Free(buf);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return RC_FALLBACK;
+    }
+    if (bad || !isfinite(v))
+        return RC_FALLBACK; /* out_of_range */
+    *out = PyFloat_FromDouble(v);
+    return *out == NULL ? RC_ERR : RC_OK;
+}
+
+/* A bare string [a, b): no control character (those, and blanks at either end, only
+ * reach the reference), no surrogate (invalid_surrogate). */
+static int
+make_bare(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
+{
+    Py_ssize_t i;
+    Py_UCS4 maxc = 0;
+    if (d->kind == PyUnicode_1BYTE_KIND) {
+        const unsigned char *p = (const unsigned char *)d->data;
+        for (i = a; i < b; i++) {
+            if (p[i] < 0x20)
+                return RC_FALLBACK;
+            maxc |= p[i];
+        }
+        if (maxc < 0x80) {
+            PyObject *s = PyUnicode_New(b - a, 127);
+            if (s == NULL)
+                return RC_ERR;
+            memcpy(PyUnicode_1BYTE_DATA(s), p + a, (size_t)(b - a));
+            *out = s;
+            return RC_OK;
+        }
+    }
+    else {
+        for (i = a; i < b; i++) {
+            Py_UCS4 c = CH(d, i);
+            if (c < 0x20 || IS_SURROGATE(c))
+                return RC_FALLBACK;
+        }
+    }
+    *out = PyUnicode_Substring(d->text, a, b);
+    return *out == NULL ? RC_ERR : RC_OK;
+}
+
+/* One unquoted scalar token [a, b) by the precedence of §2.1 (scalar.parse_scalar). In a
+ * row cell (in_row), ~ and ^ give the stand-ins; elsewhere they are the reference's
+ * errors. A ^{...} cell is left to the caller (*out == ATTACH_CELL with *decl_at > 0). */
+static int
+parse_token(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
+{
+    Py_ssize_t len = b - a;
+    if (len == 0)
+        return RC_FALLBACK;
+    Py_UCS4 c0 = CH(d, a);
+    Py_UCS4 cl = CH(d, b - 1);
+    if (c0 == ' ' || cl == ' ')
+        return RC_FALLBACK;
+    if (len == 1) {
+        if (c0 == '-') {
+            Py_INCREF(Py_None);
+            *out = Py_None;
+            return RC_OK;
+        }
+        if (c0 == '~' || c0 == '^') {
+            if (!in_row)
+                return RC_FALLBACK;
+            *out = c0 == '~' ? MISSING_CELL : ATTACH_CELL;
+            return RC_OK;
+        }
+    }
+    if (c0 == '^' && len > 1 && CH(d, a + 1) == '{' && cl == '}')
+        return RC_FALLBACK; /* a row reads ^{...} itself; elsewhere it is an error */
+    if (c0 == 't' && len == 4 && CH(d, a + 1) == 'r' && CH(d, a + 2) == 'u' && cl == 'e') {
+        Py_INCREF(Py_True);
+        *out = Py_True;
+        return RC_OK;
+    }
+    if (c0 == 'f' && len == 5 && CH(d, a + 1) == 'a' && CH(d, a + 2) == 'l' &&
+        CH(d, a + 3) == 's' && cl == 'e') {
+        Py_INCREF(Py_False);
+        *out = Py_False;
+        return RC_OK;
+    }
+    /* Repeated tokens (enums, flags, small numbers) share one object, as the reference's
+     * memo makes them do, and skip the parse. */
+    CacheEntry *slot = NULL;
+    Py_hash_t h = 0;
+    if (len <= CACHE_MAX_LEN) {
+        h = span_hash(d, a, b);
+        slot = &d->cache[(size_t)h & d->cache_mask];
+        if (slot->value != NULL && slot->h == h && slot->len == len &&
+            memcmp((const char *)d->data + slot->off * d->kind,
+                   (const char *)d->data + a * d->kind, (size_t)(len * d->kind)) == 0) {
+            Py_INCREF(slot->value);
+            *out = slot->value;
+            return RC_OK;
+        }
+    }
+    int rc, is_float;
+    if ((c0 == '-' || is_digit(c0)) && span_number(d, a, b, &is_float))
+        rc = make_number(d, a, b, is_float, out);
+    else
+        rc = make_bare(d, a, b, out);
+    if (rc != RC_OK)
+        return rc;
+    if (slot != NULL) {
+        Py_XDECREF(slot->value);
+        Py_INCREF(*out);
+        slot->value = *out;
+        slot->h = h;
+        slot->off = a;
+        slot->len = len;
+    }
+    return RC_OK;
+}
+
+/* A whole value token [a, b) (key=value, @N =value, =root): quoted or unquoted. */
+static int
+parse_value(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
+{
+    *out = NULL;
+    if (a < b && CH(d, a) == '"') {
+        Py_ssize_t next;
+        int rc = parse_quoted(d, a, b, out, &next);
+        if (rc != RC_OK)
+            return rc;
+        if (next != b) {
+            Py_CLEAR(*out);
+            return RC_FALLBACK; /* trailing_characters */
+        }
+        return RC_OK;
+    }
+    return parse_token(d, a, b, 0, out);
+}
+
+static int parse_inline_decl(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out,
+                             Py_ssize_t *end);
+
+/* Split [a, b) on delim outside quoted cells (scalar.split_cells for canonical text):
+ * each cell's [start, end) goes to spans, quoted cells with their quotes. Returns the
+ * count, or RC_FALLBACK when a quoted cell does not end at a delimiter (or the line). */
+static Py_ssize_t
+split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans,
+            Py_ssize_t max)
+{
+    Py_ssize_t count = 0, i = a;
+    for (;;) {
+        if (count >= max)
+            return RC_FALLBACK; /* wider than the caller allows: width mismatch */
+        Py_ssize_t j;
+        if (i < b && CH(d, i) == '"') {
+            j = i + 1;
+            for (;;) {
+                if (j >= b)
+                    return RC_FALLBACK;
+                Py_UCS4 c = CH(d, j);
+                if (c == '"')
+                    break;
+                j += c == '\\' ? 2 : 1;
+            }
+            j++;
+            if (j < b && CH(d, j) != delim)
+                return RC_FALLBACK; /* trailing characters after a closing quote */
+        }
+        else if (d->kind == PyUnicode_1BYTE_KIND) {
+            const char *p = (const char *)d->data;
+            const char *hit = memchr(p + i, (int)delim, (size_t)(b - i));
+            j = hit ? hit - p : b;
+        }
+        else {
+            j = i;
+            while (j < b && CH(d, j) != delim)
+                j++;
+        }
+        Py_UCS4 k0 = i + 2 < b ? CH(d, i + 2) : 0;
+        if (j - i > 1 && CH(d, i) == '^' && CH(d, i + 1) == '{' &&
+            (k0 == '"' || k0 == '_' || (k0 >= 'A' && k0 <= 'Z') || (k0 >= 'a' && k0 <= 'z'))) {
+            /* scalar.split_cells reads a ^{...} cell's declaration (when the text has a
+             * quote), whose quoted names may hold the delimiter, and whose names hold ','
+             * in inline arrays. Without a key after "^{" that reading fails at once and
+             * the cell ends at the delimiter, as here. */
+            Py_ssize_t k, from = delim == ',' ? a : i, to = delim == ',' ? b : j;
+            for (k = from; k < to; k++)
+                if (CH(d, k) == '"')
+                    break;
+            if (k < to) {
+                PyObject *names;
+                Py_ssize_t e;
+                if (delim == ',')
+                    return RC_FALLBACK;
+                int rc = parse_inline_decl(d, i, b, &names, &e);
+                if (rc != RC_OK)
+                    return rc;
+                Py_DECREF(names);
+                if (e < b && CH(d, e) != delim)
+                    return RC_FALLBACK;
+                j = e;
+            }
+        }
+        spans[2 * count] = i;
+        spans[2 * count + 1] = j;
+        count++;
+        if (j >= b)
+            return count;
+        i = j + 1;
+    }
+}
+
+/* A cell given its span: quoted string or token. */
+static int
+parse_cell(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
+{
+    if (a < b && CH(d, a) == '"') {
+        Py_ssize_t next;
+        return parse_quoted(d, a, b, out, &next); /* split_cells checked the end */
+    }
+    return parse_token(d, a, b, in_row, out);
+}
+
+/* _scalar_list: the values of an inline array, text [a, b) after its ':'. */
+static int
+parse_inline_values(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_ssize_t count, PyObject **out)
+{
+    if (a < b && CH(d, a) == ' ')
+        a++; /* the one blank of "key[N]: v" */
+    if (a >= b || count == 0)
+        return RC_FALLBACK; /* "key[0]:" is not canonical; "[N]:" with no values errs */
+    Py_ssize_t *spans = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (size_t)count);
+    if (spans == NULL) {
+        PyErr_NoMemory();
+        return RC_ERR;
+    }
+    Py_ssize_t got = split_cells(d, a, b, ',', spans, count), i;
+    int rc = RC_OK;
+    PyObject *list = NULL;
+    if (got != count) {
+        rc = got < 0 ? (int)got : RC_FALLBACK; /* count_mismatch */
+        goto done;
+    }
+    list = PyList_New(count);
+    if (list == NULL) {
+        rc = RC_ERR;
+        goto done;
+    }
+    for (i = 0; i < count; i++) {
+        PyObject *v;
+        if ((rc = parse_cell(d, spans[2 * i], spans[2 * i + 1], 0, &v)) != RC_OK)
+            goto done;
+        PyList_SET_ITEM(list, i, v);
+    }
+done:
+    PyMem_Free(spans);
+    if (rc != RC_OK) {
+        Py_XDECREF(list);
+        return rc;
+    }
+    *out = list;
+    return RC_OK;
+}
+
+/* -- keys and declarations -------------------------------------------------------------- */
+
+/* A bare ([A-Za-z_][A-Za-z0-9_]*) or quoted key at i; *next after it. */
+static int
+parse_key(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *next)
+{
+    if (i < stop && CH(d, i) == '"')
+        return parse_quoted(d, i, stop, out, next);
+    Py_ssize_t j = i;
+    while (j < stop) {
+        Py_UCS4 c = CH(d, j);
+        int alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+        if (!alpha && !(j > i && is_digit(c)))
+            break;
+        j++;
+    }
+    if (j == i)
+        return RC_FALLBACK; /* invalid_key */
+    *next = j;
+    return make_bare(d, i, j, out);
+}
+
+/* generic/decoder.py _plan: plain columns and flattened path groups, with every collision
+ * it rejects handed back. */
+static int
+build_plan(Schema *s, Py_ssize_t offset)
+{
+    PyObject *fields = s->fields;
+    Py_ssize_t nf = PyList_GET_SIZE(fields), i;
+    int rc = RC_OK;
+    PyObject *top = PySet_New(NULL), *leaves = PySet_New(NULL), *groups = PyDict_New();
+    PNode **nodes = NULL;
+    Py_ssize_t nnodes = 0, capnodes = 0;
+    if (top == NULL || leaves == NULL || groups == NULL) {
+        rc = RC_ERR;
+        goto done;
+    }
+    for (i = offset; i < nf; i++) {
+        PyObject *name = PyList_GET_ITEM(fields, i);
+        PyObject *segs = NULL;
+        Py_ssize_t nseg = 0, k;
+        if (has_gt(name)) {
+            PyObject *gt = PyUnicode_FromString(">");
+            if (gt == NULL) {
+                rc = RC_ERR;
+                goto done;
+            }
+            segs = PyUnicode_Split(name, gt, -1);
+            Py_DECREF(gt);
+            if (segs == NULL) {
+                rc = RC_ERR;
+                goto done;
+            }
+            nseg = PyList_GET_SIZE(segs);
+            for (k = 0; k < nseg; k++)
+                if (PyUnicode_GET_LENGTH(PyList_GET_ITEM(segs, k)) == 0)
+                    break;
+            if (k < nseg) {
+                Py_DECREF(segs);
+                segs = NULL; /* an empty segment: a literal name */
+            }
+        }
+        if (segs == NULL) {
+            int c = PySet_Contains(top, name);
+            if (c != 0) {
+                rc = c < 0 ? RC_ERR : RC_FALLBACK;
+                goto done;
+            }
+            if (PySet_Add(top, name) < 0) {
+                rc = RC_ERR;
+                goto done;
+            }
+            PSlot *slot = pnode_add(&s->plan);
+            if (slot == NULL) {
+                rc = RC_ERR;
+                goto done;
+            }
+            Py_INCREF(name);
+            slot->name = name;
+            slot->ref = i;
+            continue;
+        }
+        s->simple = 0;
+        if (nseg > C_MAX_DEPTH) {
+            Py_DECREF(segs);
+            rc = RC_FALLBACK;
+            goto done;
+        }
+        PNode *level = &s->plan;
+        for (k = 0; k < nseg - 1 && rc == RC_OK; k++) {
+            PyObject *path = PyList_GetSlice(segs, 0, k + 1);
+            PyObject *key = path ? PyList_AsTuple(path) : NULL;
+            Py_XDECREF(path);
+            if (key == NULL) {
+                rc = RC_ERR;
+                break;
+            }
+            int c = PySet_Contains(leaves, key);
+            if (c != 0) {
+                rc = c < 0 ? RC_ERR : RC_FALLBACK;
+                Py_DECREF(key);
+                break;
+            }
+            PyObject *idx = PyDict_GetItemWithError(groups, key);
+            if (idx == NULL && PyErr_Occurred()) {
+                rc = RC_ERR;
+                Py_DECREF(key);
+                break;
+            }
+            if (idx == NULL) {
+                PyObject *seg0 = PyList_GET_ITEM(segs, 0);
+                if (k == 0) {
+                    c = PySet_Contains(top, seg0);
+                    if (c != 0 || PySet_Add(top, seg0) < 0) {
+                        rc = c > 0 ? RC_FALLBACK : RC_ERR;
+                        Py_DECREF(key);
+                        break;
+                    }
+                }
+                PNode *sub = PyMem_Calloc(1, sizeof(PNode));
+                PSlot *slot = sub ? pnode_add(level) : NULL;
+                if (nnodes == capnodes) {
+                    capnodes = capnodes ? capnodes * 2 : 8;
+                    PNode **p = PyMem_Realloc(nodes, sizeof(PNode *) * (size_t)capnodes);
+                    if (p == NULL)
+                        slot = NULL;
+                    else
+                        nodes = p;
+                }
+                PyObject *pidx = slot ? PyLong_FromSsize_t(nnodes) : NULL;
+                if (pidx == NULL || PyDict_SetItem(groups, key, pidx) < 0) {
+                    Py_XDECREF(pidx);
+                    PyMem_Free(sub);
+                    if (slot != NULL)
+                        level->n--;
+                    if (!PyErr_Occurred())
+                        PyErr_NoMemory();
+                    rc = RC_ERR;
+                    Py_DECREF(key);
+                    break;
+                }
+                Py_DECREF(pidx);
+                slot->group = 1;
+                slot->name = PyList_GET_ITEM(segs, k);
+                Py_INCREF(slot->name);
+                slot->sub = sub;
+                nodes[nnodes++] = sub;
+                level = sub;
+            }
+            else {
+                level = nodes[PyLong_AsSsize_t(idx)];
+            }
+            Py_DECREF(key);
+        }
+        if (rc == RC_OK) {
+            PyObject *key = PyList_AsTuple(segs);
+            if (key == NULL)
+                rc = RC_ERR;
+            else {
+                int c1 = PySet_Contains(leaves, key);
+                int c2 = PyDict_Contains(groups, key);
+                if (c1 != 0 || c2 != 0)
+                    rc = (c1 < 0 || c2 < 0) ? RC_ERR : RC_FALLBACK;
+                else if (PySet_Add(leaves, key) < 0)
+                    rc = RC_ERR;
+                Py_DECREF(key);
+            }
+        }
+        if (rc == RC_OK) {
+            PSlot *slot = pnode_add(level);
+            if (slot == NULL)
+                rc = RC_ERR;
+            else {
+                slot->name = PyList_GET_ITEM(segs, nseg - 1);
+                Py_INCREF(slot->name);
+                slot->ref = i;
+            }
+        }
+        Py_DECREF(segs);
+        if (rc != RC_OK)
+            goto done;
+    }
+done:
+    PyMem_Free(nodes);
+    Py_XDECREF(top);
+    Py_XDECREF(leaves);
+    Py_XDECREF(groups);
+    return rc;
+}
+
+/* The declaration {...} at i, which must end the line; the schema is cached by its text. */
+static int
+get_schema(Dec *d, Py_ssize_t i, int keyed, Schema **out, PyObject **capsule)
+{
+    PyObject *text = PyUnicode_Substring(d->text, i, d->end);
+    if (text == NULL)
+        return RC_ERR;
+    PyObject *key = Py_BuildValue("(Ni)", text, keyed);
+    if (key == NULL)
+        return RC_ERR;
+    PyObject *cap = PyDict_GetItemWithError(d->schemas, key);
+    if (cap != NULL) {
+        Py_DECREF(key);
+        *out = PyCapsule_GetPointer(cap, "gcfkit.schema");
+        *capsule = cap;
+        return RC_OK;
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return RC_ERR;
+    }
+    Schema *s = PyMem_Calloc(1, sizeof(Schema));
+    PyObject *seen = PySet_New(NULL);
+    int rc = RC_OK;
+    if (s == NULL || seen == NULL) {
+        PyMem_Free(s);
+        Py_XDECREF(seen);
+        Py_DECREF(key);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return RC_ERR;
+    }
+    s->keyed = keyed;
+    s->simple = 1;
+    s->fields = PyList_New(0);
+    if (s->fields == NULL) {
+        rc = RC_ERR;
+        goto fail;
+    }
+    Py_ssize_t p = i + 1;
+    for (;;) {
+        PyObject *name;
+        Py_ssize_t next;
+        if ((rc = parse_key(d, p, d->end, &name, &next)) != RC_OK)
+            goto fail;
+        int c = PySet_Contains(seen, name);
+        if (c != 0 || PySet_Add(seen, name) < 0 || PyList_Append(s->fields, name) < 0) {
+            Py_DECREF(name);
+            rc = c > 0 ? RC_FALLBACK : RC_ERR; /* duplicate_field_name */
+            goto fail;
+        }
+        Py_DECREF(name);
+        if (next >= d->end) {
+            rc = RC_FALLBACK;
+            goto fail;
+        }
+        Py_UCS4 ch = CH(d, next);
+        p = next + 1;
+        if (ch == '}')
+            break;
+        if (ch != ',') {
+            rc = RC_FALLBACK;
+            goto fail;
+        }
+    }
+    if (p != d->end) {
+        rc = RC_FALLBACK;
+        goto fail;
+    }
+    s->width = PyList_GET_SIZE(s->fields);
+    if ((rc = build_plan(s, keyed ? 1 : 0)) != RC_OK)
+        goto fail;
+    cap = PyCapsule_New(s, "gcfkit.schema", schema_capsule_free);
+    if (cap == NULL) {
+        rc = RC_ERR;
+        goto fail;
+    }
+    Py_DECREF(seen);
+    if (PyDict_SetItem(d->schemas, key, cap) < 0) {
+        Py_DECREF(cap);
+        Py_DECREF(key);
+        return RC_ERR;
+    }
+    Py_DECREF(cap); /* d->schemas holds it for the whole document */
+    Py_DECREF(key);
+    *out = s;
+    *capsule = cap;
+    return RC_OK;
+fail:
+    Py_DECREF(seen);
+    Py_DECREF(key);
+    schema_free(s);
+    return rc;
+}
+
+/* The declaration of a ^{...} cell at a (d[a] == '^'), within [a, b): its names (a new
+ * list) and *end, the index after its '}'. */
+static int
+parse_inline_decl(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out, Py_ssize_t *end)
+{
+    if (b - a < 3 || CH(d, a + 1) != '{')
+        return RC_FALLBACK;
+    PyObject *names = PyList_New(0);
+    PyObject *seen = PySet_New(NULL);
+    int rc = RC_OK;
+    if (names == NULL || seen == NULL) {
+        rc = RC_ERR;
+        goto done;
+    }
+    Py_ssize_t p = a + 2;
+    for (;;) {
+        PyObject *name;
+        Py_ssize_t next;
+        if ((rc = parse_key(d, p, b, &name, &next)) != RC_OK)
+            goto done;
+        int c = PySet_Contains(seen, name);
+        if (c != 0 || PySet_Add(seen, name) < 0 || PyList_Append(names, name) < 0) {
+            Py_DECREF(name);
+            rc = c > 0 ? RC_FALLBACK : RC_ERR;
+            goto done;
+        }
+        Py_DECREF(name);
+        if (next >= b) {
+            rc = RC_FALLBACK;
+            goto done;
+        }
+        Py_UCS4 ch = CH(d, next);
+        p = next + 1;
+        if (ch == '}')
+            break;
+        if (ch != ',') {
+            rc = RC_FALLBACK;
+            goto done;
+        }
+    }
+    *end = p;
+done:
+    Py_XDECREF(seen);
+    if (rc != RC_OK) {
+        Py_XDECREF(names);
+        return rc;
+    }
+    *out = names;
+    return RC_OK;
+}
+
+/* -- containers ------------------------------------------------------------------------- */
+
+static int dec_object(Dec *d, PyObject *obj, Py_ssize_t indent);
+static int dec_array_head(Dec *d, Py_ssize_t p, Py_ssize_t body, int member_ctx, int inline_ok,
+                          PyObject *field, PyObject **shared, PyObject **out);
+
+/* The per-row state of one ^ cell (generic/decoder.py _Marker). */
+typedef struct {
+    int active, filled, explicit_;
+    PyObject *schema; /* borrowed: the table's inline schema of the field, or NULL */
+} Marker;
+
+/* One tabular array or keyed map being read (generic/decoder.py _TabFrame). */
+typedef struct {
+    Schema *schema;
+    PyObject *out;    /* list (preallocated to count) or dict */
+    Py_ssize_t count, n, indent;
+    PyObject *row;    /* the current row (borrowed from out) */
+    Marker *markers;  /* per top-level plan slot */
+    int pending;      /* markers still to fill in the current row */
+    PyObject **inline_schemas; /* per top-level plan slot, owned */
+    PyObject *shared; /* field -> capsule(Schema): shared array schemas (§7.4.5.3) */
+} Table;
+
+static int
+enter(Dec *d)
+{
+    if (++d->depth > C_MAX_DEPTH)
+        return RC_FALLBACK;
+    return RC_OK;
+}
+
+/* _group: a flattened object from its leaf cells; *out is NULL for "absent". */
+static int
+build_group(PNode *node, PyObject **vals, PyObject **out)
+{
+    PyObject *obj = PyDict_New();
+    if (obj == NULL)
+        return RC_ERR;
+    int all_missing = 1, all_null = 1;
+    Py_ssize_t i;
+    for (i = 0; i < node->n; i++) {
+        PSlot *s = &node->slots[i];
+        PyObject *v;
+        if (!s->group) {
+            v = vals[s->ref];
+            if (v == MISSING_CELL) {
+                all_null = 0;
+                continue;
+            }
+            if (v == ATTACH_CELL) {
+                Py_DECREF(obj);
+                return RC_FALLBACK; /* invalid_attachment_marker */
+            }
+            Py_INCREF(v);
+        }
+        else {
+            int rc = build_group(s->sub, vals, &v);
+            if (rc != RC_OK) {
+                Py_DECREF(obj);
+                return rc;
+            }
+            if (v == NULL) {
+                all_null = 0;
+                continue;
+            }
+        }
+        all_missing = 0;
+        if (v != Py_None)
+            all_null = 0;
+        int r = PyDict_SetItem(obj, s->name, v);
+        Py_DECREF(v);
+        if (r < 0) {
+            Py_DECREF(obj);
+            return RC_ERR;
+        }
+    }
+    if (all_missing) {
+        Py_DECREF(obj);
+        *out = NULL;
+        return RC_OK;
+    }
+    if (all_null) {
+        Py_DECREF(obj);
+        Py_INCREF(Py_None);
+        *out = Py_None;
+        return RC_OK;
+    }
+    *out = obj;
+    return RC_OK;
+}
+
+/* One row at d's current line (generic/decoder.py _row and _slow_row). */
+static int
+dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
+{
+    Schema *s = t->schema;
+    Py_ssize_t a = d->cs, b = d->end, i;
+    int has_id = 0, rc = RC_OK;
+    if (CH(d, a) == '@') {
+        /* "@N " with N the row's index: anything else is invalid_item_id. */
+        char want[32];
+        int m = snprintf(want, sizeof want, "@%zd ", t->n);
+        if (b - a < m)
+            return RC_FALLBACK;
+        for (i = 0; i < m; i++)
+            if (CH(d, a + i) != (Py_UCS4)(unsigned char)want[i])
+                return RC_FALLBACK;
+        a += m;
+        has_id = 1;
+    }
+    Py_ssize_t got = split_cells(d, a, b, '|', spans, s->width);
+    if (got != s->width)
+        return got < 0 ? (int)got : RC_FALLBACK; /* row_width_mismatch */
+    Py_ssize_t nv = 0;
+    for (i = 0; i < s->width; i++) {
+        Py_ssize_t ca = spans[2 * i], cb = spans[2 * i + 1];
+        decls[i] = NULL;
+        if (cb - ca > 1 && CH(d, ca) == '^' && CH(d, ca + 1) == '{' && CH(d, cb - 1) == '}') {
+            /* ^{...}: an inline-schema attachment reference (§7.4.5.1) */
+            Py_ssize_t e;
+            if ((rc = parse_inline_decl(d, ca, cb, &decls[i], &e)) != RC_OK)
+                goto fail;
+            vals[i] = ATTACH_CELL;
+            nv = i + 1;
+            if (e != cb) {
+                rc = RC_FALLBACK;
+                goto fail;
+            }
+        }
+        else if ((rc = parse_cell(d, ca, cb, 1, &vals[i])) != RC_OK)
+            goto fail;
+        nv = i + 1;
+    }
+    PyObject *row = PyDict_New();
+    if (row == NULL) {
+        rc = RC_ERR;
+        goto fail;
+    }
+    t->pending = 0;
+    for (i = 0; i < s->plan.n; i++) {
+        PSlot *slot = &s->plan.slots[i];
+        Marker *mk = &t->markers[i];
+        mk->active = 0;
+        PyObject *v;
+        if (slot->group) {
+            if ((rc = build_group(slot->sub, vals, &v)) != RC_OK) {
+                Py_DECREF(row);
+                goto fail;
+            }
+            if (v == NULL)
+                continue;
+        }
+        else {
+            v = vals[slot->ref];
+            if (v == MISSING_CELL)
+                continue;
+            if (v == ATTACH_CELL) {
+                if (!has_id) {
+                    Py_DECREF(row);
+                    rc = RC_FALLBACK; /* a row with ^ cells must carry its @N prefix */
+                    goto fail;
+                }
+                mk->active = 1;
+                mk->filled = 0;
+                PyObject *decl = decls[slot->ref];
+                if (decl != NULL) {
+                    Py_XSETREF(t->inline_schemas[i], decl);
+                    decls[slot->ref] = NULL;
+                    mk->explicit_ = 1;
+                }
+                else
+                    mk->explicit_ = 0;
+                mk->schema = t->inline_schemas[i];
+                t->pending++;
+                v = Py_None; /* a placeholder keeping the field's position */
+            }
+            Py_INCREF(v);
+        }
+        int r = PyDict_SetItem(row, slot->name, v);
+        Py_DECREF(v);
+        if (r < 0) {
+            Py_DECREF(row);
+            rc = RC_ERR;
+            goto fail;
+        }
+    }
+    if (s->keyed) {
+        PyObject *key = vals[0];
+        if (key == MISSING_CELL || key == ATTACH_CELL || !PyUnicode_CheckExact(key)) {
+            Py_DECREF(row);
+            rc = RC_FALLBACK; /* invalid_keyed_map */
+            goto fail;
+        }
+        int c = PyDict_Contains(t->out, key);
+        if (c != 0 || PyDict_SetItem(t->out, key, row) < 0) {
+            Py_DECREF(row);
+            rc = c > 0 ? RC_FALLBACK : RC_ERR; /* duplicate_key */
+            goto fail;
+        }
+        Py_DECREF(row);
+    }
+    else
+        PyList_SET_ITEM(t->out, t->n, row);
+    t->row = row;
+    t->n++;
+fail: /* and the way out: the cells' own references go */
+    for (i = 0; i < nv; i++) {
+        if (vals[i] != MISSING_CELL && vals[i] != ATTACH_CELL)
+            Py_DECREF(vals[i]);
+        Py_XDECREF(decls[i]);
+    }
+    return rc;
+}
+
+/* The positional body of the current row's first waiting inline schema (§7.4.5.2). */
+static int
+dec_inline_body(Dec *d, Table *t, Py_ssize_t *spans)
+{
+    Py_ssize_t i, k;
+    for (i = 0; i < t->schema->plan.n; i++) {
+        Marker *mk = &t->markers[i];
+        if (mk->active && !mk->filled && mk->schema != NULL)
+            break;
+    }
+    Marker *mk = &t->markers[i];
+    PyObject *names = mk->schema;
+    Py_ssize_t w = PyList_GET_SIZE(names);
+    Py_ssize_t *sp = spans;
+    if (w > t->schema->width) {
+        sp = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (size_t)w);
+        if (sp == NULL) {
+            PyErr_NoMemory();
+            return RC_ERR;
+        }
+    }
+    int rc = RC_OK;
+    Py_ssize_t got = split_cells(d, d->cs, d->end, '|', sp, w);
+    PyObject *obj = NULL;
+    if (got != w) {
+        rc = got < 0 ? (int)got : RC_FALLBACK; /* inline_width_mismatch */
+        goto done;
+    }
+    obj = PyDict_New();
+    if (obj == NULL) {
+        rc = RC_ERR;
+        goto done;
+    }
+    for (k = 0; k < w; k++) {
+        PyObject *v;
+        if ((rc = parse_cell(d, sp[2 * k], sp[2 * k + 1], 0, &v)) != RC_OK)
+            goto done;
+        int r = PyDict_SetItem(obj, PyList_GET_ITEM(names, k), v);
+        Py_DECREF(v);
+        if (r < 0) {
+            rc = RC_ERR;
+            goto done;
+        }
+    }
+    if (PyDict_SetItem(t->row, t->schema->plan.slots[i].name, obj) < 0) {
+        rc = RC_ERR;
+        goto done;
+    }
+    mk->filled = 1;
+    t->pending--;
+    rc = advance(d);
+done:
+    Py_XDECREF(obj);
+    if (sp != spans)
+        PyMem_Free(sp);
+    return rc;
+}
+
+/* A '.field ...' attachment of the current row (generic/decoder.py _attachment). */
+static int
+dec_attachment(Dec *d, Table *t)
+{
+    Py_ssize_t a = d->cs + 1, b = d->end, p, i;
+    PyObject *name;
+    int rc = parse_key(d, a, b, &name, &p);
+    if (rc != RC_OK)
+        return rc;
+    Schema *s = t->schema;
+    Py_ssize_t slot = -1;
+    for (i = 0; i < s->plan.n; i++) {
+        if (t->markers[i].active && !s->plan.slots[i].group &&
+            PyUnicode_Compare(s->plan.slots[i].name, name) == 0) {
+            slot = i;
+            break;
+        }
+    }
+    if (slot >= 0) {
+        if (t->markers[slot].filled || t->markers[slot].explicit_) {
+            Py_DECREF(name);
+            return RC_FALLBACK; /* duplicate_attachment / orphan_attachment */
+        }
+    }
+    else {
+        /* Only a '>'-named field travels as an attachment without a ^ cell. */
+        int c = has_gt(name) ? PyDict_Contains(t->row, name) : 1;
+        if (c != 0) {
+            Py_DECREF(name);
+            return c < 0 ? RC_ERR : RC_FALLBACK;
+        }
+    }
+    if (p + 1 >= b || CH(d, p) != ' ') {
+        Py_DECREF(name);
+        return RC_FALLBACK;
+    }
+    p++;
+    Py_UCS4 c = CH(d, p);
+    Py_ssize_t body = t->indent + 4;
+    PyObject *value = NULL;
+    if (c == '{') {
+        if (p + 2 != b || CH(d, p + 1) != '}') {
+            Py_DECREF(name);
+            return RC_FALLBACK;
+        }
+        value = PyDict_New();
+        if (value == NULL) {
+            Py_DECREF(name);
+            return RC_ERR;
+        }
+        rc = advance(d);
+        if (rc == RC_OK)
+            rc = dec_object(d, value, body);
+    }
+    else if (c == '[') {
+        rc = dec_array_head(d, p, body, 0, 1, name, &t->shared, &value);
+    }
+    else if (c == '=' && slot < 0) {
+        rc = parse_value(d, p + 1, b, &value);
+        if (rc == RC_OK)
+            rc = advance(d);
+    }
+    else
+        rc = RC_FALLBACK;
+    if (rc == RC_OK && PyDict_SetItem(t->row, name, value) < 0)
+        rc = RC_ERR;
+    if (rc == RC_OK && slot >= 0) {
+        t->markers[slot].filled = 1;
+        t->pending--;
+    }
+    Py_XDECREF(value);
+    Py_DECREF(name);
+    return rc;
+}
+
+static int
+waiting_inline(Table *t)
+{
+    Py_ssize_t i;
+    for (i = 0; i < t->schema->plan.n; i++)
+        if (t->markers[i].active && !t->markers[i].filled && t->markers[i].schema != NULL)
+            return 1;
+    return 0;
+}
+
+/* The rows (each with its attachments) of a tabular array or keyed map whose header line
+ * has been consumed. */
+static int
+dec_table(Dec *d, Schema *s, Py_ssize_t count, Py_ssize_t indent, PyObject *out)
+{
+    Table t;
+    int rc = RC_OK;
+    t.schema = s;
+    t.out = out;
+    t.count = count;
+    t.n = 0;
+    t.indent = indent;
+    t.row = NULL;
+    t.pending = 0;
+    t.shared = NULL;
+    Py_ssize_t np = s->plan.n > 0 ? s->plan.n : 1, i;
+    t.markers = PyMem_Calloc((size_t)np, sizeof(Marker));
+    t.inline_schemas = PyMem_Calloc((size_t)np, sizeof(PyObject *));
+    PyObject **vals = PyMem_Malloc(sizeof(PyObject *) * 2 * (size_t)s->width);
+    Py_ssize_t *spans = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (size_t)s->width);
+    if (t.markers == NULL || t.inline_schemas == NULL || vals == NULL || spans == NULL) {
+        PyErr_NoMemory();
+        rc = RC_ERR;
+        goto done;
+    }
+    if ((rc = enter(d)) != RC_OK)
+        goto done;
+    while (t.n < count) {
+        if (d->eof || d->ind != indent) {
+            rc = RC_FALLBACK; /* count_mismatch, or not canonical */
+            goto done;
+        }
+        Py_UCS4 c = CH(d, d->cs);
+        if (c == '.' || c == '#') {
+            rc = RC_FALLBACK;
+            goto done;
+        }
+        if ((rc = dec_row(d, &t, vals, vals + s->width, spans)) != RC_OK)
+            goto done;
+        if ((rc = advance(d)) != RC_OK)
+            goto done;
+        /* This row's attachments and positional bodies. */
+        while (!d->eof && d->ind == indent) {
+            c = CH(d, d->cs);
+            if (c == '.') {
+                if ((rc = dec_attachment(d, &t)) != RC_OK)
+                    goto done;
+            }
+            else if (c != '@' && c != '#' && t.pending && waiting_inline(&t)) {
+                if ((rc = dec_inline_body(d, &t, spans)) != RC_OK)
+                    goto done;
+            }
+            else
+                break;
+        }
+        if (t.pending) {
+            rc = RC_FALLBACK; /* missing_attachment */
+            goto done;
+        }
+        if (!d->eof && d->ind > indent) {
+            rc = RC_FALLBACK;
+            goto done;
+        }
+    }
+    d->depth--;
+done:
+    if (t.inline_schemas != NULL)
+        for (i = 0; i < np; i++)
+            Py_XDECREF(t.inline_schemas[i]);
+    PyMem_Free(t.inline_schemas);
+    PyMem_Free(t.markers);
+    PyMem_Free(vals);
+    PyMem_Free(spans);
+    Py_XDECREF(t.shared);
+    return rc;
+}
+
+/* The @N items of an expanded array (§7.6) whose header line has been consumed. */
+static int
+dec_expanded(Dec *d, Py_ssize_t count, Py_ssize_t indent, PyObject *items)
+{
+    int rc;
+    if ((rc = enter(d)) != RC_OK)
+        return rc;
+    Py_ssize_t k;
+    for (k = 0; k < count; k++) {
+        if (d->eof || d->ind != indent)
+            return RC_FALLBACK;
+        char want[32];
+        int m = snprintf(want, sizeof want, "@%zd ", k);
+        Py_ssize_t a = d->cs, b = d->end, i;
+        if (b - a <= m)
+            return RC_FALLBACK;
+        for (i = 0; i < m; i++)
+            if (CH(d, a + i) != (Py_UCS4)(unsigned char)want[i])
+                return RC_FALLBACK;
+        Py_ssize_t p = a + m;
+        Py_UCS4 c = CH(d, p);
+        PyObject *v = NULL;
+        if (c == '=') {
+            rc = parse_value(d, p + 1, b, &v);
+            if (rc == RC_OK)
+                rc = advance(d);
+        }
+        else if (c == '{') {
+            if (p + 2 != b || CH(d, p + 1) != '}')
+                return RC_FALLBACK;
+            v = PyDict_New();
+            if (v == NULL)
+                return RC_ERR;
+            rc = advance(d);
+            if (rc == RC_OK)
+                rc = dec_object(d, v, indent + 2);
+        }
+        else if (c == '[')
+            rc = dec_array_head(d, p, indent + 2, 0, 1, NULL, NULL, &v);
+        else
+            return RC_FALLBACK;
+        if (rc != RC_OK) {
+            Py_XDECREF(v);
+            return rc;
+        }
+        PyList_SET_ITEM(items, k, v);
+        if (!d->eof && d->ind > indent)
+            return RC_FALLBACK;
+    }
+    d->depth--;
+    return RC_OK;
+}
+
+/* _array_head: "[N]..." at p on the current line; consumes the line and the body. field
+ * and shared are the attachment field and its table's shared schemas, or NULL. */
+static int
+dec_array_head(Dec *d, Py_ssize_t p, Py_ssize_t body, int member_ctx, int inline_ok,
+               PyObject *field, PyObject **shared, PyObject **out)
+{
+    Py_ssize_t b = d->end, q = p + 1;
+    Py_ssize_t count = 0;
+    int keyed = 0, rc;
+    (void)member_ctx;
+    /* [N] or [N:], N as "0|[1-9][0-9]{0,8}" */
+    if (q >= b)
+        return RC_FALLBACK;
+    if (CH(d, q) == '0')
+        q++;
+    else {
+        Py_ssize_t start = q;
+        while (q < b && is_digit(CH(d, q)) && q - start < 9) {
+            count = count * 10 + (Py_ssize_t)(CH(d, q) - '0');
+            q++;
+        }
+        if (q == start || CH(d, start) == '0')
+            return RC_FALLBACK;
+    }
+    if (q < b && CH(d, q) == ':') {
+        keyed = 1;
+        q++;
+    }
+    if (q >= b || CH(d, q) != ']')
+        return RC_FALLBACK;
+    q++;
+    /* Every row or item takes a line of at least two characters: a count past that is
+     * wrong, and must not size an allocation. */
+    if (count > (d->n - d->pos) / 2 + 1)
+        return RC_FALLBACK;
+    if (q < b && CH(d, q) == '{') {
+        Schema *s;
+        PyObject *cap;
+        if ((rc = get_schema(d, q, keyed, &s, &cap)) != RC_OK)
+            return rc;
+        if (keyed && (s->width < 2 || count == 0))
+            return RC_FALLBACK; /* invalid_keyed_map */
+        if (!keyed && shared != NULL) {
+            /* The first tabular attachment of a field establishes its schema. */
+            if (*shared == NULL && (*shared = PyDict_New()) == NULL)
+                return RC_ERR;
+            if (PyDict_SetDefault(*shared, field, cap) == NULL)
+                return RC_ERR;
+        }
+        PyObject *container = keyed ? PyDict_New() : PyList_New(count);
+        if (container == NULL)
+            return RC_ERR;
+        rc = advance(d);
+        if (rc == RC_OK)
+            rc = dec_table(d, s, count, body, container);
+        if (rc != RC_OK) {
+            Py_DECREF(container);
+            return rc;
+        }
+        *out = container;
+        return RC_OK;
+    }
+    if (keyed)
+        return RC_FALLBACK;
+    if (q < b) {
+        if (CH(d, q) != ':' || !inline_ok)
+            return RC_FALLBACK;
+        if ((rc = parse_inline_values(d, q + 1, b, count, out)) != RC_OK)
+            return rc;
+        rc = advance(d);
+        if (rc != RC_OK)
+            Py_CLEAR(*out);
+        return rc;
+    }
+    if (shared != NULL && *shared != NULL) {
+        PyObject *cap = PyDict_GetItemWithError(*shared, field);
+        if (cap == NULL && PyErr_Occurred())
+            return RC_ERR;
+        if (cap != NULL) {
+            Schema *s = PyCapsule_GetPointer(cap, "gcfkit.schema");
+            PyObject *container = PyList_New(count);
+            if (container == NULL)
+                return RC_ERR;
+            rc = advance(d);
+            if (rc == RC_OK)
+                rc = dec_table(d, s, count, body, container);
+            if (rc != RC_OK) {
+                Py_DECREF(container);
+                return rc;
+            }
+            *out = container;
+            return RC_OK;
+        }
+    }
+    PyObject *items = PyList_New(count);
+    if (items == NULL)
+        return RC_ERR;
+    rc = advance(d);
+    if (rc == RC_OK && count)
+        rc = dec_expanded(d, count, body, items);
+    if (rc != RC_OK) {
+        Py_DECREF(items);
+        return rc;
+    }
+    *out = items;
+    return RC_OK;
+}
+
+static int
+set_member(PyObject *obj, PyObject *key, PyObject *value)
+{
+    int c = PyDict_Contains(obj, key);
+    if (c != 0) {
+        Py_DECREF(value);
+        return c < 0 ? RC_ERR : RC_FALLBACK; /* duplicate_key */
+    }
+    int r = PyDict_SetItem(obj, key, value);
+    Py_DECREF(value);
+    return r < 0 ? RC_ERR : RC_OK;
+}
+
+/* The members of an object at indentation `indent` (generic/decoder.py _obj_line and the
+ * member lines of _Parser.run). */
+static int
+dec_object(Dec *d, PyObject *obj, Py_ssize_t indent)
+{
+    int rc;
+    if ((rc = enter(d)) != RC_OK)
+        return rc;
+    while (!d->eof && d->ind >= indent) {
+        if (d->ind > indent)
+            return RC_FALLBACK; /* invalid_indent */
+        Py_ssize_t a = d->cs, b = d->end, p;
+        Py_UCS4 c = CH(d, a);
+        PyObject *key, *value = NULL;
+        if (c == '#') {
+            /* "## key", "## key [N]..." */
+            if (a + 3 >= b || CH(d, a + 3) == '[')
+                return RC_FALLBACK;
+            if ((rc = parse_key(d, a + 3, b, &key, &p)) != RC_OK)
+                return rc;
+            if (p == b) {
+                value = PyDict_New();
+                if (value == NULL) {
+                    Py_DECREF(key);
+                    return RC_ERR;
+                }
+                int c2 = PyDict_Contains(obj, key);
+                if (c2 != 0) {
+                    Py_DECREF(key);
+                    Py_DECREF(value);
+                    return c2 < 0 ? RC_ERR : RC_FALLBACK;
+                }
+                rc = advance(d);
+                if (rc == RC_OK)
+                    rc = dec_object(d, value, indent + 2);
+            }
+            else if (p + 1 < b && CH(d, p) == ' ' && CH(d, p + 1) == '[') {
+                int c2 = PyDict_Contains(obj, key);
+                if (c2 != 0) {
+                    Py_DECREF(key);
+                    return c2 < 0 ? RC_ERR : RC_FALLBACK;
+                }
+                rc = dec_array_head(d, p + 1, indent, 1, 0, NULL, NULL, &value);
+            }
+            else
+                rc = RC_FALLBACK;
+        }
+        else if (c == '.' || c == '@' || c == '=') {
+            return RC_FALLBACK;
+        }
+        else {
+            if ((rc = parse_key(d, a, b, &key, &p)) != RC_OK)
+                return rc;
+            if (p < b && CH(d, p) == '=') {
+                rc = parse_value(d, p + 1, b, &value);
+                if (rc == RC_OK)
+                    rc = advance(d);
+            }
+            else if (p < b && CH(d, p) == '[') {
+                /* key[N]: v1,v2,... */
+                int c2 = PyDict_Contains(obj, key);
+                if (c2 != 0) {
+                    Py_DECREF(key);
+                    return c2 < 0 ? RC_ERR : RC_FALLBACK;
+                }
+                Py_ssize_t q = p + 1, count = 0, start = q;
+                if (q < b && CH(d, q) == '0')
+                    q++;
+                else {
+                    while (q < b && is_digit(CH(d, q)) && q - start < 9) {
+                        count = count * 10 + (Py_ssize_t)(CH(d, q) - '0');
+                        q++;
+                    }
+                    if (q == start || CH(d, start) == '0')
+                        rc = RC_FALLBACK;
+                }
+                if (rc == RC_OK && (q + 1 >= b || CH(d, q) != ']' || CH(d, q + 1) != ':'))
+                    rc = RC_FALLBACK;
+                if (rc == RC_OK)
+                    rc = parse_inline_values(d, q + 2, b, count, &value);
+                if (rc == RC_OK)
+                    rc = advance(d);
+            }
+            else
+                rc = RC_FALLBACK;
+        }
+        if (rc != RC_OK) {
+            Py_XDECREF(value);
+            Py_DECREF(key);
+            return rc;
+        }
+        rc = set_member(obj, key, value);
+        Py_DECREF(key);
+        if (rc != RC_OK)
+            return rc;
+    }
+    d->depth--;
+    return RC_OK;
+}
+
+/* The body: a root scalar, a root array or the root object's members (§7.1). */
+static int
+dec_root(Dec *d, PyObject **out)
+{
+    int rc;
+    if (d->eof) {
+        *out = PyDict_New();
+        return *out == NULL ? RC_ERR : RC_OK;
+    }
+    if (d->ind != 0)
+        return RC_FALLBACK;
+    Py_ssize_t a = d->cs, b = d->end;
+    Py_UCS4 c = CH(d, a);
+    if (c == '=') {
+        if ((rc = parse_value(d, a + 1, b, out)) != RC_OK)
+            return rc;
+        rc = advance(d);
+    }
+    else if (c == '#' && b - a > 3 && CH(d, a + 3) == '[') {
+        rc = dec_array_head(d, a + 3, 0, 0, 1, NULL, NULL, out);
+    }
+    else {
+        *out = PyDict_New();
+        if (*out == NULL)
+            return RC_ERR;
+        rc = dec_object(d, *out, 0);
+    }
+    if (rc == RC_OK && !d->eof)
+        rc = RC_FALLBACK; /* content after the root value */
+    if (rc != RC_OK)
+        Py_CLEAR(*out);
+    return rc;
+}
+
+/* decode(text) -> (value,) | None */
+static PyObject *
+sp_decode(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text))
+        Py_RETURN_NONE;
+    if (!STR_READY(text))
+        return NULL;
+    Dec d;
+    memset(&d, 0, sizeof d);
+    d.text = text;
+    d.kind = PyUnicode_KIND(text);
+    d.data = PyUnicode_DATA(text);
+    d.n = PyUnicode_GET_LENGTH(text);
+    /* The header: exactly "GCF profile=generic", optionally with a tool= field. */
+    static const char head[] = "GCF profile=generic";
+    Py_ssize_t hn = (Py_ssize_t)sizeof head - 1, i;
+    if (d.n < hn || PyUnicode_FindChar(text, '\r', 0, d.n, 1) != -1)
+        Py_RETURN_NONE;
+    for (i = 0; i < hn; i++)
+        if (CH(&d, i) != (Py_UCS4)head[i])
+            Py_RETURN_NONE;
+    Py_ssize_t eol = find_newline(&d, 0);
+    if (eol > hn) {
+        static const char tool[] = " tool=";
+        Py_ssize_t tn = (Py_ssize_t)sizeof tool - 1;
+        if (eol - hn <= tn)
+            Py_RETURN_NONE;
+        for (i = 0; i < tn; i++)
+            if (CH(&d, hn + i) != (Py_UCS4)tool[i])
+                Py_RETURN_NONE;
+        for (i = hn + tn; i < eol; i++) {
+            Py_UCS4 c = CH(&d, i);
+            if (c < 0x21 || c > 0x7e)
+                Py_RETURN_NONE;
+        }
+    }
+    /* About one slot per 16 characters: small payloads do not pay for a big table. */
+    size_t slots = 64;
+    while (slots < CACHE_SIZE && (Py_ssize_t)slots * 16 < d.n)
+        slots *= 2;
+    d.cache_mask = slots - 1;
+    d.cache = PyMem_Calloc(slots, sizeof(CacheEntry));
+    d.schemas = PyDict_New();
+    PyObject *value = NULL, *result = NULL;
+    int rc;
+    if (d.cache == NULL || d.schemas == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        rc = RC_ERR;
+    }
+    else {
+        d.pos = eol + 1;
+        rc = load_line(&d);
+        if (rc == RC_OK)
+            rc = dec_root(&d, &value);
+    }
+    if (rc == RC_OK) {
+        result = PyTuple_Pack(1, value);
+        Py_DECREF(value);
+    }
+    else if (rc != RC_ERR) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (d.cache != NULL) {
+        for (i = 0; i <= (Py_ssize_t)d.cache_mask; i++)
+            Py_XDECREF(d.cache[i].value);
+        PyMem_Free(d.cache);
+    }
+    Py_XDECREF(d.schemas);
+    PyMem_Free(d.tmp);
+    return result;
+}
+
 
 static PyMethodDef methods[] = {
     {"encode", sp_encode, METH_VARARGS,
@@ -2161,7 +3989,10 @@ static PyMethodDef methods[] = {
      "format_number(x) -> str | None: canonical number text (§2.3.1)."},
     {"format_scalar", sp_format_scalar, METH_O,
      "format_scalar(x) -> str | None: the canonical cell text of a scalar."},
-    /* DECODER METHODS */
+    {"decode", sp_decode, METH_O,
+     "decode(text) -> (value,) | None\n\n"
+     "The value of a generic-profile payload in canonical spelling, or None: let the\n"
+     "reference decode it (every error, every other spelling)."},
     {NULL, NULL, 0, NULL},
 };
 
