@@ -62,6 +62,10 @@ def _modules() -> dict[str, Module]:
 #: Every module of the package by dotted name.
 MODULES = _modules()
 
+#: Compiled modules (no source to read), each imported only by the one module that picks it,
+#: as json picks _json.
+EXTENSIONS = {"gcfkit._speedups": "gcfkit.speedups"}
+
 
 def _resolve(module: Module, level: int, target: str | None) -> str:
     if level == 0:
@@ -75,7 +79,8 @@ def _resolve(module: Module, level: int, target: str | None) -> str:
 
 def _import(source: str, name: str | None, line: int) -> Import:
     sub = f"{source}.{name}"
-    return Import(source, name, line, sub if name is not None and sub in MODULES else source)
+    known = sub in MODULES or sub in EXTENSIONS
+    return Import(source, name, line, sub if name is not None and known else source)
 
 
 @cache

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gcfkit
-from gcfkit import _accel
+from gcfkit import speedups
 from gcfkit.cli import main
 
 
@@ -105,7 +105,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0
-    assert capsys.readouterr().out.strip() == f"gcfkit {gcfkit.__version__} ({_accel.status()})"
+    assert capsys.readouterr().out.strip() == f"gcfkit {gcfkit.__version__} ({speedups.status()})"
     for cmd in ("encode", "decode"):
         with pytest.raises(SystemExit) as e:
             main([cmd, "--help"])

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import sys
 
-from .importgraph import MODULES, imports
+from .importgraph import EXTENSIONS, MODULES, imports
 
 #: The codec layer (LAYOUT.md): pure, zero-dependency, below everything else.
 CODEC = (
     "gcfkit",
+    "gcfkit.speedups",
+    "gcfkit._speedups",
     "gcfkit.errors",
     "gcfkit.grammar",
     "gcfkit.scalar",
@@ -31,7 +33,14 @@ CODEC = (
 )
 #: The codec's leaves: shared by both profiles, so they import neither (nor anything else
 #: of gcfkit but each other).
-LEAVES = ("gcfkit.errors", "gcfkit.grammar", "gcfkit.scalar", "gcfkit.header", "gcfkit.jsonio")
+LEAVES = (
+    "gcfkit.errors",
+    "gcfkit.grammar",
+    "gcfkit.scalar",
+    "gcfkit.header",
+    "gcfkit.jsonio",
+    "gcfkit.speedups",
+)
 #: Imports outside the stdlib the codec may make: the ``tokens`` extra's tokenizer.
 OPTIONAL = {"gcfkit.tokens": {"bpe_openai"}}
 
@@ -65,6 +74,7 @@ def test_the_leaves_import_only_leaves() -> None:
         for m in LEAVES
         for imp in imports(MODULES[m])
         if imp.target.startswith("gcfkit") and imp.target not in LEAVES
+        and imp.target not in EXTENSIONS
     ]
     assert not wrong, wrong
 
@@ -80,3 +90,16 @@ def test_the_codec_needs_only_the_stdlib() -> None:
         and imp.target != "__future__"
     ]
     assert not foreign, foreign
+
+
+def test_each_extension_is_imported_by_its_picker_only() -> None:
+    wrong = [
+        f"{m} imports {target} (line {line})"
+        for m in MODULES
+        for imp in imports(MODULES[m])
+        if imp.target in EXTENSIONS and EXTENSIONS[imp.target] != m
+    ]
+    assert not wrong, wrong
+    assert all(
+        any(imp.target == ext for imp in imports(MODULES[m])) for ext, m in EXTENSIONS.items()
+    )

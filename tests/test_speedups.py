@@ -3,7 +3,7 @@ and the optional C accelerator (``gcfkit._speedups``) against the pure-Python co
 
 The accelerator either answers exactly as the reference does or hands the document back
 (None), so every check here is "same text, same value, or the same error" across the two
-paths, run in one process with :func:`gcfkit._accel.pure_python`.
+paths, run in one process with :func:`gcfkit.speedups.pure_python`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gcfkit import GCFError, _accel, scalar
+from gcfkit import GCFError, scalar, speedups
 from gcfkit.generic import encoder
 from gcfkit.generic.decoder import loads
 from gcfkit.generic.encoder import dumps
@@ -106,7 +106,7 @@ def test_decoding_pauses_the_cyclic_gc_and_restores_it() -> None:
 
 
 def test_cell_cache_is_bounded_and_only_keeps_short_strings() -> None:
-    with _accel.pure_python():
+    with speedups.pure_python():
         dumps([{"v": f"é{i}"} for i in range(encoder._CELL_CACHE_MAX + 10)])
         dumps([{"v": "é" * (encoder._CELL_CACHE_LEN + 1)}])
     assert len(encoder._CELL_CACHE) <= encoder._CELL_CACHE_MAX
@@ -119,25 +119,25 @@ def test_cell_cache_is_bounded_and_only_keeps_short_strings() -> None:
 # ---------------------------------------------------------------------------------------
 
 requires_c = pytest.mark.skipif(
-    _accel.speedups is None, reason="the C accelerator is not built or is switched off"
+    speedups.accelerator is None, reason="the C accelerator is not built or is switched off"
 )
 
 
 def test_the_active_path_is_reported() -> None:
     import gcfkit
 
-    assert gcfkit.speedups_active() is (_accel.speedups is not None)
-    with _accel.pure_python():
+    assert gcfkit.speedups_active() is (speedups.accelerator is not None)
+    with speedups.pure_python():
         assert not gcfkit.speedups_active()
-        assert _accel.status().startswith("pure Python")
-    assert gcfkit.speedups_active() is (_accel.speedups is not None)
+        assert speedups.status().startswith("pure Python")
+    assert gcfkit.speedups_active() is (speedups.accelerator is not None)
 
 
 def test_the_environment_variable_forces_pure_python() -> None:
     import subprocess
     import sys
 
-    code = "import gcfkit, gcfkit._accel as a; print(gcfkit.speedups_active(), a.status())"
+    code = "import gcfkit, gcfkit.speedups as a; print(gcfkit.speedups_active(), a.status())"
     for value, pure in (("1", True), ("0", False), ("", False)):
         env = {"GCFKIT_PURE_PYTHON": value, "PATH": ""}
         out = subprocess.run(
@@ -146,7 +146,7 @@ def test_the_environment_variable_forces_pure_python() -> None:
         if pure:
             assert out.startswith("False pure Python: GCFKIT_PURE_PYTHON is set"), out
         else:
-            assert out.split()[0] == str(_accel._LOADED is not None), out
+            assert out.split()[0] == str(speedups._LOADED is not None), out
 
 
 # ---------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def _both_encode(value: Any, **options: Any) -> tuple[Any, Any]:
             return ("error", e.code, str(e))
 
     fast = run()
-    with _accel.pure_python():
+    with speedups.pure_python():
         reference = run()
     return fast, reference
 
@@ -211,7 +211,7 @@ def test_c_encoder_writes_the_reference_text_for_every_sample() -> None:
             fast, reference = _both_encode(value, **options)
             assert fast == reference, (name, options)
             answered += (
-                _accel.speedups.encode(  # type: ignore[union-attr]
+                speedups.accelerator.encode(  # type: ignore[union-attr]
                     value, "GCF profile=generic", *_flags(options)
                 )
                 is not None
@@ -285,7 +285,7 @@ def test_c_number_text_is_the_reference_on_edge_cases() -> None:
     import math
     import struct
 
-    fmt = _accel.speedups.format_number  # type: ignore[union-attr]
+    fmt = speedups.accelerator.format_number  # type: ignore[union-attr]
 
     def check(v: float | int) -> None:
         try:
@@ -321,7 +321,7 @@ def test_c_number_text_is_the_reference(v: float | int) -> None:
         want: str | None = scalar.format_number(v)
     except GCFError:
         want = None
-    assert _accel.speedups.format_number(v) == want  # type: ignore[union-attr]
+    assert speedups.accelerator.format_number(v) == want  # type: ignore[union-attr]
 
 
 @requires_c
@@ -338,7 +338,7 @@ def test_c_string_cells_are_the_reference(s: str) -> None:
         want: str | None = scalar.format_scalar(s, "|")
     except GCFError:
         want = None
-    assert _accel.speedups.format_scalar(s) == want  # type: ignore[union-attr]
+    assert speedups.accelerator.format_scalar(s) == want  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ def test_c_string_cells_are_the_reference(s: str) -> None:
 def _reference_decode(text: str | bytes) -> tuple[str, Any]:
     from gcfkit.header import to_text
 
-    with _accel.pure_python():
+    with speedups.pure_python():
         try:
             return "value", loads(to_text(text))
         except GCFError as e:
@@ -370,7 +370,7 @@ def _strict(a: Any, b: Any) -> bool:
 def _check_decode(text: str | bytes) -> bool:
     """The accelerator's answer, if it gives one, is the reference's value; and loads()
     (which uses it) gives the reference's value or error. True when it answered."""
-    fast = _accel.speedups
+    fast = speedups.accelerator
     assert fast is not None
     answer = None
     if isinstance(text, str):

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ._accel import speedups_active
 from .errors import GCFError
 from .generic.decoder import loads
 from .generic.encoder import dumps
 from .header import first_line, parse_header, to_text
+from .speedups import active as speedups_active
 
 __all__ = ["GCFError", "decode", "dump", "dumps", "load", "loads", "speedups_active"]
 __version__ = "0.1.0"

@@ -3999,7 +3999,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "gcfkit._speedups",
-    "The optional C accelerator of gcfkit's generic codec (see gcfkit._accel).",
+    "The optional C accelerator of gcfkit's generic codec (see gcfkit.speedups).",
     -1,
     methods,
 };

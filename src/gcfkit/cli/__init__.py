@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .. import __version__, _accel
+from .. import __version__, speedups
 from ..errors import GCFError
 
 # Command groups, in --help order. A group whose optional extra is missing still registers
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="GCF (Graph Compact Format): fewer tokens for the same JSON.",
     )
     parser.add_argument(
-        "--version", action="version", version=f"gcfkit {__version__} ({_accel.status()})"
+        "--version", action="version", version=f"gcfkit {__version__} ({speedups.status()})"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:

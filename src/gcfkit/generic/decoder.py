@@ -33,7 +33,7 @@ from __future__ import annotations
 import gc
 from typing import Any, Final
 
-from .. import _accel
+from .. import speedups
 from ..errors import GCFError
 from ..grammar import (
     ATTACHMENT_INDENT,
@@ -1001,7 +1001,7 @@ def loads(text: str | bytes) -> Any:
 
 
 def _loads(src: str) -> Any:
-    fast = _accel.speedups
+    fast = speedups.accelerator
     if fast is not None:
         # The C accelerator reads canonical payloads and answers None for anything else
         # (errors included), which this reference decoder then reads from the start.

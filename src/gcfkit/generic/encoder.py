@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any, Final
 
-from .. import _accel
+from .. import speedups
 from ..errors import GCFError
 from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL, SAFE_BARE
 from ..header import format_header
@@ -924,7 +924,7 @@ def dumps(
     2
     """
     header = header_line(tool)
-    fast = _accel.speedups
+    fast = speedups.accelerator
     if fast is not None:
         # The C accelerator answers None for whatever it leaves to this reference code
         # (errors included), which then encodes the whole value from the start.

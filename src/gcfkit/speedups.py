@@ -1,13 +1,18 @@
 """Which implementation of the generic codec runs: the C accelerator or pure Python.
 
+>>> import gcfkit.speedups
+>>> gcfkit.speedups.status() == "C accelerator" or gcfkit.speedups.status().startswith("pure")
+True
+
+
 ``gcfkit._speedups`` (built from ``_speedups.c`` when a C compiler is there at install) is
 picked at import, as the stdlib ``json`` module picks ``_json``. The pure-Python codec is the
 reference: the accelerator answers only for documents it handles exactly as the reference
 does and hands everything else back (errors included), so both give the same results.
 ``GCFKIT_PURE_PYTHON=1`` in the environment forces the pure-Python path.
 
-The codec modules read :data:`speedups` at each call, so :func:`pure_python` can switch the
-accelerator off for a block (tests compare the two paths in one process).
+The codec modules read :data:`accelerator` at each call, so :func:`pure_python` can switch
+the accelerator off for a block (tests compare the two paths in one process).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, Final, Protocol
 
-__all__ = ["ENV_VAR", "Speedups", "pure_python", "speedups", "speedups_active", "status"]
+__all__ = ["ENV_VAR", "Speedups", "accelerator", "active", "pure_python", "status"]
 
 #: Set to a non-empty value other than ``0`` to force the pure-Python codec.
 ENV_VAR: Final = "GCFKIT_PURE_PYTHON"
@@ -41,6 +46,7 @@ def _load() -> tuple[Speedups | None, str]:
     if os.environ.get(ENV_VAR, "") not in ("", "0"):
         return None, f"pure Python: {ENV_VAR} is set"
     try:
+        # The compiled module (_speedups.c); this is the one place that imports it.
         from . import _speedups
     except ImportError:
         return None, "pure Python: the C accelerator is not built"
@@ -49,10 +55,10 @@ def _load() -> tuple[Speedups | None, str]:
 
 _LOADED, _STATUS = _load()
 #: The loaded accelerator module, or None when the pure-Python codec runs.
-speedups: Speedups | None = _LOADED
+accelerator: Speedups | None = _LOADED
 
 
-def speedups_active() -> bool:
+def active() -> bool:
     """True when the C accelerator (``gcfkit._speedups``) serves the generic codec.
 
     It is False when the extension was not built (no C compiler at install), when
@@ -60,10 +66,10 @@ def speedups_active() -> bool:
     either way; only the speed differs.
 
     >>> import gcfkit
-    >>> isinstance(gcfkit.speedups_active(), bool)
+    >>> gcfkit.speedups_active() is active()
     True
     """
-    return speedups is not None
+    return accelerator is not None
 
 
 def status() -> str:
@@ -72,7 +78,7 @@ def status() -> str:
     >>> status() == "C accelerator" or status().startswith("pure Python: ")
     True
     """
-    if speedups is None and _LOADED is not None:
+    if accelerator is None and _LOADED is not None:
         return "pure Python: switched off"
     return _STATUS
 
@@ -88,10 +94,10 @@ def pure_python() -> Iterator[None]:
     ...     gcfkit.speedups_active()
     False
     """
-    global speedups
-    saved = speedups
-    speedups = None
+    global accelerator
+    saved = accelerator
+    accelerator = None
     try:
         yield
     finally:
-        speedups = saved
+        accelerator = saved
