@@ -227,12 +227,39 @@ w_str(Writer *w, PyObject *s)
     return w_span(w, PyUnicode_KIND(s), PyUnicode_DATA(s), 0, PyUnicode_GET_LENGTH(s));
 }
 
+/* Decimal text of x into buf (at least 21 bytes); its length. */
+static inline int
+fmt_int(char *buf, long long x)
+{
+    char tmp[24];
+    int n = 0, o = 0;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        tmp[n++] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        buf[o++] = '-';
+    while (n)
+        buf[o++] = tmp[--n];
+    return o;
+}
+
+/* "@N " into buf (at least 24 bytes); its length. */
+static inline int
+fmt_item_id(char *buf, Py_ssize_t n)
+{
+    buf[0] = '@';
+    int m = 1 + fmt_int(buf + 1, (long long)n);
+    buf[m++] = ' ';
+    return m;
+}
+
 static int
 w_ssize(Writer *w, Py_ssize_t v)
 {
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%zd", v);
-    return w_ascii(w, buf, n);
+    char buf[24];
+    return w_ascii(w, buf, fmt_int(buf, (long long)v));
 }
 
 /* Insert ASCII text at position pos (the "@N " prefix of a row that turned out to have
@@ -334,6 +361,21 @@ forces_quote(Py_UCS4 c)
            Py_UNICODE_ISSPACE(c);
 }
 
+/* Per one-byte character: 1 forces quoting (forces_quote), 2 is '[', 3 is ']'. */
+static unsigned char BYTE_CLASS[256];
+/* Per one-byte character: 1 when a quoted string escapes it (§2.2). */
+static unsigned char BYTE_ESCAPE[256];
+
+static void
+init_tables(void)
+{
+    int c;
+    for (c = 0; c < 256; c++) {
+        BYTE_CLASS[c] = forces_quote((Py_UCS4)c) ? 1 : c == '[' ? 2 : c == ']' ? 3 : 0;
+        BYTE_ESCAPE[c] = c < 0x20 || c == '"' || c == '\\';
+    }
+}
+
 /* 0: bare, 1: quoted, RC_FALLBACK: a surrogate (the reference raises invalid_surrogate). */
 static int
 str_needs_quote(PyObject *s)
@@ -363,6 +405,26 @@ str_needs_quote(PyObject *s)
         quote = 1;
     if (quote && kind == PyUnicode_1BYTE_KIND)
         return 1;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)d;
+        int open = 0;
+        Py_ssize_t i;
+        for (i = 0; i < n; i++) {
+            unsigned char k = BYTE_CLASS[p[i]];
+            if (k == 0)
+                continue;
+            if (k == 1)
+                return 1;
+            if (k == 2)
+                open = 1;
+            else {
+                if (open && i + 1 < n && p[i + 1] == ':')
+                    return 1;
+                open = 0;
+            }
+        }
+        return 0;
+    }
     /* One pass for the character classes, the inline-array lookalike \[[^\]]*\]: and, in
      * wide strings, surrogates (which must be looked for even once quoting is decided). */
     int open = 0;
@@ -405,7 +467,14 @@ w_quoted(Writer *w, PyObject *s)
         return RC_ERR;
     Py_ssize_t run = 0, i;
     for (i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        Py_UCS4 c;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            c = ((const Py_UCS1 *)d)[i];
+            if (!BYTE_ESCAPE[c])
+                continue;
+        }
+        else
+            c = PyUnicode_READ(kind, d, i);
         if (c >= 0x20 && c != '"' && c != '\\') {
             if (IS_SURROGATE(c))
                 return RC_FALLBACK;
@@ -572,9 +641,8 @@ w_cell(Writer *w, PyObject *v)
             return RC_FALLBACK; /* out_of_range */
         if (x == -1 && PyErr_Occurred())
             return RC_ERR;
-        char buf[32];
-        int n = snprintf(buf, sizeof buf, "%lld", x);
-        return w_ascii(w, buf, n);
+        char buf[24];
+        return w_ascii(w, buf, fmt_int(buf, x));
     }
     if (PyFloat_CheckExact(v)) {
         char buf[128];
@@ -713,6 +781,8 @@ rollback(Enc *e, Py_ssize_t mark)
 static inline int
 has_gt(PyObject *s)
 {
+    if (PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND)
+        return memchr(PyUnicode_1BYTE_DATA(s), '>', (size_t)PyUnicode_GET_LENGTH(s)) != NULL;
     return PyUnicode_FindChar(s, '>', 0, PyUnicode_GET_LENGTH(s), 1) >= 0;
 }
 
@@ -1730,7 +1800,7 @@ enc_rows(Enc *e, Plan *plan, PyObject **objs, PyObject **keys, Py_ssize_t n,
         }
         {
             char prefix[32];
-            int m = snprintf(prefix, sizeof prefix, "@%zd ", i);
+            int m = fmt_item_id(prefix, i);
             if (w_insert_ascii(w, cells_at, prefix, m) < 0 || w_char(w, '\n') < 0) {
                 rc = RC_ERR;
                 goto out;
@@ -2163,8 +2233,15 @@ static PyObject MISSING_CELL_OBJ, ATTACH_CELL_OBJ;
 #define ATTACH_CELL (&ATTACH_CELL_OBJ)
 
 #define MAX_LINE (8 * 1024 * 1024)
+
+/* A dict sized for n items up front (rows have a known width), where the API allows it. */
+#if PY_VERSION_HEX < 0x030E0000
+#define NEW_DICT(n) _PyDict_NewPresized(n)
+#else
+#define NEW_DICT(n) PyDict_New()
+#endif
 #define CACHE_SIZE 4096 /* the most slots; a power of two */
-#define CACHE_MAX_LEN 32
+#define CACHE_MAX_LEN 24
 
 typedef struct {
     Py_hash_t h;
@@ -2210,6 +2287,16 @@ typedef struct {
 } Dec;
 
 #define CH(d, i) PyUnicode_READ((d)->kind, (d)->data, (i))
+/* The hot scanners are written once with the text's kind as a parameter and compiled once
+ * per kind (the kind is a constant in each copy, so reads are plain array loads). */
+#define CK(i) PyUnicode_READ(kind, d->data, (i))
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define ALWAYS_INLINE __forceinline
+#else
+#define ALWAYS_INLINE inline
+#endif
 
 static void
 pnode_clear(PNode *p)
@@ -2282,8 +2369,9 @@ find_newline(Dec *d, Py_ssize_t from)
 /* Load the line that starts at d->pos. Only canonical lines pass: not empty (except the
  * end of the text), no tab or blank-only indentation, even indentation, no trailing
  * blank. */
-static int
-load_line(Dec *d)
+static ALWAYS_INLINE int
+load_line_k(Dec *d, const int kind)
+
 {
     if (d->pos >= d->n) {
         d->eof = 1;
@@ -2294,20 +2382,33 @@ load_line(Dec *d)
     if (d->end - d->pos > MAX_LINE)
         return RC_FALLBACK;
     Py_ssize_t i = d->pos;
-    while (i < d->end && CH(d, i) == ' ')
+    while (i < d->end && CK(i) == ' ')
         i++;
     if (i == d->end)
         return RC_FALLBACK; /* empty or blank line */
-    Py_UCS4 last = CH(d, d->end - 1);
-    if (CH(d, i) == '\t' || last == ' ' || last == '\t' || ((i - d->pos) & 1))
+    Py_UCS4 last = CK(d->end - 1);
+    if (CK(i) == '\t' || last == ' ' || last == '\t' || ((i - d->pos) & 1))
         return RC_FALLBACK;
     d->ind = i - d->pos;
     d->cs = i;
     /* '#' lines: "## ..." are sections; comments and summaries go to the reference. */
-    if (CH(d, i) == '#' && (i + 1 >= d->end || CH(d, i + 1) != '#' || i + 2 >= d->end ||
-                            CH(d, i + 2) != ' '))
+    if (CK(i) == '#' && (i + 1 >= d->end || CK(i + 1) != '#' || i + 2 >= d->end ||
+                            CK(i + 2) != ' '))
         return RC_FALLBACK;
     return RC_OK;
+}
+
+static int
+load_line(Dec *d)
+{
+    switch (d->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return load_line_k(d, PyUnicode_1BYTE_KIND);
+    case PyUnicode_2BYTE_KIND:
+        return load_line_k(d, PyUnicode_2BYTE_KIND);
+    default:
+        return load_line_k(d, PyUnicode_4BYTE_KIND);
+    }
 }
 
 static int
@@ -2369,8 +2470,9 @@ read_hex4(Dec *d, Py_ssize_t i, Py_ssize_t stop, Py_UCS4 *out)
  * the index after the closing quote. Escapes, control characters and surrogates follow
  * scalar.parse_quoted_at; whatever it would reject (or join from literal surrogates) is
  * handed back. */
-static int
-parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *next)
+static ALWAYS_INLINE int
+parse_quoted_k(Dec *d, const int kind, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *next)
+
 {
     Py_ssize_t j = i + 1, start = i + 1;
     int escapes = 0;
@@ -2378,7 +2480,7 @@ parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *
     for (;;) {
         if (j >= stop)
             return RC_FALLBACK; /* unterminated */
-        Py_UCS4 c = CH(d, j);
+        Py_UCS4 c = CK(j);
         if (c == '"')
             break;
         if (c < 0x20 || IS_SURROGATE(c))
@@ -2394,7 +2496,7 @@ parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *
     }
     *next = j + 1;
     if (!escapes) {
-        if (d->kind == PyUnicode_1BYTE_KIND && maxc < 0x80) {
+        if (kind == PyUnicode_1BYTE_KIND && maxc < 0x80) {
             PyObject *s = PyUnicode_New(j - start, 127);
             if (s == NULL)
                 return RC_ERR;
@@ -2412,13 +2514,13 @@ parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *
         return RC_ERR;
     Py_ssize_t o = 0, k = start;
     while (k < j) {
-        Py_UCS4 c = CH(d, k);
+        Py_UCS4 c = CK(k);
         if (c != '\\') {
             d->tmp[o++] = c;
             k++;
             continue;
         }
-        Py_UCS4 e = CH(d, k + 1); /* k + 1 < j: the loop above skipped in pairs */
+        Py_UCS4 e = CK(k + 1); /* k + 1 < j: the loop above skipped in pairs */
         k += 2;
         switch (e) {
         case '"': d->tmp[o++] = '"'; break;
@@ -2438,7 +2540,7 @@ parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *
                 return RC_FALLBACK;
             if (0xD800 <= u && u <= 0xDBFF) {
                 Py_UCS4 lo;
-                if (k + 6 > j || CH(d, k) != '\\' || CH(d, k + 1) != 'u' ||
+                if (k + 6 > j || CK(k) != '\\' || CK(k + 1) != 'u' ||
                     read_hex4(d, k + 2, j, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
                     return RC_FALLBACK;
                 k += 6;
@@ -2455,14 +2557,34 @@ parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *
     return *out == NULL ? RC_ERR : RC_OK;
 }
 
+static int
+parse_quoted(Dec *d, Py_ssize_t i, Py_ssize_t stop, PyObject **out, Py_ssize_t *next)
+{
+    switch (d->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return parse_quoted_k(d, PyUnicode_1BYTE_KIND, i, stop, out, next);
+    case PyUnicode_2BYTE_KIND:
+        return parse_quoted_k(d, PyUnicode_2BYTE_KIND, i, stop, out, next);
+    default:
+        return parse_quoted_k(d, PyUnicode_4BYTE_KIND, i, stop, out, next);
+    }
+}
+
 static Py_hash_t
 span_hash(Dec *d, Py_ssize_t a, Py_ssize_t b)
 {
     Py_uhash_t h = 1469598103934665603ULL;
     Py_ssize_t i;
     if (d->kind == PyUnicode_1BYTE_KIND) {
+        /* Eight characters at a time; the cache compares the texts anyway. */
         const unsigned char *p = (const unsigned char *)d->data;
-        for (i = a; i < b; i++)
+        for (i = a; i + 8 <= b; i += 8) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+            h ^= h >> 29;
+        }
+        for (; i < b; i++)
             h = (h ^ p[i]) * 1099511628211ULL;
     }
     else {
@@ -2474,53 +2596,56 @@ span_hash(Dec *d, Py_ssize_t a, Py_ssize_t b)
 
 /* The JSON number grammar of §2.3 over [a, b); *is_float when it has a fraction or an
  * exponent. */
-static int
-span_number(Dec *d, Py_ssize_t a, Py_ssize_t b, int *is_float)
+static ALWAYS_INLINE int
+span_number_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, int *is_float)
+
 {
     Py_ssize_t i = a;
     *is_float = 0;
-    if (CH(d, i) == '-')
+    if (CK(i) == '-')
         i++;
     if (i >= b)
         return 0;
-    Py_UCS4 c = CH(d, i);
+    Py_UCS4 c = CK(i);
     if (c == '0')
         i++;
     else if (c >= '1' && c <= '9') {
-        while (i < b && is_digit(CH(d, i)))
+        while (i < b && is_digit(CK(i)))
             i++;
     }
     else
         return 0;
-    if (i < b && CH(d, i) == '.') {
+    if (i < b && CK(i) == '.') {
         *is_float = 1;
         i++;
-        if (i >= b || !is_digit(CH(d, i)))
+        if (i >= b || !is_digit(CK(i)))
             return 0;
-        while (i < b && is_digit(CH(d, i)))
+        while (i < b && is_digit(CK(i)))
             i++;
     }
-    if (i < b && (CH(d, i) | 0x20) == 'e') {
+    if (i < b && (CK(i) | 0x20) == 'e') {
         *is_float = 1;
         i++;
-        if (i < b && (CH(d, i) == '+' || CH(d, i) == '-'))
+        if (i < b && (CK(i) == '+' || CK(i) == '-'))
             i++;
-        if (i >= b || !is_digit(CH(d, i)))
+        if (i >= b || !is_digit(CK(i)))
             return 0;
-        while (i < b && is_digit(CH(d, i)))
+        while (i < b && is_digit(CK(i)))
             i++;
     }
     return i == b;
 }
 
-static int
-make_number(Dec *d, Py_ssize_t a, Py_ssize_t b, int is_float, PyObject **out)
+
+static ALWAYS_INLINE int
+make_number_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, int is_float, PyObject **out)
+
 {
     if (!is_float) {
         /* int64 only (§2.3.2); larger integers are the reference's out_of_range. */
         Py_ssize_t i = a;
         int neg = 0;
-        if (CH(d, i) == '-') {
+        if (CK(i) == '-') {
             neg = 1;
             i++;
         }
@@ -2528,7 +2653,7 @@ make_number(Dec *d, Py_ssize_t a, Py_ssize_t b, int is_float, PyObject **out)
             return RC_FALLBACK;
         uint64_t v = 0;
         for (; i < b; i++) {
-            uint64_t digit = CH(d, i) - '0';
+            uint64_t digit = CK(i) - '0';
             if (v > (UINT64_MAX - digit) / 10)
                 return RC_FALLBACK;
             v = v * 10 + digit;
@@ -2559,7 +2684,7 @@ make_number(Dec *d, Py_ssize_t a, Py_ssize_t b, int is_float, PyObject **out)
         }
     }
     for (i = 0; i < len; i++)
-        buf[i] = (char)CH(d, a + i);
+        buf[i] = (char)CK(a + i);
     buf[len] = 0;
     char *endp = NULL;
     double v = PyOS_string_to_double(buf, &endp, NULL);
@@ -2576,14 +2701,16 @@ make_number(Dec *d, Py_ssize_t a, Py_ssize_t b, int is_float, PyObject **out)
     return *out == NULL ? RC_ERR : RC_OK;
 }
 
+
 /* A bare string [a, b): no control character (those, and blanks at either end, only
  * reach the reference), no surrogate (invalid_surrogate). */
-static int
-make_bare(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
+static ALWAYS_INLINE int
+make_bare_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, PyObject **out)
+
 {
     Py_ssize_t i;
     Py_UCS4 maxc = 0;
-    if (d->kind == PyUnicode_1BYTE_KIND) {
+    if (kind == PyUnicode_1BYTE_KIND) {
         const unsigned char *p = (const unsigned char *)d->data;
         for (i = a; i < b; i++) {
             if (p[i] < 0x20)
@@ -2601,7 +2728,7 @@ make_bare(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
     }
     else {
         for (i = a; i < b; i++) {
-            Py_UCS4 c = CH(d, i);
+            Py_UCS4 c = CK(i);
             if (c < 0x20 || IS_SURROGATE(c))
                 return RC_FALLBACK;
         }
@@ -2610,17 +2737,31 @@ make_bare(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
     return *out == NULL ? RC_ERR : RC_OK;
 }
 
+static int
+make_bare(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
+{
+    switch (d->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return make_bare_k(d, PyUnicode_1BYTE_KIND, a, b, out);
+    case PyUnicode_2BYTE_KIND:
+        return make_bare_k(d, PyUnicode_2BYTE_KIND, a, b, out);
+    default:
+        return make_bare_k(d, PyUnicode_4BYTE_KIND, a, b, out);
+    }
+}
+
 /* One unquoted scalar token [a, b) by the precedence of §2.1 (scalar.parse_scalar). In a
  * row cell (in_row), ~ and ^ give the stand-ins; elsewhere they are the reference's
  * errors. A ^{...} cell is left to the caller (*out == ATTACH_CELL with *decl_at > 0). */
-static int
-parse_token(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
+static ALWAYS_INLINE int
+parse_token_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
+
 {
     Py_ssize_t len = b - a;
     if (len == 0)
         return RC_FALLBACK;
-    Py_UCS4 c0 = CH(d, a);
-    Py_UCS4 cl = CH(d, b - 1);
+    Py_UCS4 c0 = CK(a);
+    Py_UCS4 cl = CK(b - 1);
     if (c0 == ' ' || cl == ' ')
         return RC_FALLBACK;
     if (len == 1) {
@@ -2636,15 +2777,15 @@ parse_token(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
             return RC_OK;
         }
     }
-    if (c0 == '^' && len > 1 && CH(d, a + 1) == '{' && cl == '}')
+    if (c0 == '^' && len > 1 && CK(a + 1) == '{' && cl == '}')
         return RC_FALLBACK; /* a row reads ^{...} itself; elsewhere it is an error */
-    if (c0 == 't' && len == 4 && CH(d, a + 1) == 'r' && CH(d, a + 2) == 'u' && cl == 'e') {
+    if (c0 == 't' && len == 4 && CK(a + 1) == 'r' && CK(a + 2) == 'u' && cl == 'e') {
         Py_INCREF(Py_True);
         *out = Py_True;
         return RC_OK;
     }
-    if (c0 == 'f' && len == 5 && CH(d, a + 1) == 'a' && CH(d, a + 2) == 'l' &&
-        CH(d, a + 3) == 's' && cl == 'e') {
+    if (c0 == 'f' && len == 5 && CK(a + 1) == 'a' && CK(a + 2) == 'l' &&
+        CK(a + 3) == 's' && cl == 'e') {
         Py_INCREF(Py_False);
         *out = Py_False;
         return RC_OK;
@@ -2657,18 +2798,18 @@ parse_token(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
         h = span_hash(d, a, b);
         slot = &d->cache[(size_t)h & d->cache_mask];
         if (slot->value != NULL && slot->h == h && slot->len == len &&
-            memcmp((const char *)d->data + slot->off * d->kind,
-                   (const char *)d->data + a * d->kind, (size_t)(len * d->kind)) == 0) {
+            memcmp((const char *)d->data + slot->off * kind,
+                   (const char *)d->data + a * kind, (size_t)(len * kind)) == 0) {
             Py_INCREF(slot->value);
             *out = slot->value;
             return RC_OK;
         }
     }
     int rc, is_float;
-    if ((c0 == '-' || is_digit(c0)) && span_number(d, a, b, &is_float))
-        rc = make_number(d, a, b, is_float, out);
+    if ((c0 == '-' || is_digit(c0)) && span_number_k(d, kind, a, b, &is_float))
+        rc = make_number_k(d, kind, a, b, is_float, out);
     else
-        rc = make_bare(d, a, b, out);
+        rc = make_bare_k(d, kind, a, b, out);
     if (rc != RC_OK)
         return rc;
     if (slot != NULL) {
@@ -2680,6 +2821,19 @@ parse_token(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
         slot->len = len;
     }
     return RC_OK;
+}
+
+static int
+parse_token(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
+{
+    switch (d->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return parse_token_k(d, PyUnicode_1BYTE_KIND, a, b, in_row, out);
+    case PyUnicode_2BYTE_KIND:
+        return parse_token_k(d, PyUnicode_2BYTE_KIND, a, b, in_row, out);
+    default:
+        return parse_token_k(d, PyUnicode_4BYTE_KIND, a, b, in_row, out);
+    }
 }
 
 /* A whole value token [a, b) (key=value, @N =value, =root): quoted or unquoted. */
@@ -2707,41 +2861,42 @@ static int parse_inline_decl(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out,
 /* Split [a, b) on delim outside quoted cells (scalar.split_cells for canonical text):
  * each cell's [start, end) goes to spans, quoted cells with their quotes. Returns the
  * count, or RC_FALLBACK when a quoted cell does not end at a delimiter (or the line). */
-static Py_ssize_t
-split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans,
+static ALWAYS_INLINE Py_ssize_t
+split_cells_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans,
             Py_ssize_t max)
+
 {
     Py_ssize_t count = 0, i = a;
     for (;;) {
         if (count >= max)
             return RC_FALLBACK; /* wider than the caller allows: width mismatch */
         Py_ssize_t j;
-        if (i < b && CH(d, i) == '"') {
+        if (i < b && CK(i) == '"') {
             j = i + 1;
             for (;;) {
                 if (j >= b)
                     return RC_FALLBACK;
-                Py_UCS4 c = CH(d, j);
+                Py_UCS4 c = CK(j);
                 if (c == '"')
                     break;
                 j += c == '\\' ? 2 : 1;
             }
             j++;
-            if (j < b && CH(d, j) != delim)
+            if (j < b && CK(j) != delim)
                 return RC_FALLBACK; /* trailing characters after a closing quote */
         }
-        else if (d->kind == PyUnicode_1BYTE_KIND) {
+        else if (kind == PyUnicode_1BYTE_KIND) {
             const char *p = (const char *)d->data;
             const char *hit = memchr(p + i, (int)delim, (size_t)(b - i));
             j = hit ? hit - p : b;
         }
         else {
             j = i;
-            while (j < b && CH(d, j) != delim)
+            while (j < b && CK(j) != delim)
                 j++;
         }
-        Py_UCS4 k0 = i + 2 < b ? CH(d, i + 2) : 0;
-        if (j - i > 1 && CH(d, i) == '^' && CH(d, i + 1) == '{' &&
+        Py_UCS4 k0 = i + 2 < b ? CK(i + 2) : 0;
+        if (j - i > 1 && CK(i) == '^' && CK(i + 1) == '{' &&
             (k0 == '"' || k0 == '_' || (k0 >= 'A' && k0 <= 'Z') || (k0 >= 'a' && k0 <= 'z'))) {
             /* scalar.split_cells reads a ^{...} cell's declaration (when the text has a
              * quote), whose quoted names may hold the delimiter, and whose names hold ','
@@ -2749,7 +2904,7 @@ split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans
              * the cell ends at the delimiter, as here. */
             Py_ssize_t k, from = delim == ',' ? a : i, to = delim == ',' ? b : j;
             for (k = from; k < to; k++)
-                if (CH(d, k) == '"')
+                if (CK(k) == '"')
                     break;
             if (k < to) {
                 PyObject *names;
@@ -2760,7 +2915,7 @@ split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans
                 if (rc != RC_OK)
                     return rc;
                 Py_DECREF(names);
-                if (e < b && CH(d, e) != delim)
+                if (e < b && CK(e) != delim)
                     return RC_FALLBACK;
                 j = e;
             }
@@ -2771,6 +2926,20 @@ split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans
         if (j >= b)
             return count;
         i = j + 1;
+    }
+}
+
+static Py_ssize_t
+split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans,
+            Py_ssize_t max)
+{
+    switch (d->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return split_cells_k(d, PyUnicode_1BYTE_KIND, a, b, delim, spans, max);
+    case PyUnicode_2BYTE_KIND:
+        return split_cells_k(d, PyUnicode_2BYTE_KIND, a, b, delim, spans, max);
+    default:
+        return split_cells_k(d, PyUnicode_4BYTE_KIND, a, b, delim, spans, max);
     }
 }
 
@@ -3198,7 +3367,7 @@ enter(Dec *d)
 static int
 build_group(PNode *node, PyObject **vals, PyObject **out)
 {
-    PyObject *obj = PyDict_New();
+    PyObject *obj = NEW_DICT(node->n);
     if (obj == NULL)
         return RC_ERR;
     int all_missing = 1, all_null = 1;
@@ -3264,7 +3433,7 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
     if (CH(d, a) == '@') {
         /* "@N " with N the row's index: anything else is invalid_item_id. */
         char want[32];
-        int m = snprintf(want, sizeof want, "@%zd ", t->n);
+        int m = fmt_item_id(want, t->n);
         if (b - a < m)
             return RC_FALLBACK;
         for (i = 0; i < m; i++)
@@ -3296,7 +3465,7 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
             goto fail;
         nv = i + 1;
     }
-    PyObject *row = PyDict_New();
+    PyObject *row = NEW_DICT(s->plan.n);
     if (row == NULL) {
         rc = RC_ERR;
         goto fail;
@@ -3339,7 +3508,13 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
                 t->pending++;
                 v = Py_None; /* a placeholder keeping the field's position */
             }
-            Py_INCREF(v);
+            /* v is borrowed: vals keeps its reference until the end of the row. */
+            if (PyDict_SetItem(row, slot->name, v) < 0) {
+                Py_DECREF(row);
+                rc = RC_ERR;
+                goto fail;
+            }
+            continue;
         }
         int r = PyDict_SetItem(row, slot->name, v);
         Py_DECREF(v);
@@ -3609,7 +3784,7 @@ dec_expanded(Dec *d, Py_ssize_t count, Py_ssize_t indent, PyObject *items)
         if (d->eof || d->ind != indent)
             return RC_FALLBACK;
         char want[32];
-        int m = snprintf(want, sizeof want, "@%zd ", k);
+        int m = fmt_item_id(want, k);
         Py_ssize_t a = d->cs, b = d->end, i;
         if (b - a <= m)
             return RC_FALLBACK;
@@ -3942,9 +4117,9 @@ sp_decode(PyObject *self, PyObject *text)
                 Py_RETURN_NONE;
         }
     }
-    /* About one slot per 16 characters: small payloads do not pay for a big table. */
+    /* About one slot per 32 characters: small payloads do not pay for a big table. */
     size_t slots = 64;
-    while (slots < CACHE_SIZE && (Py_ssize_t)slots * 16 < d.n)
+    while (slots < CACHE_SIZE && (Py_ssize_t)slots * 32 < d.n)
         slots *= 2;
     d.cache_mask = slots - 1;
     d.cache = PyMem_Calloc(slots, sizeof(CacheEntry));
@@ -4007,5 +4182,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    init_tables();
     return PyModule_Create(&module);
 }
