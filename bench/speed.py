@@ -104,7 +104,7 @@ def codecs() -> list[Codec]:
     except ImportError:
         pass
     try:
-        import gcf  # type: ignore[import-untyped]
+        import gcf
 
         out.append(
             Codec(

@@ -86,7 +86,9 @@ def test_one_version_everywhere() -> None:
     res = subprocess.run(
         [sys.executable, "-m", "gcfkit", "--version"], capture_output=True, timeout=60, check=False
     )
-    assert res.returncode == 0 and res.stdout.decode().strip() == f"gcfkit {gcfkit.__version__}"
+    # The version line also says which codec path runs (the same in a child process).
+    want = f"gcfkit {gcfkit.__version__} ({speedups.status()})"
+    assert res.returncode == 0 and res.stdout.decode().strip() == want
 
 
 def test_python_dash_m_gcfkit_runs_the_command() -> None:

@@ -169,7 +169,7 @@ def _both_encode(value: Any, **options: Any) -> tuple[Any, Any]:
     return fast, reference
 
 
-_OPTIONS = [
+_OPTIONS: list[dict[str, Any]] = [
     {},
     {"flatten": False},
     {"inline_schemas": False},
@@ -182,11 +182,11 @@ def _sample_values() -> list[tuple[str, Any]]:
     from tests.conformance import CORPUS_DIR, load_fixtures
 
     out: list[tuple[str, Any]] = []
-    for path, fx in load_fixtures():
+    for name, fx in load_fixtures():
         if fx["operation"] in ("encode", "roundtrip", "encode-error") and not (
             str(fx.get("expected", "")).startswith("GCF profile=graph")
         ):
-            out.append((path, fx["input"]))
+            out.append((name, fx["input"]))
     for path in sorted(CORPUS_DIR.glob("toon/*.json")):
         out.append((path.name, json.loads(path.read_text(encoding="utf-8"))))
     for path in sorted(CORPUS_DIR.glob("mcp/*/*.json")):
@@ -220,7 +220,7 @@ def test_c_encoder_writes_the_reference_text_for_every_sample() -> None:
     assert answered >= 0.97 * len(SAMPLES) * len(_OPTIONS)
 
 
-def _flags(options: dict[str, bool]) -> tuple[bool, bool, bool]:
+def _flags(options: dict[str, Any]) -> tuple[bool, bool, bool]:
     return (
         options.get("flatten", True),
         options.get("shared_schemas", True),

@@ -1001,11 +1001,11 @@ def loads(text: str | bytes) -> Any:
 
 
 def _loads(src: str) -> Any:
-    fast = speedups.accelerator
-    if fast is not None:
+    accel = speedups.accelerator
+    if accel is not None:
         # The C accelerator reads canonical payloads and answers None for anything else
         # (errors included), which this reference decoder then reads from the start.
-        got = fast.decode(src)
+        got = accel.decode(src)
         if got is not None:
             return got[0]
     return _decode(src, False, accept_answers=False).value

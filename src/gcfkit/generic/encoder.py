@@ -924,11 +924,11 @@ def dumps(
     2
     """
     header = header_line(tool)
-    fast = speedups.accelerator
-    if fast is not None:
+    accel = speedups.accelerator
+    if accel is not None:
         # The C accelerator answers None for whatever it leaves to this reference code
         # (errors included), which then encodes the whole value from the start.
-        text = fast.encode(value, header, flatten, shared_schemas, inline_schemas)
+        text = accel.encode(value, header, flatten, shared_schemas, inline_schemas)
         if text is not None:
             return text
     enc = Encoder(Options(flatten=flatten, shared=shared_schemas, inline=inline_schemas))
