@@ -241,7 +241,9 @@ def report(results: dict[str, Result], toon: list[str], cs: list[Codec], args: A
         f"{platform.python_version()}; gcfkit {gcfkit.__version__} ("
         + ("C accelerator built" if speedups.accelerator is not None else "no C accelerator")
         + "); "
-        + ", ".join(f"{c.name} {c.version}" for c in cs if c.name not in ("gcfkit", "json"))
+        + ", ".join(
+            f"{c.name} {c.version}" for c in cs if c.name not in ("gcfkit", "gcfkit-pure", "json")
+        )
         + ".",
         f"{args.rounds} rounds for the TOON datasets, {args.big_rounds} for the 10 MB files; "
         "cells are MB/s of compact JSON and, in brackets, the median per-round ratio of the "

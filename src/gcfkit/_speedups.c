@@ -2234,12 +2234,6 @@ static PyObject MISSING_CELL_OBJ, ATTACH_CELL_OBJ;
 
 #define MAX_LINE (8 * 1024 * 1024)
 
-/* A dict sized for n items up front (rows have a known width), where the API allows it. */
-#if PY_VERSION_HEX < 0x030E0000
-#define NEW_DICT(n) _PyDict_NewPresized(n)
-#else
-#define NEW_DICT(n) PyDict_New()
-#endif
 #define CACHE_SIZE 4096 /* the most slots; a power of two */
 #define CACHE_MAX_LEN 24
 
@@ -3367,7 +3361,7 @@ enter(Dec *d)
 static int
 build_group(PNode *node, PyObject **vals, PyObject **out)
 {
-    PyObject *obj = NEW_DICT(node->n);
+    PyObject *obj = PyDict_New();
     if (obj == NULL)
         return RC_ERR;
     int all_missing = 1, all_null = 1;
@@ -3465,7 +3459,7 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
             goto fail;
         nv = i + 1;
     }
-    PyObject *row = NEW_DICT(s->plan.n);
+    PyObject *row = PyDict_New();
     if (row == NULL) {
         rc = RC_ERR;
         goto fail;
@@ -4117,9 +4111,10 @@ sp_decode(PyObject *self, PyObject *text)
                 Py_RETURN_NONE;
         }
     }
-    /* About one slot per 32 characters: small payloads do not pay for a big table. */
+    /* About one slot per 128 characters: enough for the repeated values, small next to
+     * the decoded value (a table's transient memory counts in the decode's peak). */
     size_t slots = 64;
-    while (slots < CACHE_SIZE && (Py_ssize_t)slots * 32 < d.n)
+    while (slots < CACHE_SIZE && (Py_ssize_t)slots * 128 < d.n)
         slots *= 2;
     d.cache_mask = slots - 1;
     d.cache = PyMem_Calloc(slots, sizeof(CacheEntry));
