@@ -812,35 +812,75 @@ array_form(PyObject **items, Py_ssize_t n)
     return prim ? F_INLINE : F_OBJECTS;
 }
 
+static inline int
+keys_equal(PyObject *a, PyObject *b)
+{
+    /* Exact str only: no user code runs. */
+    return a == b || PyUnicode_Compare(a, b) == 0;
+}
+
 /* _union: the ordered field union of dicts (all exact dicts, exact str keys, else
  * RC_FALLBACK). A new list in *out. */
 static int
 field_union(PyObject **objs, Py_ssize_t n, PyObject **out)
 {
-    PyObject *seen = PyDict_New();
-    if (seen == NULL)
+    *out = NULL;
+    PyObject *fields = PyList_New(0), *seen = NULL;
+    if (fields == NULL)
         return RC_ERR;
-    PyObject *first_keys = NULL;
-    Py_ssize_t i;
+    Py_ssize_t i, pos;
+    PyObject *k, *v;
     for (i = 0; i < n; i++) {
         PyObject *o = objs[i];
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
+        if (seen == NULL) {
+            /* While every object has the first one's keys in its order (the common
+             * uniform table), the union is those keys: no set is needed. */
+            Py_ssize_t j = 0, nf = PyList_GET_SIZE(fields);
+            pos = 0;
+            if (i == 0 || PyDict_GET_SIZE(o) == nf) {
+                while (PyDict_Next(o, &pos, &k, &v)) {
+                    if (!PyUnicode_CheckExact(k)) {
+                        Py_DECREF(fields);
+                        return RC_FALLBACK;
+                    }
+                    if (i == 0) {
+                        if (PyList_Append(fields, k) < 0) {
+                            Py_DECREF(fields);
+                            return RC_ERR;
+                        }
+                    }
+                    else if (PyList_GET_ITEM(fields, j) != k &&
+                             !keys_equal(PyList_GET_ITEM(fields, j), k))
+                        break;
+                    j++;
+                }
+                if (i == 0 || j == nf)
+                    continue;
+            }
+            seen = PySet_New(fields);
+            if (seen == NULL) {
+                Py_DECREF(fields);
+                return RC_ERR;
+            }
+        }
+        pos = 0;
         while (PyDict_Next(o, &pos, &k, &v)) {
             if (!PyUnicode_CheckExact(k)) {
                 Py_DECREF(seen);
+                Py_DECREF(fields);
                 return RC_FALLBACK;
             }
-            if (PyDict_SetDefault(seen, k, Py_None) == NULL) {
+            int c = PySet_Contains(seen, k);
+            if (c < 0 || (!c && (PySet_Add(seen, k) < 0 || PyList_Append(fields, k) < 0))) {
                 Py_DECREF(seen);
+                Py_DECREF(fields);
                 return RC_ERR;
             }
         }
     }
-    (void)first_keys;
-    *out = PyDict_Keys(seen);
-    Py_DECREF(seen);
-    return *out == NULL ? RC_ERR : RC_OK;
+    Py_XDECREF(seen);
+    *out = fields;
+    return RC_OK;
 }
 
 /* "{" + ",".join(map(_key, names)) + "}" as a str. */
@@ -899,12 +939,6 @@ tree_free(Tree *t)
     PyMem_Free(t);
 }
 
-static inline int
-keys_equal(PyObject *a, PyObject *b)
-{
-    /* Exact str only: no user code runs. */
-    return a == b || PyUnicode_Compare(a, b) == 0;
-}
 
 /* _flat_tree(values, allow_null, depth): *out is NULL when flattening is not lossless. */
 static int
