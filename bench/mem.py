@@ -6,6 +6,7 @@ the codec under test, and then decodes that text with tracemalloc on. Reported p
 the tracemalloc peak above the baseline (the text already in memory), the memory the result
 keeps, and the rise of the peak RSS (VmHWM, reset through /proc/self/clear_refs where the
 kernel allows it). Target (issue 13): gcfkit's decode peak within 1.1x of json's.
+``--out FILE`` also writes the report there.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 4 and argv[1] == "--one":
         print(json.dumps(one(argv[2], argv[3])))
         return 0
+    out_path = Path(argv[2]) if len(argv) == 3 and argv[1] == "--out" else None
     rows = []
     for dataset in INPUTS:
         got: dict[str, dict[str, float]] = {}
@@ -101,11 +103,13 @@ def main(argv: list[str]) -> int:
                 got[codec] = json.loads(proc.stdout)
             print(f"  {dataset} {codec}", end="\r", file=sys.stderr, flush=True)
         rows.append((dataset, got))
-    print("Decode, MB: tracemalloc peak / kept by the result / peak RSS rise; "
-          "(ratio of the peak to json's)")  # fmt: skip
-    print()
-    print("| input | " + " | ".join(DECODERS) + " |")
-    print("|---|" + "---:|" * len(DECODERS))
+    lines = [
+        "Decode, MB: tracemalloc peak / kept by the result / peak RSS rise "
+        "(ratio of the peak to json's)",
+        "",
+        "| input | " + " | ".join(DECODERS) + " |",
+        "|---|" + "---:|" * len(DECODERS),
+    ]
     for dataset, got in rows:
         ref = got.get("json", {}).get("peak")
         cells = []
@@ -115,14 +119,18 @@ def main(argv: list[str]) -> int:
                 cells.append("n/a")
                 continue
             vs = f" ({m['peak'] / ref:.2f})" if ref else ""
-            cells.append(f"{m['peak']:.0f} / {m['kept']:.0f} / {m['rss']:.0f}{vs}")
-        print(f"| {dataset} | " + " | ".join(cells) + " |")
-    print()
+            cells.append(f"{m['peak']:.1f} / {m['kept']:.1f} / {m['rss']:.0f}{vs}")
+        lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+    lines.append("")
     for dataset, got in rows:
         if "json" in got and "gcfkit" in got:
             r = got["gcfkit"]["peak"] / got["json"]["peak"]
             verdict = "met" if r <= 1.1 else "NOT met"
-            print(f"Target gcfkit decode peak <= 1.1x json's, {dataset}: {r:.2f} ({verdict})")
+            lines.append(f"- gcfkit decode peak <= 1.1x json's, {dataset}: {r:.2f} ({verdict})")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out_path is not None:
+        out_path.write_text(text, encoding="utf-8")
     return 0
 
 
