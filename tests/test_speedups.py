@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gcfkit import GCFError, scalar, speedups
-from gcfkit.generic import encoder
 from gcfkit.generic.decoder import loads
 from gcfkit.generic.encoder import dumps
 
@@ -107,11 +106,12 @@ def test_decoding_pauses_the_cyclic_gc_and_restores_it() -> None:
 
 def test_cell_cache_is_bounded_and_only_keeps_short_strings() -> None:
     with speedups.pure_python():
-        dumps([{"v": f"é{i}"} for i in range(encoder._CELL_CACHE_MAX + 10)])
-        dumps([{"v": "é" * (encoder._CELL_CACHE_LEN + 1)}])
-    assert len(encoder._CELL_CACHE) <= encoder._CELL_CACHE_MAX
-    assert all(len(k) <= encoder._CELL_CACHE_LEN for k in encoder._CELL_CACHE)
-    assert all(encoder._CELL_CACHE[k] == scalar.format_scalar(k) for k in encoder._CELL_CACHE)
+        dumps([{"v": f"é{i}"} for i in range(scalar._STRING_TEXT_MAX + 10)])
+        dumps([{"v": "é" * (scalar._STRING_TEXT_LEN + 1)}])
+    kept = scalar._STRING_TEXT
+    assert 0 < len(kept) <= scalar._STRING_TEXT_MAX
+    assert all(len(k) <= scalar._STRING_TEXT_LEN for k in kept)
+    assert all(kept[k] == scalar.format_scalar(k) for k in kept)
 
 
 # ---------------------------------------------------------------------------------------

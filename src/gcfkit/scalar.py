@@ -245,6 +245,28 @@ def format_scalar(value: Any, delim: str = "") -> str:
     )
 
 
+_STRING_TEXT: dict[str, str] = {}
+_STRING_TEXT_LEN: Final = 24
+_STRING_TEXT_MAX: Final = 4096
+
+
+def string_text(s: str) -> str:
+    """``format_scalar(s)`` of a ``str``, remembered for short strings.
+
+    The full §2.4 check is slow, and the values that need it in a table (non-ASCII names,
+    quoted statuses) repeat; long strings are mostly unique, so they are not kept.
+
+    >>> string_text("Zoë"), string_text("a,b")
+    ('Zoë', '"a,b"')
+    """
+    text = _STRING_TEXT.get(s)
+    if text is None:
+        text = format_scalar(s)
+        if len(s) <= _STRING_TEXT_LEN and len(_STRING_TEXT) < _STRING_TEXT_MAX:
+            _STRING_TEXT[s] = text
+    return text
+
+
 def _checked(s: str) -> str:
     if not s.isascii() and SURROGATE.search(s):
         quote_string(s)  # raises invalid_surrogate

@@ -30,7 +30,6 @@ Where the spec leaves the category open, the decoder answers:
 
 from __future__ import annotations
 
-import gc
 from typing import Any, Final
 
 from .. import speedups
@@ -987,28 +986,7 @@ def loads(text: str | bytes) -> Any:
     >>> loads("GCF profile=generic\\nname=Ada\\n## langs [2]{id,name}\\n1|Ada\\n2|C\\n")
     {'name': 'Ada', 'langs': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'C'}]}
     """
-    src = to_text(text)
-    if not gc.isenabled():
-        return _loads(src)
-    # The decoded tree holds no reference cycles, so the cyclic GC has nothing to find in
-    # it; left on, it would rescan the growing tree every few hundred containers (about
-    # a fifth of the time on large tables). Paused, not lost: it runs again afterwards.
-    gc.disable()
-    try:
-        return _loads(src)
-    finally:
-        gc.enable()
-
-
-def _loads(src: str) -> Any:
-    accel = speedups.accelerator
-    if accel is not None:
-        # The C accelerator reads canonical payloads and answers None for anything else
-        # (errors included), which this reference decoder then reads from the start.
-        got = accel.decode(src)
-        if got is not None:
-            return got[0]
-    return _decode(src, False, accept_answers=False).value
+    return speedups.decode(to_text(text), lambda s: _decode(s, False, accept_answers=False).value)
 
 
 def loads_dense(text: str | bytes) -> Any:

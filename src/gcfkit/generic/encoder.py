@@ -33,7 +33,7 @@ from .. import speedups
 from ..errors import GCFError
 from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL, SAFE_BARE
 from ..header import format_header
-from ..scalar import format_key, format_number, format_scalar
+from ..scalar import format_key, format_number, string_text
 from . import dense_rows
 from .definitions import spelling
 
@@ -91,14 +91,8 @@ def _unsupported(v: Any) -> GCFError:
     )
 
 
-_CELL_CACHE: dict[str, str] = {}
-_CELL_CACHE_LEN: Final = 24
-_CELL_CACHE_MAX: Final = 4096
-
-
 def format_cell(
     v: Any,
-    _cached: Any = _CELL_CACHE.get,
     _bare: Any = _SAFE_BARE,
     _str: type = str,
     _int: type = int,
@@ -114,14 +108,7 @@ def format_cell(
     if t is _str:
         if _bare(v):
             return v  # type: ignore[no-any-return]
-        # The full §2.4 check is slow; enum-like values that need it (non-ASCII names,
-        # quoted statuses) repeat, so their text is kept. Long strings are mostly unique.
-        text: str | None = _cached(v)
-        if text is None:
-            text = format_scalar(v)
-            if len(v) <= _CELL_CACHE_LEN and len(_CELL_CACHE) < _CELL_CACHE_MAX:
-                _CELL_CACHE[v] = text
-        return text
+        return string_text(v)
     if t is _int:
         if -9223372036854775808 <= v <= 9223372036854775807:
             return _repr(v)  # type: ignore[no-any-return]
@@ -923,16 +910,10 @@ def dumps(
     1
     2
     """
-    header = header_line(tool)
-    accel = speedups.accelerator
-    if accel is not None:
-        # The C accelerator answers None for whatever it leaves to this reference code
-        # (errors included), which then encodes the whole value from the start.
-        text = accel.encode(value, header, flatten, shared_schemas, inline_schemas)
-        if text is not None:
-            return text
+    if text := speedups.encode(value, header_line(tool), flatten, shared_schemas, inline_schemas):
+        return text
     enc = Encoder(Options(flatten=flatten, shared=shared_schemas, inline=inline_schemas))
-    enc.out.append(header)
+    enc.out.append(header_line(tool))
     enc.root(value)
     enc.out.append("")
     return "\n".join(enc.out)
