@@ -73,7 +73,8 @@ def test_the_leaves_import_only_leaves() -> None:
         f"{m} imports {imp.target} (line {imp.line})"
         for m in LEAVES
         for imp in imports(MODULES[m])
-        if imp.target.startswith("gcfkit") and imp.target not in LEAVES
+        if imp.target.startswith("gcfkit")
+        and imp.target not in LEAVES
         and imp.target not in EXTENSIONS
     ]
     assert not wrong, wrong
