@@ -95,7 +95,7 @@ def test_the_codec_needs_only_the_stdlib() -> None:
 
 def test_each_extension_is_imported_by_its_picker_only() -> None:
     wrong = [
-        f"{m} imports {target} (line {line})"
+        f"{m} imports {imp.target} (line {imp.line})"
         for m in MODULES
         for imp in imports(MODULES[m])
         if imp.target in EXTENSIONS and EXTENSIONS[imp.target] != m
