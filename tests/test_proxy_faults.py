@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -290,8 +291,12 @@ def texts_value(msg: dict[str, Any]) -> Any:
     result = msg.get("result")
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
         return msg
+    content = result["content"]
+    last = content[-1] if len(content) >= 2 else None
+    if isinstance(last, dict) and re.fullmatch(r"ref=[1-9][0-9]{5}", str(last.get("text"))):
+        content = content[:-1]  # the proxy's name for a large result (--refs auto)
     blocks = []
-    for block in result["content"]:
+    for block in content:
         text = block.get("text") if isinstance(block, dict) else None
         if isinstance(text, str):
             with contextlib.suppress(ValueError):

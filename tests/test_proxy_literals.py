@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -200,8 +201,10 @@ def test_sqlite_server_through_the_proxy() -> None:
     assert big.startswith("GCF profile=")
     assert gcfkit.tokens.count(big) < gcfkit.tokens.count(direct[0][0])
     for want, got in zip(direct, proxied, strict=True):
+        if len(got) == 2 and re.fullmatch(r"ref=[1-9][0-9]{5}", got[1]):
+            got = got[:1]  # a large text passed untouched is named beside it (--refs auto)
         assert len(got) == len(want) == 1
         if got[0] == want[0]:
             continue
         assert repr(decoded(got[0])) == want[0]
-    assert proxied[4] == direct[4]  # tuples: untouched without the opt-in
+    assert proxied[4][0] == direct[4][0]  # tuples: untouched without the opt-in

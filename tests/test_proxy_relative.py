@@ -17,6 +17,7 @@ from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import SINCE_ARGUMENT, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.proxy.primer import PRIMER, RELATIVE_PRIMER
+from gcfkit.proxy.since import FREE_NAMING_BYTES
 from gcfkit.relative import ResultMemory
 from tests.test_proxy_core import call, delivered_result, pretty, request, response, text_result
 
@@ -32,6 +33,11 @@ GRAPH: dict[str, Any] = {
     ],
     "log": [f"event {i}" for i in range(10)],
 }
+STATUS = (
+    "Repository status:\nOn branch main\nChanges not staged for commit:\n"
+    '  (use "git add <file>..." to update what will be committed)\n'
+    "\tmodified:   README.md\n\tmodified:   src/gcfkit/proxy/since.py\n"
+)
 LOG = "".join(
     f"Commit: {i:040x}\nAuthor: Dayna Blackwell\nMessage: change number {i}\n\n" for i in range(20)
 )
@@ -289,15 +295,31 @@ def test_a_tool_that_declares_since_keeps_it() -> None:
     assert texts[0].startswith("GCF profile=generic ref=")
 
 
-def test_text_results_are_named_once_the_client_uses_since() -> None:
+def test_small_text_results_are_named_once_the_client_uses_since() -> None:
     core = core_of()
     agent = Agent(core)
-    _, texts, _ = agent.call("git_log", LOG)
-    assert texts == [LOG]  # auto: a ref= block would make it larger than the server's
+    assert 128 <= len(STATUS) < FREE_NAMING_BYTES
+    _, texts, _ = agent.call("git_status", STATUS)
+    assert texts == [STATUS]  # auto: a ref= block would make it larger than the server's
     agent.call("read_graph", pretty(GRAPH))
     agent.call("read_graph", pretty(GRAPH))  # the client passes _since: it reads names
+    _, texts, _ = agent.call("git_status", STATUS)
+    assert texts[0] == STATUS and re.fullmatch(r"ref=[1-9][0-9]{5}", texts[1])
+    value, texts, _ = agent.call("git_status", STATUS)
+    assert texts == [f"@@ unchanged tool=git_status since={agent.last['git_status{}']}\n"]
+    assert value == STATUS
+
+
+def test_large_text_results_are_named_from_the_start() -> None:
+    # A git session never returns GCF, so the client never gets to pass _since first: a
+    # result large enough that its ref= block is ~1% of it is named anyway (auto mode).
+    core = core_of()
+    agent = Agent(core)
+    assert len(LOG) >= FREE_NAMING_BYTES
     _, texts, _ = agent.call("git_log", LOG)
     assert texts[0] == LOG and re.fullmatch(r"ref=[1-9][0-9]{5}", texts[1])
+    block = gcfkit.tokens.count(texts[1])
+    assert block <= 0.02 * gcfkit.tokens.count(LOG)
     value, texts, _ = agent.call("git_log", LOG)
     assert texts == [f"@@ unchanged tool=git_log since={agent.last['git_log{}']}\n"]
     assert value == LOG
@@ -305,6 +327,34 @@ def test_text_results_are_named_once_the_client_uses_since() -> None:
     value, texts, _ = agent.call("git_log", grown)
     assert texts[0].startswith("@@ edit tool=git_log since=")
     assert value == grown
+    # Other arguments are another call: the full result, whatever the client names.
+    _, texts, _ = agent.call("git_log", grown, args={"max_count": 5}, since=agent.last["git_log{}"])
+    assert texts[0] == grown
+
+
+def test_a_large_file_read_is_named_from_the_start_and_never_edited() -> None:
+    core = core_of()
+    agent = Agent(core)
+    source = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(60))
+    assert len(source) >= FREE_NAMING_BYTES
+    args = {"path": "src/f.py"}
+    _, texts, _ = agent.call("read_text_file", source, args=args)
+    assert texts[0] == source and relative.ref_of(texts[1]) is not None
+    value, texts, _ = agent.call("read_text_file", source, args=args)
+    assert texts[0].startswith("@@ unchanged tool=read_text_file ") and value == source
+    edited = source.replace("return x + 7\n", "return x + 70\n")
+    _, texts, _ = agent.call("read_text_file", edited, args=args)
+    assert texts[0] == edited  # byte for byte, never an @@ edit
+
+
+def test_free_naming_is_auto_only() -> None:
+    for refs, named in (("auto", True), ("all", True), ("off", False)):
+        agent = Agent(core_of(refs=refs))
+        _, texts, _ = agent.call("git_log", LOG)
+        assert (len(texts) == 2) is named, refs
+    agent = Agent(core_of(ref_free_bytes=len(LOG) + 1))
+    _, texts, _ = agent.call("git_log", LOG)
+    assert texts == [LOG]
 
 
 def test_refs_all_names_text_results_from_the_start() -> None:

@@ -116,9 +116,9 @@ def register(sub: Any) -> None:
         choices=("auto", "all", "off"),
         default=ProxyConfig().refs,
         help="name results (ref=) and answer calls that pass _since relative to the named "
-        "result: auto (default) names a result only within what it saves until the client "
-        "uses _since; all names every result of 128 bytes or more (a text result gets a "
-        "4-token ref= block); off",
+        f"result: auto (default) names a result of {ProxyConfig().ref_free_bytes:,} bytes or more "
+        "(a text result gets a 4-token ref= block), and a smaller one only within what it saves "
+        "until the client uses _since; all names every result of 128 bytes or more; off",
     )
     p.add_argument(
         "--min-bytes",

@@ -516,7 +516,7 @@ class GCFResponder:
             return [_text(choice, candidates.json)]
         plain = candidates.json.tokens  # no original text: compact JSON is the plain form
         named, _, block = names.name_value(
-            choice, handle, plain, tool, call_key, None, False, value, held
+            choice, handle, plain, tool, call_key, None, False, value, held, candidates.json.size
         )
         texts = [_text(named, candidates.json)]
         return [*texts, block] if block is not None else texts

@@ -20,7 +20,7 @@ from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS
 from .policy import Format, Policy
 from .primer import PrimerMode
 from .pyliteral import LiteralMode
-from .since import RefMode
+from .since import FREE_NAMING_BYTES, RefMode
 
 __all__ = ["DENSE_CONSTRUCTS", "Codec", "DenseEncoded", "ProxyConfig"]
 
@@ -102,7 +102,8 @@ class ProxyConfig:
     ``max_text_bytes`` skips larger text blocks without trying.
 
     Relative answers (:mod:`gcfkit.proxy.since`): ``refs`` (auto, all, off), ``ref_results`` and
-    ``ref_bytes`` (the LRU), ``ref_min_bytes``, ``relative_ratio``, ``session_deltas``.
+    ``ref_bytes`` (the LRU), ``ref_min_bytes``, ``ref_free_bytes`` (auto names a result this
+    large from the start), ``relative_ratio``, ``session_deltas``.
 
     ``dense``: the dense constructs the proxy may use (docs/extensions/dense.md; empty: none);
     ``primer_carrier``: where a reader's explanation travels (:mod:`gcfkit.proxy.primer`);
@@ -132,6 +133,7 @@ class ProxyConfig:
     ref_results: int = DEFAULT_MAX_RESULTS
     ref_bytes: int = DEFAULT_MAX_BYTES
     ref_min_bytes: int = 128
+    ref_free_bytes: int = FREE_NAMING_BYTES
     dense: tuple[str, ...] = DENSE_CONSTRUCTS
     primer_carrier: PrimerMode = "payload"
     literals: LiteralMode = "exact"

@@ -320,7 +320,15 @@ class Rewriter:
             memory() if memory else ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes)
         )
         #: The named results of the session (relative answers, :mod:`gcfkit.proxy.since`).
-        self.names = Names(c.refs, c.reanchor, c.ref_min_bytes, self.count, held, c.session_deltas)
+        self.names = Names(
+            c.refs,
+            c.reanchor,
+            c.ref_min_bytes,
+            self.count,
+            held,
+            c.session_deltas,
+            c.ref_free_bytes,
+        )
 
     # -- public ----------------------------------------------------------------------
 
@@ -443,7 +451,7 @@ class Rewriter:
         block = None
         if handle is not None:
             choices[0], extra, block = names.name_value(
-                choices[0], handle, plain, *call, pieces[0].value, held
+                choices[0], handle, plain, *call, pieces[0].value, held, sum(sizes)
             )
             outcome.tokens_after += extra
         new_content = _reassemble(content, blocks, pieces, choices)

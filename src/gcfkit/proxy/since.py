@@ -6,8 +6,10 @@ the choice between a relative answer and the full result is the one answer polic
 (:mod:`gcfkit.proxy.answer`). The rules:
 
 * a result is named (``ref=`` in its GCF header, else one extra ``ref=`` text block) when it
-  is one value or one text block of at least ``min_bytes``; ``auto`` names it only where
-  that keeps it no larger than the cheaper plain form (so naming costs nothing), until the
+  is one value or one text block of at least ``min_bytes``; ``auto`` names a result of at
+  least ``free_bytes`` (:data:`FREE_NAMING_BYTES`) from the start, where its 4-token name is
+  at most 1-2% of it and a repeat is dearest to resend, and a smaller one only where that
+  keeps it no larger than the cheaper plain form (so naming costs nothing), until the
   client has passed ``_since`` in the session (it reads names: every result is named from
   then on); ``all`` names every result; ``off`` none;
 * a call's ``_since`` names a held result when this session remembers it (bounded LRU:
@@ -49,7 +51,15 @@ from .answer import (
     utf8_len,
 )
 
-__all__ = ["SINCE_ARGUMENT", "SINCE_SCHEMA", "Names", "RefMode", "TextAnswer", "handle_of"]
+__all__ = [
+    "FREE_NAMING_BYTES",
+    "SINCE_ARGUMENT",
+    "SINCE_SCHEMA",
+    "Names",
+    "RefMode",
+    "TextAnswer",
+    "handle_of",
+]
 
 #: The argument that names a held result (docs/extensions/relative-answers.md §3), stripped
 #: before forwarding.
@@ -57,6 +67,16 @@ SINCE_ARGUMENT: Final = "_since"
 
 #: Which results are named: see the module docstring.
 RefMode = Literal["auto", "all", "off"]
+
+#: In ``auto`` mode, a result of at least this many bytes is named from the start. Its
+#: 4-token ``ref=`` block is then 0.9-1.7% of it at the 2.4-4.4 bytes per o200k token of
+#: the corpus's text results (bench/proxy.md), and the repeats it lets the client answer
+#: ``@@ unchanged`` or ``@@ edit`` (a 1,507-token git_log, a re-read file) are the ones
+#: that cost most to resend. Measured on the corpus with an agent passing ``_since``
+#: (docs/extensions/relative-answers.md §10): 512 or 768 bytes name 6 or 3 more results for
+#: no repeat, 1,536 misses a 321-token file re-read, and 448 would name git_status results
+#: where the block is 3.3% of them.
+FREE_NAMING_BYTES: Final = 1024
 
 #: The ``_since`` property ``--advertise-format`` adds to a tool's input schema.
 SINCE_SCHEMA: Final = {
@@ -105,6 +125,7 @@ class Names:
     count: Callable[[str], int]
     memory: ResultMemory = field(default_factory=ResultMemory)
     session: bool = False
+    free_bytes: int = FREE_NAMING_BYTES
     # The client has passed _since in this session: it reads names, so naming pays.
     uses_since: bool = False
     native: set[str] = field(default_factory=set)
@@ -138,9 +159,20 @@ class Names:
         """Whether a result of ``size`` bytes may be named at all."""
         return self.mode != "off" and size >= self.min_bytes
 
-    def names_freely(self) -> bool:
-        """Whether a result may be named even where that makes it larger than the server's."""
-        return self.mode == "all" or (self.mode == "auto" and self.uses_since)
+    def names_freely(self, size: int) -> bool:
+        """Whether a result of ``size`` bytes may be named even where that makes it larger
+        than the server's (by its ``ref=`` block, or ``ref=`` in a GCF header).
+
+        >>> names = Names("auto", reanchor=15, min_bytes=128, count=len)
+        >>> names.names_freely(300), names.names_freely(FREE_NAMING_BYTES)
+        (False, True)
+        >>> names.uses_since = True
+        >>> names.names_freely(300)
+        True
+        """
+        if self.mode == "all":
+            return True
+        return self.mode == "auto" and (self.uses_since or size >= self.free_bytes)
 
     def held(
         self, tool: str, args_key: str, since: str | None, implicit: bool, kind: Kind
@@ -189,14 +221,16 @@ class Names:
         implicit: bool,
         value: Any,
         held: Held | None,
+        size: int,
     ) -> tuple[Choice, int, str | None]:
-        """Name the answer to a JSON value: the choice as delivered (``ref=`` stamped into a
-        GCF header), the tokens that adds, and the ``ref=`` block to append (compact JSON or
-        the original) or None. In ``auto`` mode before the client used ``_since``, a result
-        that naming would make dearer than ``plain`` (the cheaper of compact JSON and the
-        original) stays unnamed, and nothing is remembered."""
+        """Name the answer to a JSON value (``size``: the server's bytes): the choice as
+        delivered (``ref=`` stamped into a GCF header), the tokens that adds, and the ``ref=``
+        block to append (compact JSON or the original) or None. In ``auto`` mode before the
+        client used ``_since``, a result under ``free_bytes`` that naming would make dearer
+        than ``plain`` (the cheaper of compact JSON and the original) stays unnamed, and
+        nothing is remembered."""
         named, extra = self.name(choice, handle)
-        if extra is not None and not (self.names_freely() or choice.tokens + extra <= plain):
+        if extra is not None and not (self.names_freely(size) or choice.tokens + extra <= plain):
             return choice, 0, None
         self.remember(tool, args_key, implicit, "json", value, held, handle, choice)
         block = relative.ref_block(handle) if choice.decision in ("json", "original") else None
@@ -273,9 +307,11 @@ class Names:
         and its ``ref=`` block; None when it is not named at all."""
         text = block["text"]
         held = self.held(tool, args_key, since, implicit, kind)
-        if not self.may_name(utf8_len(text)) or not (self.names_freely() or held is not None):
-            # A ref= block makes a text result larger: in auto mode, not before the client
-            # has shown it uses names (a call that named a held result is such a sign).
+        size = utf8_len(text)
+        if not self.may_name(size) or not (self.names_freely(size) or held is not None):
+            # A ref= block makes a text result larger: in auto mode, a small one only once
+            # the client has shown it uses names (a call that named a held result is such a
+            # sign); a large one pays for it with the repeat it can answer.
             return None
         handle = self.memory.mint()
         if handle is None:
