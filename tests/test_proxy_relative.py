@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ GRAPH: dict[str, Any] = {
     ],
     "log": [f"event {i}" for i in range(10)],
 }
+ROOT = Path(__file__).resolve().parent.parent
 STATUS = (
     "Repository status:\nOn branch main\nChanges not staged for commit:\n"
     '  (use "git add <file>..." to update what will be committed)\n'
@@ -445,6 +447,21 @@ def test_the_primer_says_how_to_ask_and_tools_may_advertise_since() -> None:
         off.from_server(response(0, {"protocolVersion": "2025-11-25", "instructions": "Hi."}))
     )
     assert RELATIVE_PRIMER not in init["instructions"]
+
+
+def test_the_relative_primer_is_complete_short_and_the_one_the_document_quotes() -> None:
+    # How to ask (the argument, the handle it names) and how to read each answer kind; the
+    # literal "_since" is also how gcfkit doctor recognises the proxy in instructions.
+    for part in ('"_since":"N"', "ref=N", "@@ unchanged", "@@ patch", "@@ edit", "=A-B", "+x"):
+        assert part in RELATIVE_PRIMER, part
+    # Sent once per session whether or not a result is ever named: it is kept short.
+    assert gcfkit.tokens.count(RELATIVE_PRIMER) <= 56
+    assert gcfkit.tokens.count(RELATIVE_PRIMER, "cl100k_base") <= 56
+    doc = (ROOT / "docs" / "extensions" / "relative-answers.md").read_text(encoding="utf-8")
+    quoted = " ".join(
+        line.strip()[1:].strip() for line in doc.splitlines() if line.strip().startswith(">")
+    )
+    assert RELATIVE_PRIMER in quoted
 
 
 def test_auto_naming_never_makes_a_result_larger_than_compact_json() -> None:

@@ -70,11 +70,13 @@ PRIMER: Final = (
 )
 
 
-#: How to ask for a relative answer, and how to read one (docs/extensions/relative-answers.md).
+#: How to ask for a relative answer, and how to read one (docs/extensions/relative-answers.md):
+#: 56 o200k and cl100k tokens (the sentence before was 68). A patch's rows are not spelled
+#: out: its own table header names them (``## [N]{op,path,value}``).
 RELATIVE_PRIMER: Final = (
-    'To repeat a call whose result you still hold as ref=N, add "_since":"N": the reply is '
-    "the full result, or @@ unchanged (N is current), @@ patch (op|path|value rows to apply "
-    "to N), or @@ edit (=A-B: lines A-B of N; +x: new line x)."
+    'Repeat a call whose result you hold as ref=N with "_since":"N": @@ unchanged (still N), '
+    "@@ patch (apply its rows to N) or @@ edit (=A-B: lines A-B of N; +x: new line x), else "
+    "the full result."
 )
 
 
@@ -132,7 +134,7 @@ def append_primer(instructions: object, constructs: Iterable[str] = ("gcf",)) ->
 def append_relative_primer(instructions: object) -> str:
     """``instructions`` with :data:`RELATIVE_PRIMER` appended.
 
-    >>> append_relative_primer("Hi.").endswith("+x: new line x).")
+    >>> append_relative_primer("Hi.").endswith("new line x), else the full result.")
     True
     """
     return _append(instructions, RELATIVE_PRIMER)
