@@ -359,6 +359,31 @@ def core_timings(reps: int) -> tuple[list[float], dict[str, float]]:
     return per_call, named
 
 
+def gap_split(
+    per_call: dict[str, dict[str, dict[str, list[int]]]], servers: list[str], enc: str
+) -> tuple[int, int, int, int]:
+    """The part of gcfkit's difference to terse --diff (default flags, agent passing
+    ``_since``) that is not format: the file reads where gcfkit is larger because it keeps
+    them byte-faithful and terse sent fewer tokens than the server (it re-encodes their
+    JSON), and the calls that are no repeat of the same arguments where terse --diff sent
+    less than terse (its diff against a call with other arguments). Returns (file tokens,
+    file calls, other-argument tokens, calls)."""
+    files = n_files = others = n_others = 0
+    for server in servers:
+        g, t = per_call["gcfkit"][server][enc], per_call["terse --diff"][server][enc]
+        plain = per_call["terse"][server][enc] if "terse" in per_call else t
+        sent = per_call["no proxy"][server][enc]
+        for i, call in enumerate(corpus_calls(server)):
+            gap = g[i] - t[i]
+            if gap <= 0:
+                continue
+            if call["tool"] in FILE_TOOLS and t[i] < sent[i]:
+                files, n_files = files + gap, n_files + 1
+            elif not call["repeat_of"] and t[i] < plain[i]:
+                others, n_others = others + gap, n_others + 1
+    return files, n_files, others, n_others
+
+
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
@@ -419,25 +444,29 @@ def main(argv: list[str] | None = None) -> int:
     # tokens[config][server][enc] = (results, instructions + tools)
     totals: dict[str, dict[str, dict[str, tuple[int, int]]]] = {}
     per_call: dict[str, dict[str, list[int]]] = {}
+    # per_call_enc[config][server][enc]: each call's result tokens
+    per_call_enc: dict[str, dict[str, dict[str, list[int]]]] = {}
     failures: dict[str, list[str]] = {}
     for cfg in ran:
         totals[cfg.name], per_call[cfg.name], failures[cfg.name] = {}, {}, []
+        per_call_enc[cfg.name] = {}
         for server in args.servers:
             sess = raw[cfg.name][server]
-            calls_o200k: list[int] = []
+            calls_enc: dict[str, list[int]] = {}
             per_enc: dict[str, tuple[int, int]] = {}
             for enc in ENCODINGS:
                 results = 0
+                calls_enc[enc] = []
                 for i, res in enumerate(sess.calls):
                     texts = res.texts if res.texts is not None else base[server].calls[i].texts
                     n = sum(count(x, enc) for x in texts or [])
                     results += n
-                    if enc == "o200k_base":
-                        calls_o200k.append(n)
+                    calls_enc[enc].append(n)
                 fixed = count(sess.instructions, enc) + count(sess.tools, enc)
                 per_enc[enc] = (results, fixed)
             totals[cfg.name][server] = per_enc
-            per_call[cfg.name][server] = calls_o200k
+            per_call[cfg.name][server] = calls_enc["o200k_base"]
+            per_call_enc[cfg.name][server] = calls_enc
             failures[cfg.name] += [
                 f"{server}/{i:03d} {r.error}" for i, r in enumerate(sess.calls) if r.texts is None
             ]
@@ -494,9 +523,12 @@ def main(argv: list[str] | None = None) -> int:
         emit(f"- {name}: failed/timed out: {', '.join(f)}")
     grown = {k: v for k, v in growth.items() if v}
     if grown:
+        from gcfkit.proxy.since import FREE_NAMING_BYTES
+
         emit(
             "- results larger than the server's only by their `ref=` block (4 tokens; auto "
-            "names every result once the client has passed `_since`): "
+            f"names a result of {FREE_NAMING_BYTES:,} bytes or more from the start, and every "
+            "result once the client has passed `_since`): "
             + ", ".join(f"{k} {v}" for k, v in grown.items())
         )
 
@@ -511,6 +543,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         g, t = total("gcfkit, agent without _since", "o200k_base"), total(target, "o200k_base")
         emit(f"Without _since (o200k): {g:,} against {t:,} ({g - t:+,}).")
+        for enc in ENCODINGS:
+            files, n_files, others, n_others = gap_split(per_call_enc, args.servers, enc)
+            g, t = total("gcfkit", enc), total(target, enc)
+            rest = g - t - files - others
+            emit(
+                f"Where the difference comes from ({enc}, call by call): {files:+,} on "
+                f"{n_files} file reads, whose contents gcfkit keeps byte-faithful by design "
+                f"where terse re-encodes them; {others:+,} on {n_others} calls terse --diff "
+                "answers as a diff against a call with other arguments, which `_since` does not "
+                f"allow (the interface); without those two, gcfkit {g - files - others:,} "
+                f"against terse --diff {t:,} ({rest:+,})."
+            )
 
     compare = [n for n in ("no proxy", "gcfkit", "gcfkit, agent without _since", "terse",
                            "terse --diff") if n in totals]  # fmt: skip
