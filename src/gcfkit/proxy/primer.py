@@ -13,9 +13,12 @@ Two carriers, measured on the corpus in bench/proxy.md (``--primer``):
   ``instructions`` at ``initialize``, before anything is known about the results: once per
   session, paid by sessions that never see GCF too (today's behaviour; 53 tokens for GCF).
 
-How to *ask* for a relative answer (``_since``) has to be known before the call, so it can
-only travel up front: :data:`RELATIVE_PRIMER` goes into ``instructions`` whenever relative
-answers are on, in both modes; an answer itself says what it is on its ``@@`` line.
+How to *ask* for a relative answer (``_since``) has to be known before the repeated call:
+:data:`RELATIVE_PRIMER` goes into ``instructions`` whenever relative answers are on, in both
+modes; an answer itself says what it is on its ``@@`` line. The first result a session names
+is also before the repeat, and would spare the sessions never shown a ``ref=`` (2 of 7 on
+the corpus, 112 tokens), but a compacting client may drop a tool result while it keeps the
+handle, and ``gcfkit doctor`` recognises the proxy by the sentence in ``instructions``.
 
 >>> annotate("GCF profile=generic\\n## r [1]{a}\\n1\\n", ("gcf",)).splitlines()[1][:9]
 '# GCF is '
