@@ -110,7 +110,7 @@ def _check_rows(
     return tuple(out)
 
 
-def _check_schema(key: str, fields: Sequence[str], what: str) -> tuple[str, ...]:
+def _check_schema(key: str, fields: Iterable[str], what: str) -> tuple[str, ...]:
     names = tuple(fields)
     if not all(isinstance(f, str) for f in names):
         raise GCFError("invalid_keyed_set", f"{what}: field names must be strings")
@@ -128,7 +128,7 @@ def _check_schema(key: str, fields: Sequence[str], what: str) -> tuple[str, ...]
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class KeyedSet:
     """Flat rows of JSON scalars identified by the column ``key`` (§10a.1).
 
@@ -149,7 +149,7 @@ class KeyedSet:
     def __init__(
         self,
         key: str,
-        fields: Sequence[str],
+        fields: Iterable[str],
         rows: Iterable[Mapping[str, Any]],
         name: str = "rows",
     ) -> None:
@@ -187,7 +187,7 @@ def _root(rows: Iterable[Mapping[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class GenericDelta:
     """The rows added, changed (whole-row replacement) and removed between two keyed sets.
 
@@ -214,7 +214,7 @@ class GenericDelta:
     def __init__(
         self,
         key: str,
-        fields: Sequence[str],
+        fields: Iterable[str],
         base_root: str,
         new_root: str,
         added: Iterable[Mapping[str, Any]] = (),

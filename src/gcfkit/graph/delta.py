@@ -51,11 +51,12 @@ SymbolKey = tuple[str, str]
 EdgeKey = tuple[str, str, str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class GraphDelta:
     """A graph delta (§10): what turns the snapshot ``base_root`` into ``new_root``.
 
-    ``removed`` symbols matter by (kind, qualified name) only; ``added`` symbols are full
+    The symbol and edge lists may be any iterables; they are stored as tuples. ``removed``
+    symbols matter by (kind, qualified name) only; ``added`` symbols are full
     declarations with their distance. ``delta_tokens``/``full_tokens`` give the header's
     ``tokens=`` and ``savings=``; a decoded delta carries the received ``savings`` text
     instead of ``full_tokens``.
@@ -67,20 +68,39 @@ class GraphDelta:
 
     base_root: str
     new_root: str
-    removed: tuple[Symbol, ...] = ()
-    added: tuple[Symbol, ...] = ()
-    removed_edges: tuple[Edge, ...] = ()
-    added_edges: tuple[Edge, ...] = ()
-    tool: str = ""
-    delta_tokens: int = 0
-    full_tokens: int = 0
-    savings: str = ""
+    removed: tuple[Symbol, ...]
+    added: tuple[Symbol, ...]
+    removed_edges: tuple[Edge, ...]
+    added_edges: tuple[Edge, ...]
+    tool: str
+    delta_tokens: int
+    full_tokens: int
+    savings: str
 
-    def __post_init__(self) -> None:
-        for name in ("removed", "added", "removed_edges", "added_edges"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
+    def __init__(
+        self,
+        base_root: str,
+        new_root: str,
+        removed: Iterable[Symbol] = (),
+        added: Iterable[Symbol] = (),
+        removed_edges: Iterable[Edge] = (),
+        added_edges: Iterable[Edge] = (),
+        tool: str = "",
+        delta_tokens: int = 0,
+        full_tokens: int = 0,
+        savings: str = "",
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "base_root", base_root)
+        set_(self, "new_root", new_root)
+        set_(self, "removed", tuple(removed))
+        set_(self, "added", tuple(added))
+        set_(self, "removed_edges", tuple(removed_edges))
+        set_(self, "added_edges", tuple(added_edges))
+        set_(self, "tool", tool)
+        set_(self, "delta_tokens", delta_tokens)
+        set_(self, "full_tokens", full_tokens)
+        set_(self, "savings", savings)
 
 
 # ---------------------------------------------------------------------------------------

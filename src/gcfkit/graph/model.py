@@ -86,31 +86,45 @@ class Edge:
     status: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Graph:
     """A graph payload: symbols, edges and the header fields of §3.2.
 
     ``budget`` and ``tokens`` are the consumer's token budget and the tokens used; zero
-    means "not stated". Lists given for ``symbols``/``edges`` are stored as tuples.
+    means "not stated". ``symbols`` and ``edges`` may be any iterables (a list, a
+    generator); they are stored as tuples, so a Graph is immutable, hashable and compares
+    alike whatever it was built from.
 
     >>> g = Graph([Symbol("pkg.A", "function", 0.9)], tool="search")
     >>> g.symbols[0].qualified_name, g.edges
     ('pkg.A', ())
     """
 
-    symbols: tuple[Symbol, ...] = ()
-    edges: tuple[Edge, ...] = ()
-    tool: str = ""
-    budget: int = 0
-    tokens: int = 0
-    pack_root: str = ""
+    symbols: tuple[Symbol, ...]
+    edges: tuple[Edge, ...]
+    tool: str
+    budget: int
+    tokens: int
+    pack_root: str
 
-    def __post_init__(self) -> None:
-        # Frozen + tuples keeps a Graph hashable and makes == independent of list/tuple input.
-        if not isinstance(self.symbols, tuple):
-            object.__setattr__(self, "symbols", tuple(self.symbols))
-        if not isinstance(self.edges, tuple):
-            object.__setattr__(self, "edges", tuple(self.edges))
+    def __init__(
+        self,
+        symbols: Iterable[Symbol] = (),
+        edges: Iterable[Edge] = (),
+        tool: str = "",
+        budget: int = 0,
+        tokens: int = 0,
+        pack_root: str = "",
+    ) -> None:
+        # h11's events pattern: a typed __init__ that takes what callers have and stores
+        # the one immutable form (frozen, so through object.__setattr__).
+        set_ = object.__setattr__
+        set_(self, "symbols", tuple(symbols))
+        set_(self, "edges", tuple(edges))
+        set_(self, "tool", tool)
+        set_(self, "budget", budget)
+        set_(self, "tokens", tokens)
+        set_(self, "pack_root", pack_root)
 
 
 def abbreviate_kind(kind: str) -> str:
