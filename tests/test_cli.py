@@ -48,27 +48,27 @@ def test_encode_tool_header() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "stdin", "code", "line"),
+    ("args", "stdin", "code", "where"),
     [
-        (("decode",), b"GCF profile=generic\nx=~\n", "invalid_missing", 2),
-        (("decode",), b"GCF profile=generic\n## r [2]{a}\n1\n", "count_mismatch", 2),
-        (("decode",), b"nope\n", "missing_header", 1),
-        (("decode",), b"GCF profile=generic\nx=\xff\n", "invalid_utf8", 2),
-        (("encode",), b'{"a": 1, "a": 2}', "duplicate_key", None),
-        (("encode",), b"[NaN]", "invalid_json", None),
-        (("encode",), b"[9223372036854775808]", "out_of_range", None),
-        (("encode",), b"{", "invalid_json", 1),
+        (("decode",), b"GCF profile=generic\nx=~\n", "invalid_missing", " line 2"),
+        (("decode",), b"GCF profile=generic\n## r [2]{a}\n1\n", "count_mismatch", " line 2"),
+        (("decode",), b"nope\n", "missing_header", " line 1"),
+        (("decode",), b"GCF profile=generic\nx=\xff\n", "invalid_utf8", " line 2"),
+        (("encode",), b'{"a": 1, "a": 2}', "duplicate_key", ""),
+        (("encode",), b"[NaN]", "invalid_json", ""),
+        # An encode error names the value it is about (msgspec's path).
+        (("encode",), b"[9223372036854775808]", "out_of_range", " at $[0]"),
+        (("encode",), b"{", "invalid_json", " line 1"),
     ],
 )
 def test_bad_input_exit_2_one_line(
-    args: tuple[str, ...], stdin: bytes, code: str, line: int | None
+    args: tuple[str, ...], stdin: bytes, code: str, where: str
 ) -> None:
     res = run(*args, stdin=stdin)
     assert res.returncode == 2
     assert res.stdout == b""
     err = res.stderr.decode().splitlines()
     assert len(err) == 1
-    where = f" line {line}" if line is not None else ""
     assert err[0].startswith(f"error[{code}]{where}: ")
 
 

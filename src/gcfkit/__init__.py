@@ -44,14 +44,14 @@ def dump(value: Any, fp: IO[str], **kw: Any) -> None:
     fp.write(dumps(value, **kw))
 
 
-def load(fp: IO[str] | IO[bytes]) -> Any:
-    """Decode the generic payload in the text or binary file ``fp``.
+def load(fp: IO[str] | IO[bytes], **kw: Any) -> Any:
+    """Decode the generic payload in the text or binary file ``fp`` (``loads(fp.read(), **kw)``).
 
     >>> import io
     >>> load(io.BytesIO(b"GCF profile=generic\\n=42\\n"))
     42
     """
-    return loads(fp.read())
+    return loads(fp.read(), **kw)
 
 
 def decode(text: str | bytes) -> Any:

@@ -13,6 +13,7 @@ one of the snake_case categories below (the names used by the conformance fixtur
 
 from __future__ import annotations
 
+import json
 from typing import Final, Literal, get_args
 
 __all__ = [
@@ -23,6 +24,10 @@ __all__ = [
     "GCFDecodeError",
     "GCFEncodeError",
     "GCFError",
+    "as_encode_error",
+    "at_path",
+    "decode_error_at",
+    "located",
 ]
 
 #: Every category, as a type: mypy checks each raise site's code against it.
@@ -242,6 +247,9 @@ class GCFDecodeError(GCFError):
     def __reduce__(self) -> tuple[type[GCFError], tuple[str, str, int | None]]:
         return (_rebuild_decode_error, (self.code, self.msg, self.doc, self.lineno, self.colno))  # type: ignore[return-value]
 
+    # The piece of line ``lineno`` that ``colno`` counts in, until located() finds it there.
+    _within: str = ""
+
 
 def _rebuild_decode_error(
     code: ErrorCode, msg: str, doc: str, lineno: int, colno: int
@@ -260,8 +268,52 @@ def _position(doc: str, lineno: int, colno: int) -> int:
     return min(pos + max(colno, 1) - 1, len(doc))
 
 
+def decode_error_at(
+    code: ErrorCode, msg: str, line: int | None, text: str, pos: int
+) -> GCFDecodeError:
+    """A decode error at ``text[pos]``, ``text`` being a piece of line ``line`` (a token, or
+    the line without its indentation): :func:`located` finds the piece in its line for the
+    column once the document is known (a parser deep in a line need not know where the
+    piece started).
+
+    >>> e = located(decode_error_at("invalid_key", "bad key", 2, "a-b=1", 1), "GCF\\n  a-b=1\\n")
+    >>> (e.lineno, e.colno, e.doc[e.pos])
+    (2, 4, '-')
+    """
+    e = GCFDecodeError(code, msg, line, colno=pos + 1)
+    e._within = text
+    return e
+
+
+def located(e: GCFError, doc: str) -> GCFDecodeError:
+    """``e``, raised while decoding ``doc``, as a :class:`GCFDecodeError` that knows its
+    document: ``doc`` set, the column placed in its line, ``pos`` computed.
+
+    Any other :class:`GCFError` becomes a decode error at its line (line 1 when it has
+    none). Decoders call this on the way out, so it costs nothing unless decoding fails.
+    """
+    if not isinstance(e, GCFDecodeError):
+        return GCFDecodeError(e.code, e.detail, e.line, doc=doc).with_traceback(e.__traceback__)
+    if e.doc is doc:
+        return e  # an inner decoder placed it already
+    if e._within:
+        k = _line_text(doc, e.lineno).find(e._within)
+        e.colno = k + e.colno if k >= 0 else 1
+        e._within = ""
+    e.doc = doc
+    e.pos = _position(doc, e.lineno, e.colno)
+    return e
+
+
+def _line_text(doc: str, lineno: int) -> str:
+    start = _position(doc, lineno, 1)
+    end = doc.find("\n", start)
+    return doc[start:] if end < 0 else doc[start:end]
+
+
 class GCFEncodeError(GCFError):
-    """A value cannot be encoded; ``path`` names it from the root, msgspec-style.
+    """A value cannot be encoded; ``path`` names it from the root, msgspec-style (``$`` is the
+    value itself, and is left out of the message).
 
     >>> e = GCFEncodeError("out_of_range", "integer 2**70 is outside int64", path="$[1].groups[1]")
     >>> str(e)
@@ -272,8 +324,12 @@ class GCFEncodeError(GCFError):
 
     def __init__(self, code: ErrorCode, detail: str, line: int | None = None, *, path: str = "$"):
         super().__init__(code, detail, line)
+        self._set_path(path)
+
+    def _set_path(self, path: str) -> None:
         self.path = path
-        self.args = (f"error[{code}] at {path}: {detail}",)
+        where = f" at {path}" if path != "$" else ""
+        self.args = (f"error[{self.code}]{where}: {self.detail}",)
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -284,6 +340,33 @@ class GCFEncodeError(GCFError):
 
 def _rebuild_encode_error(code: ErrorCode, detail: str, path: str) -> GCFEncodeError:
     return GCFEncodeError(code, detail, path=path)
+
+
+def at_path(e: GCFEncodeError, segment: str | int) -> GCFEncodeError:
+    """``e`` one level down: raised under key or index ``segment`` of the container being
+    encoded. Encoders call this on the way up, so a path costs nothing unless encoding fails.
+
+    >>> str(at_path(at_path(GCFEncodeError("out_of_range", "too big"), "id"), 3))
+    'error[out_of_range] at $[3].id: too big'
+    >>> at_path(GCFEncodeError("unsupported_type", "a set"), "content-type").path
+    '$["content-type"]'
+    """
+    if isinstance(segment, int):
+        step = f"[{segment}]"
+    elif segment.isidentifier() and segment.isascii():
+        step = f".{segment}"
+    else:
+        step = f"[{json.dumps(segment, ensure_ascii=False)}]"
+    e._set_path("$" + step + e.path[1:])
+    return e
+
+
+def as_encode_error(e: GCFError) -> GCFEncodeError:
+    """``e``, raised while encoding, as a :class:`GCFEncodeError` (of the root, ``$``, when it
+    was not one)."""
+    if isinstance(e, GCFEncodeError):
+        return e
+    return GCFEncodeError(e.code, e.detail, e.line).with_traceback(e.__traceback__)
 
 
 class ConfigError(GCFError):

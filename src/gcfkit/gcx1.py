@@ -57,8 +57,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import GCFError
+from .errors import GCFDecodeError, GCFEncodeError, GCFError, located
 from .grammar import NUMBER_RE, SURROGATE
+from .header import to_text
 
 __all__ = ["Section", "dumps", "dumps_sections", "loads", "parse"]
 
@@ -117,7 +118,7 @@ def _unescape(s: str, line: int) -> str:
         try:
             return _UNESCAPE[m.group(1)]
         except KeyError:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_escape",
                 f"\\{m.group(1)} is not a GCX1 escape; only \\\\, \\t and \\n exist",
                 line,
@@ -129,14 +130,14 @@ def _unescape(s: str, line: int) -> str:
 def _number(text: str, m: re.Match[str], line: int | None) -> int | float:
     if m.group(1) is None and m.group(2) is None:
         if len(text) > 20:
-            raise GCFError("out_of_range", f"integer {text[:24]}... is outside int64", line)
+            raise GCFDecodeError("out_of_range", f"integer {text[:24]}... is outside int64", line)
         i = int(text)
         if not _INT64_MIN <= i <= _INT64_MAX:
-            raise GCFError("out_of_range", f"integer {text} is outside int64", line)
+            raise GCFDecodeError("out_of_range", f"integer {text} is outside int64", line)
         return i
     f = float(text)
     if math.isinf(f):
-        raise GCFError("out_of_range", f"number {text[:40]} overflows a double", line)
+        raise GCFDecodeError("out_of_range", f"number {text[:40]} overflows a double", line)
     return f
 
 
@@ -168,41 +169,41 @@ def _read_json(text: str, line: int) -> Any:
     if not text:
         return _ABSENT
     if text != text.strip():
-        raise GCFError("trailing_characters", f"whitespace around JSON cell {text!r}", line)
+        raise GCFDecodeError("trailing_characters", f"whitespace around JSON cell {text!r}", line)
     try:
         v = json.loads(text, parse_constant=_reject_constant)
     except ValueError:
-        raise GCFError(
+        raise GCFDecodeError(
             "invalid_line", f"cell {text[:40]!r} of a types=j column is not JSON", line
         ) from None
     if isinstance(v, (dict, list)):
-        raise GCFError("invalid_line", "a types=j cell must hold a JSON scalar", line)
+        raise GCFDecodeError("invalid_line", "a types=j cell must hold a JSON scalar", line)
     if isinstance(v, int) and not isinstance(v, bool) and not _INT64_MIN <= v <= _INT64_MAX:
-        raise GCFError("out_of_range", f"integer {text[:24]} is outside int64", line)
+        raise GCFDecodeError("out_of_range", f"integer {text[:24]} is outside int64", line)
     if isinstance(v, float) and math.isinf(v):
-        raise GCFError("out_of_range", f"number {text[:40]} overflows a double", line)
+        raise GCFDecodeError("out_of_range", f"number {text[:40]} overflows a double", line)
     return v
 
 
 def _check_scalar(v: Any) -> None:
     if v is None or isinstance(v, (bool, str)):
         if isinstance(v, str) and SURROGATE.search(v):
-            raise GCFError("invalid_surrogate", f"string {v[:40]!r} holds a lone surrogate")
+            raise GCFEncodeError("invalid_surrogate", f"string {v[:40]!r} holds a lone surrogate")
         return
     if isinstance(v, int):
         if not _INT64_MIN <= v <= _INT64_MAX:
-            raise GCFError("out_of_range", f"integer {v} is outside int64")
+            raise GCFEncodeError("out_of_range", f"integer {v} is outside int64")
         return
     if isinstance(v, float):
         if not math.isfinite(v):
-            raise GCFError("out_of_range", f"{v!r} is not a JSON number")
+            raise GCFEncodeError("out_of_range", f"{v!r} is not a JSON number")
         return
     if isinstance(v, (dict, list, tuple)):
-        raise GCFError(
+        raise GCFEncodeError(
             "unsupported_shape",
             "GCX1 rows are flat: a nested object or array cannot be carried; send JSON (or GCF)",
         )
-    raise GCFError("unsupported_type", f"{type(v).__name__} is not a JSON value")
+    raise GCFEncodeError("unsupported_type", f"{type(v).__name__} is not a JSON value")
 
 
 def _auto_text(v: Any) -> str | None:
@@ -237,7 +238,7 @@ def _json_text(v: Any) -> str:
 
 def _check_token(what: str, s: str) -> str:
     if not isinstance(s, str) or not s or _BAD_TOKEN.search(s):
-        raise GCFError(
+        raise GCFEncodeError(
             "unsupported_shape",
             f"{what} {s!r} must be a non-empty string without spaces, tabs or line breaks",
         )
@@ -246,17 +247,19 @@ def _check_token(what: str, s: str) -> str:
 
 def _table_fields(rows: Sequence[Any], fields: Sequence[str] | None) -> list[str]:
     if not isinstance(rows, (list, tuple)):
-        raise GCFError(
+        raise GCFEncodeError(
             "unsupported_shape",
             "GCX1 carries a list of objects (or a dict of such lists); "
             f"got {type(rows).__name__}: send JSON (or GCF)",
         )
     if fields is not None and len(set(fields)) != len(fields):
-        raise GCFError("duplicate_field_name", f"fields= lists a name twice: {list(fields)!r}")
+        raise GCFEncodeError(
+            "duplicate_field_name", f"fields= lists a name twice: {list(fields)!r}"
+        )
     order: dict[str, None] = dict.fromkeys(fields) if fields is not None else {}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
-            raise GCFError(
+            raise GCFEncodeError(
                 "unsupported_shape",
                 f"item {i} is {type(row).__name__}, not an object: GCX1 carries "
                 "lists of objects; send JSON (or GCF)",
@@ -264,14 +267,14 @@ def _table_fields(rows: Sequence[Any], fields: Sequence[str] | None) -> list[str
         for k in row:
             if k not in order:
                 if fields is not None:
-                    raise GCFError(
+                    raise GCFEncodeError(
                         "unsupported_shape", f"item {i} has key {k!r} missing from fields="
                     )
                 order[k] = None
     names = list(order)
     for name in names:
         if not isinstance(name, str) or not name or _BAD_NAME.search(name):
-            raise GCFError(
+            raise GCFEncodeError(
                 "unsupported_shape",
                 f"field name {name!r} cannot be written in fields= (empty, or holds a space, "
                 "comma, tab or line break); send JSON (or GCF)",
@@ -351,10 +354,10 @@ def _encode_section(
         if v is None:
             continue
         if k in _RESERVED_META:
-            raise GCFError("unsupported_shape", f"header key {k!r} is reserved")
+            raise GCFEncodeError("unsupported_shape", f"header key {k!r} is reserved")
         _check_token("header key", k)
         if "=" in k:
-            raise GCFError("unsupported_shape", f"header key {k!r} holds '='")
+            raise GCFEncodeError("unsupported_shape", f"header key {k!r} holds '='")
         head.append(f"{k}={_meta_text(k, v)}")
     if any(t != "a" for t in types):
         head.append("types=" + ",".join(types))
@@ -369,7 +372,9 @@ def _meta_text(key: str, v: Any) -> str:
         return str(v)
     if isinstance(v, str):
         return _check_token(f"value of {key}=", v)
-    raise GCFError("unsupported_shape", f"header value {key}={v!r} must be a str, int or bool")
+    raise GCFEncodeError(
+        "unsupported_shape", f"header value {key}={v!r} must be a str, int or bool"
+    )
 
 
 def dumps(
@@ -397,7 +402,9 @@ def dumps(
     all_meta: dict[str, Any] = {"total": total, "truncated": truncated, **meta}
     if isinstance(value, dict):
         if not value:
-            raise GCFError("unsupported_shape", "an empty object has no table for GCX1; send JSON")
+            raise GCFEncodeError(
+                "unsupported_shape", "an empty object has no table for GCX1; send JSON"
+            )
         return "".join(
             _encode_section(rows, tool=tool, name=_section_name(k), fields=fields, meta=all_meta)
             for k, rows in value.items()
@@ -407,7 +414,7 @@ def dumps(
 
 def _section_name(k: Any) -> str:
     if not isinstance(k, str):
-        raise GCFError("unsupported_shape", f"section name {k!r} is not a string")
+        raise GCFEncodeError("unsupported_shape", f"section name {k!r} is not a string")
     return k
 
 
@@ -444,11 +451,11 @@ def _parse_header(
 ) -> tuple[str, list[str], list[str] | None, dict[str, Any]]:
     m = _HEADER.match(text)
     if m is None:
-        raise GCFError(
+        raise GCFDecodeError(
             "missing_header", "a GCX1 payload starts with a 'GCX1 tool=...' line", lineno
         )
     if m.group(1) != "1":
-        raise GCFError(
+        raise GCFDecodeError(
             "unsupported_profile",
             f"GCX{m.group(1)} is not GCX1; re-issue the call without the GCX format",
             lineno,
@@ -458,38 +465,42 @@ def _parse_header(
     for p in parts:
         key, eq, val = p.partition("=")
         if not eq or not key:
-            raise GCFError("malformed_header_field", f"header field {p!r} is not key=value", lineno)
+            raise GCFDecodeError(
+                "malformed_header_field", f"header field {p!r} is not key=value", lineno
+            )
         if key in seen:
-            raise GCFError("duplicate_header_field", f"{key}= appears twice", lineno)
+            raise GCFDecodeError("duplicate_header_field", f"{key}= appears twice", lineno)
         seen[key] = val
     if "tool" not in seen:
-        raise GCFError("malformed_header_field", "the header has no tool= field", lineno)
+        raise GCFDecodeError("malformed_header_field", "the header has no tool= field", lineno)
     if "fields" not in seen:
-        raise GCFError("malformed_header_field", "the header has no fields= field", lineno)
+        raise GCFDecodeError("malformed_header_field", "the header has no fields= field", lineno)
     tool = seen.pop("tool")
     raw_fields = seen.pop("fields")
     names = raw_fields.split(",") if raw_fields else []
     if len(set(names)) != len(names):
-        raise GCFError("duplicate_field_name", "a field is declared twice in fields=", lineno)
+        raise GCFDecodeError("duplicate_field_name", "a field is declared twice in fields=", lineno)
     if "" in names:
-        raise GCFError("malformed_header_field", "empty field name in fields=", lineno)
+        raise GCFDecodeError("malformed_header_field", "empty field name in fields=", lineno)
     types: list[str] | None = None
     meta: dict[str, Any] = {}
     for key, val in seen.items():
         if key in ("rows", "total"):
             if not val.isascii() or not val.isdigit() or (len(val) > 1 and val[0] == "0"):
-                raise GCFError("malformed_header_field", f"{key}={val!r} is not a count", lineno)
+                raise GCFDecodeError(
+                    "malformed_header_field", f"{key}={val!r} is not a count", lineno
+                )
             meta[key] = int(val)
         elif key == "truncated":
             if val not in ("true", "false"):
-                raise GCFError(
+                raise GCFDecodeError(
                     "malformed_header_field", f"truncated={val!r} is not true/false", lineno
                 )
             meta[key] = val == "true"
         elif key == "types":
             types = val.split(",")
             if len(types) != len(names) or any(t not in _TYPE_CODES for t in types):
-                raise GCFError(
+                raise GCFDecodeError(
                     "malformed_header_field",
                     f"types={val!r} needs one of a/s/j per field ({len(names)} fields)",
                     lineno,
@@ -507,7 +518,7 @@ def _decode_row(
         return {}
     cells = line.split("\t")
     if len(cells) > len(names):
-        raise GCFError(
+        raise GCFDecodeError(
             "row_width_mismatch",
             f"row has {len(cells)} values but fields= declares {len(names)}",
             lineno,
@@ -533,15 +544,19 @@ def parse(text: str | bytes) -> list[Section]:
     >>> [s.name for s in parse("GCX1 tool=g section=nodes fields=id\\n1\\n")]
     ['nodes']
     """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise GCFError("invalid_utf8", f"byte {e.start} is not valid UTF-8") from None
+    doc = to_text(text)
+    try:
+        return [section for section, _ in _sections(doc)]
+    except GCFError as e:
+        raise located(e, doc) from None
+
+
+def _sections(text: str) -> list[tuple[Section, int]]:
+    """The sections of a payload, each with the line of its header."""
     if not text.isascii():
         bad = SURROGATE.search(text)
         if bad is not None:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_surrogate",
                 "literal surrogate code point (not a Unicode scalar value)",
                 text.count("\n", 0, bad.start()) + 1,
@@ -551,28 +566,30 @@ def parse(text: str | bytes) -> list[Section]:
         # The LF that ends the last row; a missing final LF is tolerated.
         lines.pop()
     if not lines:
-        raise GCFError("missing_header", "empty payload; a GCX1 payload starts with 'GCX1 '", 1)
-    sections: list[Section] = []
+        raise GCFDecodeError(
+            "missing_header", "empty payload; a GCX1 payload starts with 'GCX1 '", 1
+        )
+    sections: list[tuple[Section, int]] = []
     names: list[str] = []
     types: list[str] | None = None
     for lineno, line in enumerate(lines, 1):
         if (line.startswith("GCX") and _HEADER.match(line)) or not sections:
             tool, names, types, meta = _parse_header(line, lineno)
             if sections:
-                _check_rows(sections[-1], lineno - 1)
-            sections.append(Section(tool=tool, fields=names, meta=meta))
+                _check_rows(sections[-1][0], lineno - 1)
+            sections.append((Section(tool=tool, fields=names, meta=meta), lineno))
             continue
         if line.startswith("#"):
             continue
-        sections[-1].rows.append(_decode_row(line, names, types, lineno))
-    _check_rows(sections[-1], len(lines))
+        sections[-1][0].rows.append(_decode_row(line, names, types, lineno))
+    _check_rows(sections[-1][0], len(lines))
     return sections
 
 
 def _check_rows(s: Section, lineno: int) -> None:
     want = s.meta.get("rows")
     if want is not None and want != len(s.rows):
-        raise GCFError(
+        raise GCFDecodeError(
             "count_mismatch", f"rows={want} but the section has {len(s.rows)} rows", lineno
         )
 
@@ -583,17 +600,26 @@ def loads(text: str | bytes) -> Any:
     >>> loads("GCX1 tool=t rows=1 fields=id,ok\\n7\\ttrue\\n")
     [{'id': 7, 'ok': True}]
     """
-    sections = parse(text)
-    if len(sections) == 1 and sections[0].name is None:
-        return sections[0].rows
+    doc = to_text(text)
+    try:
+        return _loads(doc)
+    except GCFError as e:
+        raise located(e, doc) from None
+
+
+def _loads(text: str) -> Any:
+    sections = _sections(text)
+    if len(sections) == 1 and sections[0][0].name is None:
+        return sections[0][0].rows
     out: dict[str, list[dict[str, Any]]] = {}
-    for s in sections:
+    for s, lineno in sections:
         if s.name is None:
-            raise GCFError(
+            raise GCFDecodeError(
                 "malformed_header_field",
                 "every section of a multi-section payload needs a section= name",
+                lineno,
             )
         if s.name in out:
-            raise GCFError("duplicate_key", f"section {s.name!r} appears twice")
+            raise GCFDecodeError("duplicate_key", f"section {s.name!r} appears twice", lineno)
         out[s.name] = s.rows
     return out

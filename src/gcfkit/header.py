@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from .errors import ErrorCode, GCFError
+from .errors import ErrorCode, GCFDecodeError, GCFEncodeError, GCFError, decode_error_at
 from .grammar import BARE_KEY_RE, HEADER_FIELD_SEP, HEADER_VALUE_RE, VERSIONED_HEADER
 
 __all__ = [
@@ -55,7 +55,7 @@ class Header:
             return False
         if value == "true":
             return True
-        raise GCFError(
+        raise GCFDecodeError(
             "malformed_header_field", f"{key}={value}: a boolean field is true or false", line
         )
 
@@ -69,13 +69,13 @@ class Header:
         if value is None:
             return None
         if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
-            raise GCFError(
+            raise GCFDecodeError(
                 "malformed_header_field",
                 f"{key}={value}: expected a non-negative integer without leading zeros",
                 line,
             )
         if len(value) > 19:
-            raise GCFError("out_of_range", f"{key}={value[:24]}... is outside int64", line)
+            raise GCFDecodeError("out_of_range", f"{key}={value[:24]}... is outside int64", line)
         return int(value)
 
 
@@ -96,42 +96,50 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     'search'
     >>> parse_header("GCF tool=x")
     Traceback (most recent call last):
-    gcfkit.errors.GCFError: error[missing_profile] line 1: ...
+    gcfkit.errors.GCFDecodeError: error[missing_profile] line 1: ...
     """
     tokens = HEADER_FIELD_SEP.split(text.rstrip("\r").rstrip(" "))
     if tokens[0] != "GCF":
         if VERSIONED_HEADER.match(tokens[0]):
             # §19.1: a future incompatible version; no best-effort parsing.
-            raise GCFError(
+            raise GCFDecodeError(
                 "missing_header", f"unsupported GCF version prefix {tokens[0][:8]!r}", line
             )
-        raise GCFError(
+        raise GCFDecodeError(
             "missing_header",
             f"a payload starts with 'GCF profile=...', not {text[:40]!r}",
             line,
         )
     if len(tokens) < 2 or not tokens[1].startswith("profile="):
-        raise GCFError(
+        raise GCFDecodeError(
             "missing_profile",
             "the header needs profile=generic or profile=graph right after GCF",
             line,
         )
     profile = tokens[1][len("profile=") :]
     if profile not in PROFILES:
-        raise GCFError(
+        raise GCFDecodeError(
             "unknown_profile", f"profile={profile}: expected generic, graph (or dense)", line
         )
     fields: dict[str, str] = {}
     for tok in tokens[2:]:
         key, eq, value = tok.partition("=")
         if not eq or not BARE_KEY_RE.match(key) or not HEADER_VALUE_RE.match(value):
-            raise GCFError(
+            raise decode_error_at(
                 "malformed_header_field",
                 f"header field {tok[:40]!r} is not key=value (printable ASCII, no spaces)",
                 line,
+                f" {tok}",
+                1,
             )
         if key in fields or key == "profile":
-            raise GCFError("duplicate_header_field", f"header field {key} appears twice", line)
+            raise decode_error_at(
+                "duplicate_header_field",
+                f"header field {key} appears twice",
+                line,
+                f" {tok}",
+                1,
+            )
         fields[key] = value
     return Header(profile, fields)
 
@@ -143,7 +151,7 @@ def check_header_value(key: str, value: str, code: ErrorCode = "invalid_graph") 
     'search'
     """
     if not isinstance(value, str) or not HEADER_VALUE_RE.match(value):
-        raise GCFError(
+        raise GCFEncodeError(
             code,
             f"header field {key}={value!r:.40}: values are non-empty printable ASCII "
             "without spaces",
@@ -191,6 +199,14 @@ def to_text(data: str | bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
-        raise GCFError(
-            "invalid_utf8", f"malformed UTF-8 at byte {e.start}; the payload must be UTF-8", line
+        # The column counts the characters before the bad byte in its line, as ``doc`` (the
+        # payload with U+FFFD for what is not UTF-8) shows them.
+        start = raw.rfind(b"\n", 0, e.start) + 1
+        col = len(raw[start : e.start].decode("utf-8", "replace")) + 1
+        raise GCFDecodeError(
+            "invalid_utf8",
+            f"malformed UTF-8 at byte {e.start}; the payload must be UTF-8",
+            line,
+            doc=raw.decode("utf-8", "replace"),
+            colno=col,
         ) from None

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any, Final
 
-from .errors import GCFError
+from .errors import GCFDecodeError, GCFError
 
 __all__ = ["dumps_compact", "loads_json", "read_json_bytes", "same_value", "to_json_model"]
 
@@ -41,7 +41,9 @@ def _constant(name: str) -> Any:
 
 
 def loads_json(text: str) -> Any:
-    """Parse JSON text strictly; every rejection is a :class:`GCFError`.
+    """Parse JSON text strictly; every rejection is a :class:`GCFError`, a
+    :class:`GCFDecodeError` with json's position where the text is no JSON (a duplicate key,
+    an overflow or a NaN has no position: json's hooks are not told where they are).
 
     >>> loads_json('{"a": 1, "b": [true, null]}')
     {'a': 1, 'b': [True, None]}
@@ -53,8 +55,12 @@ def loads_json(text: str) -> Any:
     except GCFError:
         raise
     except json.JSONDecodeError as e:
-        raise GCFError(
-            "invalid_json", f"invalid JSON: {e.msg} (column {e.colno})", e.lineno
+        raise GCFDecodeError(
+            "invalid_json",
+            f"invalid JSON: {e.msg} (column {e.colno})",
+            doc=text,
+            lineno=e.lineno,
+            colno=e.colno,
         ) from None
     except RecursionError:
         raise GCFError("limit_exceeded", "JSON nested too deeply") from None
@@ -68,7 +74,14 @@ def read_json_bytes(data: bytes) -> Any:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise GCFError("invalid_utf8", f"input is not UTF-8 (byte {e.start})", line) from None
+        start = data.rfind(b"\n", 0, e.start) + 1
+        raise GCFDecodeError(
+            "invalid_utf8",
+            f"input is not UTF-8 (byte {e.start})",
+            doc=data.decode("utf-8", "replace"),
+            lineno=line,
+            colno=len(data[start : e.start].decode("utf-8", "replace")) + 1,
+        ) from None
     return loads_json(text)
 
 

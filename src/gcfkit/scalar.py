@@ -15,7 +15,7 @@ from json.decoder import c_scanstring  # type: ignore[attr-defined]
 from json.encoder import c_encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final
 
-from .errors import GCFError
+from .errors import GCFDecodeError, GCFEncodeError, GCFError, decode_error_at
 from .grammar import (
     BARE_KEY,
     BARE_KEY_AT,
@@ -45,6 +45,7 @@ __all__ = [
     "is_bare_key",
     "needs_quote",
     "parse_field_decl_at",
+    "parse_id_field_decl_at",
     "parse_key_at",
     "parse_quoted_at",
     "parse_scalar",
@@ -114,7 +115,7 @@ def quote_string(s: str) -> str:
     '"say \\\\"hi\\\\"\\\\n"'
     """
     if not s.isascii() and SURROGATE.search(s):
-        raise GCFError(
+        raise GCFEncodeError(
             "invalid_surrogate",
             f"string {s[:40]!r} holds a lone surrogate, which is not a Unicode scalar value; "
             "fix the producer's string",
@@ -182,14 +183,14 @@ def format_number(value: int | float) -> str:
     """
     if isinstance(value, int):
         if value < INT64_MIN or value > INT64_MAX:
-            raise GCFError(
+            raise GCFEncodeError(
                 "out_of_range",
                 f"integer {value} is outside int64 [-2^63, 2^63-1]; "
                 "model it as a string at the producer",
             )
         return str(value)
     if not math.isfinite(value):
-        raise GCFError(
+        raise GCFEncodeError(
             "out_of_range",
             f"{value!r} is not a JSON number; convert NaN/Infinity to null or a string first",
         )
@@ -239,7 +240,7 @@ def format_scalar(value: Any, delim: str = "") -> str:
         return "false"
     if isinstance(value, (int, float)):
         return format_number(value)
-    raise GCFError(
+    raise GCFEncodeError(
         "unsupported_type",
         f"{type(value).__name__} is not a JSON scalar (str, int, float, bool, None)",
     )
@@ -285,7 +286,7 @@ def format_key(key: str) -> str:
     ('name', '"content-type"', '""')
     """
     if not isinstance(key, str):
-        raise GCFError(
+        raise GCFEncodeError(
             "unsupported_type",
             f"object key {key!r} is a {type(key).__name__}; JSON keys are strings",
         )
@@ -297,30 +298,41 @@ def format_key(key: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _unescape(body: str, line: int | None) -> str:
+def _unescape(body: str, line: int | None, text: str, pos: int) -> str:
+    """The escapes of ``body`` decoded; ``body`` starts at ``text[pos]`` (for the column)."""
+
     def repl(m: re.Match[str]) -> str:
         hexd, ch = m.group(1), m.group(2)
         if hexd is None:
             try:
                 return _SIMPLE_ESCAPES[ch]
             except KeyError:
-                raise GCFError(
+                raise decode_error_at(
                     "invalid_escape",
                     f"\\{ch} is not a JSON escape; use one of "
                     '\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX',
                     line,
+                    text,
+                    pos + m.start(),
                 ) from None
         return chr(int(hexd, 16))
 
     out = ESCAPE.sub(repl, body)
     if ESCAPE.sub("", body).count("\\"):
-        raise GCFError("invalid_escape", "incomplete escape sequence at end of string", line)
+        raise decode_error_at(
+            "invalid_escape",
+            "incomplete escape sequence at end of string",
+            line,
+            text,
+            pos + body.rfind("\\"),
+        )
     if SURROGATE.search(out):
-        out = _join_surrogates(out, line)
+        out = _join_surrogates(out, line, text, pos - 1)
     return out
 
 
-def _join_surrogates(s: str, line: int | None) -> str:
+def _join_surrogates(s: str, line: int | None, text: str, pos: int) -> str:
+    """Surrogate pairs of unescaped ``s`` joined; the string starts at ``text[pos]``."""
     chars: list[str] = []
     i, n = 0, len(s)
     while i < n:
@@ -331,11 +343,15 @@ def _join_surrogates(s: str, line: int | None) -> str:
                 chars.append(chr(0x10000 + ((o - 0xD800) << 10) + (ord(s[i + 1]) - 0xDC00)))
                 i += 2
                 continue
-            raise GCFError(
-                "invalid_surrogate", "high surrogate not followed by a low surrogate", line
+            raise decode_error_at(
+                "invalid_surrogate",
+                "high surrogate not followed by a low surrogate",
+                line,
+                text,
+                pos,
             )
         if 0xDC00 <= o <= 0xDFFF:
-            raise GCFError("invalid_surrogate", "isolated low surrogate", line)
+            raise decode_error_at("invalid_surrogate", "isolated low surrogate", line, text, pos)
         chars.append(c)
         i += 1
     return "".join(chars)
@@ -363,22 +379,32 @@ def parse_quoted_at(text: str, pos: int, line: int | None = None) -> tuple[str, 
         rest = text[pos + 1 :]
         bad = C0_CONTROL.search(rest.split('"', 1)[0]) if '"' in rest else None
         if bad is not None:
-            raise GCFError(
+            raise decode_error_at(
                 "invalid_escape",
                 f"control character U+{ord(bad.group()):04X} inside a quoted string must be "
                 "escaped",
                 line,
+                text,
+                pos + 1 + bad.start(),
             )
-        raise GCFError(
+        raise decode_error_at(
             "unterminated_quote",
             'quoted string has no closing quote; close it or escape the inner quote as \\"',
             line,
+            text,
+            pos,
         )
     body = m.group(1)
     if "\\" in body:
-        body = _unescape(body, line)
-    elif not body.isascii() and SURROGATE.search(body):
-        raise GCFError("invalid_surrogate", "literal surrogate code point in string", line)
+        body = _unescape(body, line, text, pos + 1)
+    elif not body.isascii() and (sur := SURROGATE.search(body)) is not None:
+        raise decode_error_at(
+            "invalid_surrogate",
+            "literal surrogate code point in string",
+            line,
+            text,
+            pos + 1 + sur.start(),
+        )
     return body, m.end()
 
 
@@ -387,8 +413,10 @@ _C_SCAN: Final = c_scanstring
 
 def check_scalar_text(text: str, line: int | None) -> None:
     """Reject literal surrogates in bare text (only possible when decoding ``str`` input)."""
-    if not text.isascii() and SURROGATE.search(text):
-        raise GCFError("invalid_surrogate", "literal surrogate code point", line)
+    if not text.isascii() and (sur := SURROGATE.search(text)) is not None:
+        raise decode_error_at(
+            "invalid_surrogate", "literal surrogate code point", line, text, sur.start()
+        )
 
 
 def split_cells(
@@ -416,10 +444,12 @@ def split_cells(
             nxt = text.find(delim, end)
             stop = n if nxt < 0 else nxt
             if text[end:stop].strip(" \t"):
-                raise GCFError(
+                raise decode_error_at(
                     "trailing_characters",
                     f"characters {text[end:stop].strip()!r} after a closing quote",
                     line,
+                    text,
+                    end,
                 )
             out.append(text[pos:end])
         else:
@@ -449,14 +479,14 @@ def _parse_number(tok: str, m: re.Match[str], line: int | None) -> int | float:
         # Bound the digit count before int(): huge literals are out of range anyway, and
         # int() of a 100 MB literal would be slow (or refused by the str-digits limit).
         if len(tok) > 20:
-            raise GCFError(
+            raise GCFDecodeError(
                 "out_of_range",
                 f"integer literal {tok[:24]}... is outside int64; model it as a string",
                 line,
             )
         v = int(tok)
         if v < INT64_MIN or v > INT64_MAX:
-            raise GCFError(
+            raise GCFDecodeError(
                 "out_of_range",
                 f"integer {tok} is outside int64 [-2^63, 2^63-1]; model it as a string",
                 line,
@@ -464,7 +494,7 @@ def _parse_number(tok: str, m: re.Match[str], line: int | None) -> int | float:
         return v
     f = float(tok)
     if math.isinf(f):
-        raise GCFError(
+        raise GCFDecodeError(
             "out_of_range",
             f"number {tok[:40]} overflows a double; model it as a string",
             line,
@@ -487,10 +517,12 @@ def parse_scalar(tok: str, line: int | None = None, *, in_row: bool = False) -> 
     if c == '"':
         value, end = parse_quoted_at(tok, 0, line)
         if end != len(tok):
-            raise GCFError(
+            raise decode_error_at(
                 "trailing_characters",
                 f"characters {tok[end:]!r} after the closing quote; quote the whole value",
                 line,
+                tok,
+                end,
             )
         return value
     if c == "-" and len(tok) == 1:
@@ -498,17 +530,19 @@ def parse_scalar(tok: str, line: int | None = None, *, in_row: bool = False) -> 
     if c == "~" and len(tok) == 1:
         if in_row:
             return MISSING
-        raise GCFError("invalid_missing", "~ (absent) is only valid in a tabular row cell", line)
+        raise GCFDecodeError(
+            "invalid_missing", "~ (absent) is only valid in a tabular row cell", line
+        )
     if c == "^":
         if tok == "^":
             if in_row:
                 return ATTACH
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_attachment_marker", "^ is only valid in a tabular row cell", line
             )
         if tok.startswith("^{") and tok.endswith("}"):
             if not in_row:
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_attachment_marker",
                     "^{...} is only valid in a tabular row cell",
                     line,
@@ -516,11 +550,11 @@ def parse_scalar(tok: str, line: int | None = None, *, in_row: bool = False) -> 
             try:
                 fields, end = parse_field_decl_at(tok, 1, line)
             except GCFError as e:
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_attachment_marker", f"bad inline schema: {e.detail}", line
                 ) from None
             if end != len(tok):
-                raise GCFError("invalid_attachment_marker", "bad inline schema", line)
+                raise GCFDecodeError("invalid_attachment_marker", "bad inline schema", line)
             return Attach(tuple(fields))
     if c == "t" and tok == "true":
         return True
@@ -545,11 +579,13 @@ def parse_key_at(text: str, pos: int, line: int | None = None) -> tuple[str, int
         return parse_quoted_at(text, pos, line)
     m = BARE_KEY_AT.match(text, pos)
     if m is None:
-        raise GCFError(
+        raise decode_error_at(
             "invalid_key",
             f"expected a key at column {pos + 1} of {text[:60]!r}; "
             f"quote keys that are not {BARE_KEY}",
             line,
+            text,
+            pos,
         )
     return m.group(), m.end()
 
@@ -559,15 +595,12 @@ def parse_field_decl_at(
     pos: int,
     line: int | None = None,
     *,
-    id_marker: bool = False,
     constants: list[tuple[int, str]] | None = None,
 ) -> tuple[list[str], int]:
-    """Parse ``{f1,f2,...}`` at ``pos``; return (names, end). Duplicates are rejected.
+    """Parse ``{f1,f2,...}`` at ``pos`` (§2a.3); return (names, end). Duplicates are rejected.
 
-    With ``id_marker`` one name may carry the ``@`` of a delta identity column (§10a.1);
-    it is kept in the returned name (``"@id"``). With ``constants`` (a list to fill, dense
-    profile D6.1) a name may be followed by ``=value``: each constant column's index and
-    value token are appended to it.
+    With ``constants`` (a list to fill, dense profile D6.1) a name may be followed by
+    ``=value``: each constant column's index and value token are appended to it.
 
     >>> parse_field_decl_at('{id,"a,b",c}', 0)
     (['id', 'a,b', 'c'], 12)
@@ -575,35 +608,73 @@ def parse_field_decl_at(
     >>> parse_field_decl_at('{id,t=commit,u="x,y"}', 0, constants=consts), consts
     ((['id', 't', 'u'], 21), [(1, 'commit'), (2, '"x,y"')])
     """
+    names, _, end = _field_decl(text, pos, line, marks=False, constants=constants)
+    return names, end
+
+
+def parse_id_field_decl_at(
+    text: str, pos: int, line: int | None = None
+) -> tuple[list[str], int, int]:
+    """Parse a declaration in which one name may carry the ``@`` of a delta identity column
+    (§10a.1); return (names, index of the marked name or -1, end). The mark is syntax only
+    outside quotes: a quoted ``"@x"`` is an ordinary name.
+
+    >>> parse_id_field_decl_at('{@id,"@v"}', 0)
+    (['id', '@v'], 0, 10)
+    """
+    return _field_decl(text, pos, line, marks=True)
+
+
+def _field_decl(
+    text: str,
+    pos: int,
+    line: int | None,
+    *,
+    marks: bool,
+    constants: list[tuple[int, str]] | None = None,
+) -> tuple[list[str], int, int]:
     n = len(text)
     if pos >= n or text[pos] != "{":
-        raise GCFError("invalid_line", "expected a field declaration {...}", line)
+        raise decode_error_at("invalid_line", "expected a field declaration {...}", line, text, pos)
     pos += 1
     names: list[str] = []
     seen: set[str] = set()
+    marked = -1
     while True:
-        marker = ""
-        if id_marker and pos < n and text[pos] == "@":
-            marker = "@"
+        if marks and text[pos : pos + 1] == "@":
+            if marked >= 0:
+                raise decode_error_at(
+                    "invalid_key",
+                    "a field declaration may mark only one @ id field",
+                    line,
+                    text,
+                    pos,
+                )
+            marked = len(names)
             pos += 1
+        start = pos
         key, pos = parse_key_at(text, pos, line)
         if key in seen:
-            raise GCFError("duplicate_field_name", f"field {key!r} is declared twice", line)
+            raise decode_error_at(
+                "duplicate_field_name", f"field {key!r} is declared twice", line, text, start
+            )
         seen.add(key)
-        names.append(marker + key)
+        names.append(key)
         if constants is not None and text.startswith("=", pos):
             pos = _constant_at(text, pos + 1, len(names) - 1, constants, line)
         if pos >= n:
-            raise GCFError("invalid_line", "unterminated field declaration", line)
+            raise decode_error_at("invalid_line", "unterminated field declaration", line, text, n)
         c = text[pos]
         pos += 1
         if c == "}":
-            return names, pos
+            return names, marked, pos
         if c != ",":
-            raise GCFError(
+            raise decode_error_at(
                 "invalid_line",
                 f"unexpected {c!r} in a field declaration; separate names with ','",
                 line,
+                text,
+                pos - 1,
             )
 
 
@@ -623,7 +694,7 @@ def _constant_at(
             end += 1
     tok = text[pos:end].strip(" \t")
     if not tok or tok in ("~", "^") or tok.startswith("^{") or LIST_HEAD.match(tok):
-        raise GCFError(
+        raise GCFDecodeError(
             "invalid_constant",
             f"constant column value {text[start:end][:30]!r} must be one scalar "
             "(not empty, ~, ^ or a list cell)",

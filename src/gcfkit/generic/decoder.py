@@ -30,10 +30,11 @@ Where the spec leaves the category open, the decoder answers:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from .. import speedups
-from ..errors import GCFError
+from ..errors import GCFDecodeError, GCFError, decode_error_at, located
 from ..grammar import (
     ATTACHMENT_INDENT,
     COUNT_10_RE,
@@ -52,13 +53,13 @@ from ..scalar import (
     MISSING,
     Attach,
     parse_field_decl_at,
+    parse_id_field_decl_at,
     parse_key_at,
     split_cells,
 )
 from . import fast, scan
 from .frames import (
     ABSENT,
-    MAX_COUNT,
     MAX_DEPTH,
     MAX_LINE,
     PENDING,
@@ -74,7 +75,18 @@ from .frames import (
     full_row,
     group,
 )
-from .scan import MEMO_MAX, Numbers, looks_like_member, new_memo, read_definitions, split_row
+from .scan import (
+    MAX_COUNT,
+    MEMO_MAX,
+    Numbers,
+    looks_like_member,
+    new_memo,
+    numbers_for,
+    read_bracket,
+    read_definitions,
+    split_row,
+    summary_counts,
+)
 
 __all__ = [
     "MAX_COUNT",
@@ -174,7 +186,7 @@ class _Parser:
             s = raw
             indent = 0
         if self.long_lines and len(raw) > MAX_LINE:
-            raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", ln)
+            raise GCFDecodeError("limit_exceeded", f"line is longer than {MAX_LINE} characters", ln)
         if s[-1] in ROW_NOT_LAST:
             s = s.rstrip(" \t\r")
             if not s:
@@ -185,19 +197,23 @@ class _Parser:
                 return None
             if s.startswith(TRAILER):
                 if indent & 1 or self.summary is not None:
-                    raise GCFError("invalid_summary", "misplaced ##! summary trailer", ln)
+                    raise GCFDecodeError("invalid_summary", "misplaced ##! summary trailer", ln)
                 self._summary(ln, indent, s)
                 return None
         elif c == "\t":
-            raise GCFError("tab_indentation", "indentation must be spaces; found a tab", ln)
+            raise GCFDecodeError(
+                "tab_indentation", "indentation must be spaces; found a tab", ln, colno=indent + 1
+            )
         if indent % INDENT_WIDTH:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_indent",
                 f"indentation of {indent} spaces is not a multiple of {INDENT_WIDTH}",
                 ln,
             )
         if self.summary is not None:
-            raise GCFError("invalid_summary", "the ##! summary trailer must be the last line", ln)
+            raise GCFDecodeError(
+                "invalid_summary", "the ##! summary trailer must be the last line", ln
+            )
         stack = self.stack
         while stack and indent < stack[-1].indent:
             self.close(stack.pop())
@@ -241,7 +257,7 @@ class _Parser:
     def push(self, frame: OpenFrame) -> None:
         """Open ``frame`` on the stack, within :data:`MAX_DEPTH`."""
         if len(self.stack) >= MAX_DEPTH:
-            raise GCFError(
+            raise GCFDecodeError(
                 "limit_exceeded", f"nesting deeper than {MAX_DEPTH} containers", frame.line
             )
         self.stack.append(frame)
@@ -256,7 +272,7 @@ class _Parser:
         if f.count is None:
             self.deferred[f.deferred][1] = f.n
         elif f.n != f.count:
-            raise GCFError(
+            raise GCFDecodeError(
                 "count_mismatch",
                 f"declared [{f.count}] but found {f.n} item(s)",
                 f.line,
@@ -267,10 +283,14 @@ class _Parser:
     def _top_level(self, ln: int, indent: int, s: str) -> None:
         if self.root_kind:
             if self.root_kind == "array" and not s.startswith("##"):
-                raise GCFError("count_mismatch", "more items than the root array declares", ln)
-            raise GCFError("invalid_line", f"content after the root {self.root_kind} value", ln)
+                raise GCFDecodeError(
+                    "count_mismatch", "more items than the root array declares", ln
+                )
+            raise GCFDecodeError(
+                "invalid_line", f"content after the root {self.root_kind} value", ln
+            )
         if indent:
-            raise GCFError("invalid_indent", "the body must start at indentation 0", ln)
+            raise GCFDecodeError("invalid_indent", "the body must start at indentation 0", ln)
         if s[0] == "=":
             self.root_kind = "scalar"
             self.root = self.memo.value(s[1:].strip(" \t"), ln)
@@ -288,31 +308,11 @@ class _Parser:
 
     def _summary(self, ln: int, indent: int, s: str) -> None:
         if indent or not (s == SUMMARY or s.startswith(SUMMARY + " ")):
-            raise GCFError("invalid_summary", f"expected '{SUMMARY}' at indentation 0", ln)
+            raise GCFDecodeError("invalid_summary", f"expected '{SUMMARY}' at indentation 0", ln)
         while self.stack:
             self.close(self.stack.pop())
-        seen: set[str] = set()
-        counts: list[int] | None = None
-        for pair in s[len(SUMMARY) :].split():
-            key, eq, value = pair.partition("=")
-            if not eq or not key or key in seen:
-                raise GCFError("invalid_summary", f"bad summary field {pair[:40]!r}", ln)
-            seen.add(key)
-            if key == "counts":
-                if ":" in value:
-                    raise GCFError(
-                        "invalid_summary",
-                        "generic counts are positional; labeled counts are graph-only",
-                        ln,
-                    )
-                counts = []
-                for entry in value.split(","):
-                    if not _COUNT_DIGITS(entry):
-                        raise GCFError(
-                            "invalid_summary", f"summary count {entry[:20]!r} is invalid", ln
-                        )
-                    counts.append(int(entry))
-        self.summary = counts if counts is not None else []
+        counts = summary_counts(s, ln)
+        self.summary = counts
         self.summary_line = ln
 
     def _check_deferred(self) -> None:
@@ -320,46 +320,20 @@ class _Parser:
             return
         ln = self.summary_line
         if len(self.summary) != len(self.deferred):
-            raise GCFError(
+            raise GCFDecodeError(
                 "count_mismatch",
                 f"summary has {len(self.summary)} counts for {len(self.deferred)} [?] sections",
                 ln,
             )
         for want, (line, got) in zip(self.summary, self.deferred, strict=True):
             if want != got:
-                raise GCFError(
+                raise GCFDecodeError(
                     "count_mismatch",
                     f"[?] section at line {line} has {got} item(s); the summary says {want}",
                     ln,
                 )
 
     # -- array heads -----------------------------------------------------------------
-
-    def _bracket(self, s: str, pos: int, ln: int) -> tuple[int | None, bool, int]:
-        m = _PLAIN_BRACKET(s, pos)
-        if m is not None:
-            # '[N]' or '[N:]' with N below MAX_COUNT: nothing left to check.
-            return int(m.group(1)), m.group(2) == ":", m.end()
-        end = s.find("]", pos)
-        if end < 0:
-            raise GCFError("invalid_line", "unterminated count bracket", ln)
-        inner = s[pos + 1 : end]
-        keyed = inner[-1:] == ":"
-        if keyed:
-            inner = inner[:-1]
-        if inner == "?":
-            return None, keyed, end + 1
-        if _COUNT_DIGITS(inner):
-            n = int(inner)
-            if n <= MAX_COUNT:
-                return n, keyed, end + 1
-        elif not (inner.isascii() and inner.isdigit() and inner[0] != "0"):
-            raise GCFError(
-                "invalid_count",
-                f"count [{inner[:20]}] must be 0, a decimal without leading zeros, or ?",
-                ln,
-            )
-        raise GCFError("limit_exceeded", f"declared count exceeds the limit of {MAX_COUNT}", ln)
 
     def _defer(self, f: Frame | None, ln: int, n: int = 0) -> None:
         if f is not None:
@@ -383,7 +357,7 @@ class _Parser:
         ``field`` names the attachment field when this is a ``.field [N]`` attachment of
         the tabular frame ``tab`` (for shared array schemas, §7.4.5.3).
         """
-        count, keyed, p = self._bracket(s, pos, ln)
+        count, keyed, p = read_bracket(s, pos, ln)
         n = len(s)
         if p < n and s[p] == "{":
             cache_key = (s[p:], keyed, self.key_field if self.id_fields else None, self.dense)
@@ -405,14 +379,18 @@ class _Parser:
                     shared[field] = schema
             return self.table(schema, count, ln, body_indent, member_ctx)
         if keyed:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_keyed_map", "a keyed map [N:] needs a {key,...} field declaration", ln
             )
         if p < n:
             if s[p] != ":":
-                raise GCFError("invalid_line", f"unexpected {s[p : p + 20]!r} after [count]", ln)
+                raise GCFDecodeError(
+                    "invalid_line", f"unexpected {s[p : p + 20]!r} after [count]", ln
+                )
             if not inline_ok:
-                raise GCFError("invalid_line", "a named inline array is written key[N]: values", ln)
+                raise GCFDecodeError(
+                    "invalid_line", "a named inline array is written key[N]: values", ln
+                )
             values = self.memo.scalar_list(s[p + 1 :], ln)
             self.check_count(count, len(values), ln)
             return values
@@ -433,60 +411,41 @@ class _Parser:
         if count is None:
             self._defer(None, ln, got)
         elif count != got:
-            raise GCFError("count_mismatch", f"declared [{count}] but found {got} value(s)", ln)
+            raise GCFDecodeError(
+                "count_mismatch", f"declared [{count}] but found {got} value(s)", ln
+            )
 
     def _decl(
         self, s: str, pos: int, ln: int, consts: list[tuple[int, str]] | None = None
     ) -> tuple[list[str], int]:
         """Parse the field declaration ``{...}`` that ends the line at ``s[pos]``.
 
-        Returns the names and the index of the ``@`` id field (-1 without one). The marker
-        is only syntax outside quotes: a quoted ``"@x"`` is an ordinary name. ``consts``
-        collects a dense declaration's constant columns (D6).
+        Returns the names and the index of the ``@`` id field (-1 without one); the id
+        field must be the header's ``key=`` field. ``consts`` collects a dense declaration's
+        constant columns (D6).
         """
-        if not self.id_fields:
-            fields, q = parse_field_decl_at(s, pos, ln, constants=consts)
-            if q != len(s):
-                raise GCFError(
-                    "invalid_line", f"unexpected {s[q : q + 20]!r} after the field declaration", ln
-                )
-            return fields, -1
-        names: list[str] = []
-        seen: set[str] = set()
-        id_index = -1
-        p = pos + 1
-        n = len(s)
-        while True:
-            if s[p : p + 1] == "@":
-                if id_index >= 0:
-                    raise GCFError(
-                        "invalid_key", "a field declaration may mark only one @ id field", ln
-                    )
-                id_index = len(names)
-                p += 1
-            name, p = parse_key_at(s, p, ln)
-            if name in seen:
-                raise GCFError("duplicate_field_name", f"field {name!r} is declared twice", ln)
-            seen.add(name)
-            names.append(name)
-            c = s[p : p + 1]
-            p += 1
-            if c == "}":
-                break
-            if c != ",":
-                raise GCFError("invalid_line", "malformed field declaration", ln)
-        if p != n:
-            raise GCFError(
-                "invalid_line", f"unexpected {s[p : p + 20]!r} after the field declaration", ln
+        if self.id_fields:
+            fields, id_index, q = parse_id_field_decl_at(s, pos, ln)
+        else:
+            (fields, q), id_index = parse_field_decl_at(s, pos, ln, constants=consts), -1
+        if q != len(s):
+            raise decode_error_at(
+                "invalid_line",
+                f"unexpected {s[q : q + 20]!r} after the field declaration",
+                ln,
+                s,
+                q,
             )
-        if id_index >= 0 and names[id_index] != self.key_field:
-            raise GCFError(
+        if id_index >= 0 and fields[id_index] != self.key_field:
+            raise decode_error_at(
                 "invalid_key",
-                f"the @ id field {names[id_index]!r} must be the header's key= field "
+                f"the @ id field {fields[id_index]!r} must be the header's key= field "
                 f"({self.key_field!r})",
                 ln,
+                s,
+                pos,
             )
-        return names, id_index
+        return fields, id_index
 
     def table(
         self,
@@ -510,13 +469,13 @@ class _Parser:
         member_ctx: bool,
     ) -> dict[str, Any]:
         if len(schema.fields) < 2:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_keyed_map",
                 "a keyed map header must declare at least two fields (key column + values)",
                 ln,
             )
         if count == 0:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_keyed_map",
                 "a keyed map cannot have a zero count [0:]; an empty object has no body",
                 ln,
@@ -542,7 +501,7 @@ class _Parser:
 
     def _obj_line(self, f: ObjectFrame, ln: int, indent: int, s: str) -> bool:
         if indent != f.indent:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_indent",
                 f"unexpected indentation {indent} (expected {f.indent}) inside an object",
                 ln,
@@ -552,29 +511,29 @@ class _Parser:
         if m is not None:
             key, rest = m.groups()
             if key in obj:
-                raise GCFError("duplicate_key", f"duplicate key {key!r} in one object", ln)
+                raise GCFDecodeError("duplicate_key", f"duplicate key {key!r} in one object", ln)
             obj[key] = self.memo.value(rest.strip(" \t"), ln)
             return True
         c = s[0]
         if c == "#":
             if not s.startswith("## "):
-                raise GCFError("invalid_line", f"unrecognised line {s[:40]!r}", ln)
+                raise GCFDecodeError("invalid_line", f"unrecognised line {s[:40]!r}", ln)
             if s[3:4] == "[":
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_line",
                     "an anonymous ## [N] array is only valid as the whole root value",
                     ln,
                 )
             key, p = parse_key_at(s, 3, ln)
             if key in obj:
-                raise GCFError("duplicate_key", f"duplicate key {key!r} in one object", ln)
+                raise GCFDecodeError("duplicate_key", f"duplicate key {key!r} in one object", ln)
             if p == len(s):
                 child: dict[str, Any] = {}
                 obj[key] = child
                 self.push(ObjectFrame(indent + INDENT_WIDTH, ln, child))
                 return True
             if s[p] != " " or s[p + 1 : p + 2] != "[":
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_line", f"unexpected {s[p : p + 20]!r} after the section name", ln
                 )
             obj[key] = self.array_head(s, p + 1, ln, indent, member_ctx=True, inline_ok=False)
@@ -585,33 +544,35 @@ class _Parser:
                 "@": "an @N item outside an expanded array",
                 "=": "a root scalar (=value) must be the whole body",
             }[c]
-            raise GCFError("orphan_attachment" if c == "." else "invalid_line", what, ln)
+            raise GCFDecodeError("orphan_attachment" if c == "." else "invalid_line", what, ln)
         key, p = parse_key_at(s, 0, ln)
         n = len(s)
         while p < n and s[p] in " \t":
             p += 1
         if p >= n:
-            raise GCFError("invalid_line", f"expected key=value, found {s[:40]!r}", ln)
+            raise GCFDecodeError("invalid_line", f"expected key=value, found {s[:40]!r}", ln)
         if key in obj:
-            raise GCFError("duplicate_key", f"duplicate key {key!r} in one object", ln)
+            raise GCFDecodeError("duplicate_key", f"duplicate key {key!r} in one object", ln)
         if s[p] == "=":
             obj[key] = self.memo.value(s[p + 1 :].strip(" \t"), ln)
             return True
         if s[p] == "[":
-            count, keyed, q = self._bracket(s, p, ln)
+            count, keyed, q = read_bracket(s, p, ln)
             if keyed or q >= n or s[q] != ":":
-                raise GCFError("invalid_line", "an inline array is written key[N]: v1,v2,...", ln)
+                raise GCFDecodeError(
+                    "invalid_line", "an inline array is written key[N]: v1,v2,...", ln
+                )
             values = self.memo.scalar_list(s[q + 1 :], ln)
             self.check_count(count, len(values), ln)
             obj[key] = values
             return True
-        raise GCFError("invalid_line", f"expected key=value, found {s[:40]!r}", ln)
+        raise GCFDecodeError("invalid_line", f"expected key=value, found {s[:40]!r}", ln)
 
     # -- expanded arrays -------------------------------------------------------------
 
     def _exp_line(self, f: ItemsFrame, ln: int, indent: int, s: str) -> bool:
         if indent != f.indent:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_indent",
                 f"unexpected indentation {indent} (expected {f.indent}) in an expanded array",
                 ln,
@@ -620,13 +581,13 @@ class _Parser:
             return False
         m = _ITEM_ID(s)
         if m is None:
-            raise GCFError("invalid_item_id", f"expected '@N ' item prefix in {s[:40]!r}", ln)
+            raise GCFDecodeError("invalid_item_id", f"expected '@N ' item prefix in {s[:40]!r}", ln)
         if int(m.group(1)) != f.n:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_item_id", f"item id @{m.group(1)} should be @{f.n} (its index)", ln
             )
         if f.count is not None and f.n >= f.count:
-            raise GCFError("count_mismatch", f"more than the declared [{f.count}] items", ln)
+            raise GCFDecodeError("count_mismatch", f"more than the declared [{f.count}] items", ln)
         f.n += 1
         p = m.end()
         c = s[p : p + 1]
@@ -634,14 +595,14 @@ class _Parser:
             f.items.append(self.memo.value(s[p + 1 :].strip(" \t"), ln))
         elif c == "{":
             if s[p:] != "{}":
-                raise GCFError("invalid_line", "an object item is written '@N {}'", ln)
+                raise GCFDecodeError("invalid_line", "an object item is written '@N {}'", ln)
             child: dict[str, Any] = {}
             f.items.append(child)
             self.push(ObjectFrame(indent + INDENT_WIDTH, ln, child))
         elif c == "[":
             f.items.append(self.array_head(s, p, ln, indent + INDENT_WIDTH))
         else:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_line", "an item is '@N =scalar', '@N {}' or '@N [count]...'", ln
             )
         return True
@@ -675,12 +636,12 @@ class _Parser:
                 self._inline_body(f, ln, s)
                 return True
             if f.had_inline:
-                raise GCFError(
+                raise GCFDecodeError(
                     "orphan_inline_attachment",
                     "positional inline body without an eligible ^ cell in its row",
                     ln,
                 )
-        raise GCFError(
+        raise GCFDecodeError(
             "invalid_indent",
             f"unexpected indentation {indent} (expected {f.indent}) in a tabular section",
             ln,
@@ -690,12 +651,12 @@ class _Parser:
         if f.member_ctx and looks_like_member(s):
             return False
         if f.had_inline:
-            raise GCFError(
+            raise GCFDecodeError(
                 "orphan_inline_attachment",
                 "positional inline body without an eligible ^ cell in its row",
                 ln,
             )
-        raise GCFError("count_mismatch", f"more rows than the declared [{f.count}]", ln)
+        raise GCFDecodeError("count_mismatch", f"more rows than the declared [{f.count}]", ln)
 
     @staticmethod
     def _wants_inline(f: TableFrame) -> bool:
@@ -706,7 +667,7 @@ class _Parser:
         if f.markers is not None:
             for m in f.markers.values():
                 if not m.filled:
-                    raise GCFError(
+                    raise GCFDecodeError(
                         "missing_attachment",
                         f"^ cell for field {m.name!r} has no attachment body",
                         f.cur_line,
@@ -730,10 +691,10 @@ class _Parser:
             else:
                 m = _ITEM_ID(s)
                 if m is None:
-                    raise GCFError(
+                    raise GCFDecodeError(
                         "invalid_item_id", f"expected '@N ' row prefix in {s[:40]!r}", ln
                     )
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_item_id", f"row id @{m.group(1)} should be @{f.n} (its index)", ln
                 )
         toks = split_row(s, ln, f.dense) if '"' in s else s.split("|")
@@ -742,7 +703,7 @@ class _Parser:
             short = len(toks) < f.row_width
             toks = full_row(f, toks, ln)
         elif len(toks) != f.width:
-            raise GCFError(
+            raise GCFDecodeError(
                 "row_width_mismatch",
                 f"row has {len(toks)} cell(s); the header declares {f.width}",
                 ln,
@@ -759,7 +720,7 @@ class _Parser:
             marker = (type(ident), ident)
             assert f.id_seen is not None
             if marker in f.id_seen:
-                raise GCFError(
+                raise GCFDecodeError(
                     "duplicate_key", f"duplicate identity value {ident!r} in the key column", ln
                 )
             f.id_seen.add(marker)
@@ -776,13 +737,13 @@ class _Parser:
         else:
             key = vals[0]
             if type(key) is not str:
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_keyed_map",
                     "a keyed map row's cell 0 must be a string member key (quote it)",
                     ln,
                 )
             if key in out:
-                raise GCFError(
+                raise GCFDecodeError(
                     "duplicate_key", f"duplicate member key {key!r} in the keyed map", ln
                 )
             out[key] = row
@@ -801,7 +762,7 @@ class _Parser:
                     # A dense row needs its @N only for a positional body (D8).
                     positional = v.schema is not None or name in (f.inline_schemas or ())
                     if not has_id and (positional or not f.dense):
-                        raise GCFError(
+                        raise GCFDecodeError(
                             "invalid_item_id",
                             "a row with ^ cells must carry its @N prefix",
                             ln,
@@ -837,7 +798,7 @@ class _Parser:
         else:
             toks = [t.strip(" \t") for t in s.split("|")]
         if len(toks) != len(target.schema):
-            raise GCFError(
+            raise GCFDecodeError(
                 "inline_width_mismatch",
                 f"positional body has {len(toks)} value(s); the inline schema of "
                 f"{target.name!r} declares {len(target.schema)}",
@@ -851,33 +812,33 @@ class _Parser:
     def attachment(self, f: TableFrame, ln: int, indent: int, s: str) -> None:
         row = f.cur_row
         if row is None:
-            raise GCFError("orphan_attachment", "a .field attachment before any row", ln)
+            raise GCFDecodeError("orphan_attachment", "a .field attachment before any row", ln)
         name, p = parse_key_at(s, 1, ln)
         m = f.markers.get(name) if f.markers is not None else None
         if m is None:
             if ">" not in name:
-                raise GCFError(
+                raise GCFDecodeError(
                     "orphan_attachment",
                     f"attachment .{name} has no ^ cell in its row",
                     ln,
                 )
             if name in row:
-                raise GCFError(
+                raise GCFDecodeError(
                     "duplicate_attachment", f"field {name!r} is attached twice in one row", ln
                 )
         elif m.filled:
-            raise GCFError(
+            raise GCFDecodeError(
                 "duplicate_attachment", f"field {name!r} is attached twice in one row", ln
             )
         elif m.explicit:
-            raise GCFError(
+            raise GCFDecodeError(
                 "orphan_attachment",
                 f".{name} cannot fill a ^{{...}} cell; that cell takes a positional body",
                 ln,
             )
         n = len(s)
         if p >= n or s[p] != " ":
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_line", "an attachment is '.field {}', '.field [N]...' or '.field =v'", ln
             )
         p += 1
@@ -886,7 +847,9 @@ class _Parser:
         value: Any
         if c == "{":
             if s[p:] != "{}":
-                raise GCFError("invalid_line", "an object attachment is written '.field {}'", ln)
+                raise GCFDecodeError(
+                    "invalid_line", "an object attachment is written '.field {}'", ln
+                )
             value = {}
             self.push(ObjectFrame(body, ln, value))
         elif c == "[":
@@ -896,7 +859,7 @@ class _Parser:
             # scalar attachment; a ^ cell stands for an object or array.
             value = self.memo.value(s[p + 1 :].strip(" \t"), ln)
         else:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_line", "an attachment is '.field {}', '.field [N]...' or '.field =v'", ln
             )
         if m is not None:
@@ -930,7 +893,7 @@ _ELSEWHERE: Final = {
 
 
 def _decode(
-    src: str,
+    doc: str,
     id_fields: bool,
     *,
     accept_answers: bool,
@@ -938,55 +901,82 @@ def _decode(
     dense: bool = False,
 ) -> Document:
     """Decode a generic payload, or with ``dense`` a dense one (docs/extensions/dense.md)."""
-    if "\r" in src:
-        src = src.replace("\r\n", "\n")
-    lines = src.split("\n")
-    first = lines[0]
-    if len(first) > MAX_LINE:
-        raise GCFError("limit_exceeded", f"line is longer than {MAX_LINE} characters", 1)
-    # The bare header is by far the commonest; it needs no field checks.
-    if first == "GCF profile=generic" and not dense:
-        header: dict[str, str] = {"profile": "generic"}
-    else:
-        parsed = _parse_header_line(first, 1)
-        if parsed.profile != ("dense" if dense else "generic"):
-            raise GCFError("unsupported_profile", _ELSEWHERE[dense, parsed.profile], 1)
-        for name in _INT_FIELDS:
-            parsed.count(name)
-        answer = parsed.flag("delta") | parsed.flag("unchanged")
-        if answer and dense:
-            raise GCFError("unsupported_profile", "a dense payload is never a delta answer", 1)
-        if answer and not accept_answers:
-            raise GCFError(
-                "unsupported_profile",
-                "this is a generic delta/unchanged payload; decode it with "
-                "gcfkit.keyed.loads_delta",
-                1,
-            )
-        header = {"profile": parsed.profile, **parsed.fields}
-    if numbers is None:
-        numbers = scan.DEFAULT_NUMBERS
-    # A dense payload defines no §10a identity column: its key= is an unknown field.
-    id_fields = not dense and (id_fields or "key" in header)
-    defs: dict[str, str] = {}
-    parser = _Parser(header, id_fields, numbers, len(src) > MAX_LINE, defs if dense else None)
-    if dense:
-        read_definitions(lines, defs, parser.memo, MAX_LINE)
-    value = fast.run(parser, lines) if fast.ENABLED else parser.run(lines)
-    return Document(header, value, parser.tables)
+    src = doc
+    try:
+        if "\r" in src:
+            src = src.replace("\r\n", "\n")
+        lines = src.split("\n")
+        first = lines[0]
+        if len(first) > MAX_LINE:
+            raise GCFDecodeError("limit_exceeded", f"line is longer than {MAX_LINE} characters", 1)
+        # The bare header is by far the commonest; it needs no field checks.
+        if first == "GCF profile=generic" and not dense:
+            header: dict[str, str] = {"profile": "generic"}
+        else:
+            parsed = _parse_header_line(first, 1)
+            if parsed.profile != ("dense" if dense else "generic"):
+                raise GCFDecodeError("unsupported_profile", _ELSEWHERE[dense, parsed.profile], 1)
+            for name in _INT_FIELDS:
+                parsed.count(name)
+            answer = parsed.flag("delta") | parsed.flag("unchanged")
+            if answer and dense:
+                raise GCFDecodeError(
+                    "unsupported_profile", "a dense payload is never a delta answer", 1
+                )
+            if answer and not accept_answers:
+                raise GCFDecodeError(
+                    "unsupported_profile",
+                    "this is a generic delta/unchanged payload; decode it with "
+                    "gcfkit.keyed.loads_delta",
+                    1,
+                )
+            header = {"profile": parsed.profile, **parsed.fields}
+        # A dense payload defines no §10a identity column: its key= is an unknown field.
+        id_fields = not dense and (id_fields or "key" in header)
+        defs: dict[str, str] = {}
+        parser = _Parser(
+            header,
+            id_fields,
+            numbers or scan.DEFAULT_NUMBERS,
+            len(src) > MAX_LINE,
+            defs if dense else None,
+        )
+        if dense:
+            read_definitions(lines, defs, parser.memo, MAX_LINE)
+        value = fast.run(parser, lines) if fast.ENABLED else parser.run(lines)
+        return Document(header, value, parser.tables)
+    except GCFError as e:
+        # The document and the error's place in it, on the way out: free when no error.
+        raise located(e, doc) from None
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Decode a generic-profile GCF payload into plain JSON-model values (strict).
 
     Objects come back as ``dict`` in wire order, arrays as ``list``, integers as ``int`` and
-    other numbers as ``float``. Every rejection is a :class:`~gcfkit.errors.GCFError` whose
-    ``code`` names the spec's category and whose ``line`` is 1-based. Bytes must be UTF-8.
+    other numbers as ``float``, or, as with :func:`json.loads`, as what ``parse_float``
+    makes of their text (``decimal.Decimal`` keeps every digit); a double out of range is
+    rejected before it is called. Every rejection is a
+    :class:`~gcfkit.errors.GCFDecodeError`: ``code`` names the spec's category, ``lineno``
+    (also ``line``) and ``colno`` are 1-based, ``pos`` indexes ``doc``, the decoded text.
+    Bytes must be UTF-8.
 
     >>> loads("GCF profile=generic\\nname=Ada\\n## langs [2]{id,name}\\n1|Ada\\n2|C\\n")
     {'name': 'Ada', 'langs': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'C'}]}
+    >>> from decimal import Decimal
+    >>> loads("GCF profile=generic\\nprice=19.990\\n", parse_float=Decimal)
+    {'price': Decimal('19.990')}
     """
-    return speedups.decode(to_text(text), lambda s: _decode(s, False, accept_answers=False).value)
+    if parse_float is None:
+        # The C accelerator reads what it can exactly as the reference does, and hands
+        # the rest, every error included, to the reference below.
+        return speedups.decode(to_text(text), _loads_reference)
+    numbers = numbers_for(parse_float)
+    return _decode(to_text(text), False, accept_answers=False, numbers=numbers).value
+
+
+def _loads_reference(text: str) -> Any:
+    return _decode(text, False, accept_answers=False).value
 
 
 def loads_dense(text: str | bytes) -> Any:

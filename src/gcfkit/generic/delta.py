@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..errors import GCFError
-from ..header import format_header
+from ..errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, located
+from ..header import format_header, to_text
 from ..scalar import format_key, format_scalar, quote_string
 from .decoder import decode_document
 from .encoder import render_tabular
@@ -314,7 +314,10 @@ def dumps_delta(delta: GenericDelta) -> str:
     decl = _decl(delta.key, delta.fields)
     for name, rows in (("added", delta.added), ("changed", delta.changed)):
         if rows:
-            lines += render_tabular(f"## {name} [{len(rows)}]{decl}", rows, delta.fields)
+            try:
+                lines += render_tabular(f"## {name} [{len(rows)}]{decl}", rows, delta.fields)
+            except GCFEncodeError as e:
+                raise at_path(e, name) from None
     if delta.removed:
         ids = [{delta.key: v} for v in delta.removed]
         head_line = f"## removed [{len(ids)}]{_decl(delta.key, [delta.key])}"
@@ -333,50 +336,62 @@ def loads_delta(text: str | bytes) -> GenericDelta:
     >>> (d.key, d.removed)
     ('id', (1,))
     """
+    doc = to_text(text)
+    try:
+        return _delta_from(doc)
+    except GCFError as e:
+        raise located(e, doc) from None
+
+
+def _delta_from(text: str) -> GenericDelta:
     doc = decode_document(text, id_fields=True)
     head = doc.header
     if head.get("unchanged") == "true":
         # §10a.4's header-only answer: the held set is current, a delta that changes nothing.
         if "pack_root" not in head:
-            raise GCFError("malformed_delta", "an unchanged=true header needs pack_root=", 1)
+            raise GCFDecodeError("malformed_delta", "an unchanged=true header needs pack_root=", 1)
         if doc.value != {}:
-            raise GCFError("malformed_delta", "an unchanged=true payload has no body", 2)
+            raise GCFDecodeError("malformed_delta", "an unchanged=true payload has no body", 2)
         key = head.get("key", "")
         root = head["pack_root"]
         return GenericDelta(key, [key], root, root, tool=head.get("tool", ""))
     if head.get("delta") != "true":
-        raise GCFError("malformed_delta", "not a delta payload: the header lacks delta=true", 1)
+        raise GCFDecodeError(
+            "malformed_delta", "not a delta payload: the header lacks delta=true", 1
+        )
     for name in ("base_root", "new_root", "key"):
         if name not in head:
-            raise GCFError("malformed_delta", f"a delta header needs {name}=", 1)
+            raise GCFDecodeError("malformed_delta", f"a delta header needs {name}=", 1)
     key = head["key"]
     body = doc.value
     if not isinstance(body, dict):
-        raise GCFError("malformed_delta", "a delta body holds only ## added/changed/removed", 2)
+        raise GCFDecodeError(
+            "malformed_delta", "a delta body holds only ## added/changed/removed", 2
+        )
     sections: dict[str, Any] = {}
     fields: list[str] | None = None
     for name, rows in body.items():
         info = doc.tables.get(id(rows))
         if name not in _SECTIONS or info is None or info.keyed:
-            raise GCFError(
+            raise GCFDecodeError(
                 "malformed_delta",
                 f"unknown delta section {name!r}: only ## added, ## changed and ## removed "
                 "tables are valid when delta=true",
                 info.line if info is not None else None,
             )
         if info.id_field != key:
-            raise GCFError(
+            raise GCFDecodeError(
                 "malformed_delta", f"## {name} must mark the identity field as @{key}", info.line
             )
         if name == "removed":
             if info.fields != [key]:
-                raise GCFError(
+                raise GCFDecodeError(
                     "malformed_delta", "## removed lines hold only the identity value", info.line
                 )
             sections[name] = [r[key] for r in rows]
             continue
         if fields is not None and fields != info.fields:
-            raise GCFError(
+            raise GCFDecodeError(
                 "malformed_delta", "## added and ## changed declare different fields", info.line
             )
         fields = info.fields
@@ -393,7 +408,7 @@ def loads_delta(text: str | bytes) -> GenericDelta:
             tool=head.get("tool", ""),
         )
     except GCFError as e:
-        raise GCFError("malformed_delta", e.detail) from None
+        raise GCFDecodeError("malformed_delta", e.detail) from None
 
 
 def apply_delta(base: KeyedSet, delta: GenericDelta, expected_root: str | None = None) -> KeyedSet:
@@ -492,7 +507,11 @@ def dumps_full(keyed_set: KeyedSet, *, tool: str = "") -> str:
     rows = keyed_set.rows
     section = f"## {format_key(keyed_set.name)} [{len(rows)}]"
     section += _decl(keyed_set.key, keyed_set.fields)
-    return "\n".join([head, *render_tabular(section, rows, keyed_set.fields)]) + "\n"
+    try:
+        body = render_tabular(section, rows, keyed_set.fields)
+    except GCFEncodeError as e:
+        raise at_path(e, keyed_set.name) from None
+    return "\n".join([head, *body]) + "\n"
 
 
 def dumps_unchanged(keyed_set: KeyedSet) -> str:
@@ -514,24 +533,34 @@ def loads_keyed(text: str | bytes) -> KeyedSet:
     >>> loads_keyed(dumps_full(s)) == s
     True
     """
+    doc = to_text(text)
+    try:
+        return _keyed_from(doc)
+    except GCFError as e:
+        raise located(e, doc) from None
+
+
+def _keyed_from(text: str) -> KeyedSet:
     doc = decode_document(text, id_fields=True)
     head = doc.header
     if "key" not in head or "pack_root" not in head:
-        raise GCFError(
+        raise GCFDecodeError(
             "invalid_keyed_set", "a keyed full payload needs key= and pack_root= headers", 1
         )
     body = doc.value
     if not isinstance(body, dict) or len(body) != 1:
-        raise GCFError("invalid_keyed_set", "a keyed full payload holds one tabular section", 2)
+        raise GCFDecodeError(
+            "invalid_keyed_set", "a keyed full payload holds one tabular section", 2
+        )
     ((name, rows),) = body.items()
     info = doc.tables.get(id(rows))
     if info is None or info.keyed or info.id_field != head["key"]:
-        raise GCFError(
+        raise GCFDecodeError(
             "invalid_keyed_set",
             f"the section must be a table whose @ field is the key {head['key']!r}",
             2,
         )
     result = KeyedSet(head["key"], info.fields, rows, name)
     if pack_root(result) != head["pack_root"]:
-        raise GCFError("root_mismatch", "the rows do not hash to the header's pack_root", 1)
+        raise GCFDecodeError("root_mismatch", "the rows do not hash to the header's pack_root", 1)
     return result

@@ -30,27 +30,28 @@ from dataclasses import field as dataclass_field
 from typing import Any, Final
 
 from .. import speedups
-from ..errors import GCFError
-from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL, SAFE_BARE
+from ..errors import GCFEncodeError, GCFError, as_encode_error, at_path
+from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL
 from ..header import format_header
-from ..scalar import format_key, format_number, string_text
 from . import dense_rows
+from .cells import (
+    ABSENT,
+    MAX_DEPTH,
+    Nested,
+    bad_key_error,
+    failing_index,
+    failing_key,
+    format_cell,
+    key_text,
+    too_deep_error,
+    with_default,
+)
 from .definitions import spelling
 
 __all__ = ["MAX_DEPTH", "Dense", "dumps", "encode_dense", "render_tabular"]
 
-#: Deepest container nesting :func:`dumps` accepts (the root container is level 1).
-MAX_DEPTH: Final = 256
 
-# Strings certainly safe bare in every context (the full §2.4 check is format_scalar's).
-_SAFE_BARE: Final = SAFE_BARE.match
 _DENSE_SAFE_BARE: Final = DENSE_SAFE_BARE.match
-#: A field absent from a row (distinct from a present None).
-ABSENT: Final = object()
-
-
-class Nested(Exception):
-    """Raised by the flat-row fast path when a cell holds a container."""
 
 
 class _Conflict(Exception):
@@ -65,68 +66,6 @@ class _Conflict(Exception):
 # ---------------------------------------------------------------------------------------
 # Scalars
 # ---------------------------------------------------------------------------------------
-
-
-def _odd_scalar(v: Any) -> str:
-    # Subclasses of the JSON scalar types (IntEnum, str-enums, numpy-free float
-    # subclasses) are encoded as their base value; anything else is outside the model.
-    if isinstance(v, str):
-        return format_cell(str.__str__(v))
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return format_cell(int(v))
-    if isinstance(v, float):
-        return format_number(float(v))
-    if isinstance(v, (dict, list, tuple)):
-        raise GCFError("unsupported_type", "a container where a scalar was expected")
-    raise _unsupported(v)
-
-
-def _unsupported(v: Any) -> GCFError:
-    return GCFError(
-        "unsupported_type",
-        f"{type(v).__name__} is outside the JSON data model (dict, list, str, int, float, "
-        "bool, None); convert it before encoding",
-    )
-
-
-def format_cell(
-    v: Any,
-    _bare: Any = _SAFE_BARE,
-    _str: type = str,
-    _int: type = int,
-    _flt: type = float,
-    _repr: Any = repr,
-) -> str:
-    """A scalar's wire text, in a tabular cell or anywhere else; signals containers.
-
-    This is the hot path of every table, so builtins are bound as defaults and the
-    common float range is formatted inline.
-    """
-    t = type(v)
-    if t is _str:
-        if _bare(v):
-            return v  # type: ignore[no-any-return]
-        return string_text(v)
-    if t is _int:
-        if -9223372036854775808 <= v <= 9223372036854775807:
-            return _repr(v)  # type: ignore[no-any-return]
-        return format_number(v)
-    if t is _flt:
-        if 1e-4 <= v < 9007199254740992.0 or -9007199254740992.0 < v <= -1e-4:
-            r: str = _repr(v)
-            return r[:-2] if r[-2:] == ".0" else r
-        return format_number(v)
-    if v is None:
-        return "-"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, (dict, list, tuple)):
-        raise Nested
-    return _odd_scalar(v)
 
 
 def _dense_writer(dense: Dense, used: set[str]) -> Callable[[Any], str]:
@@ -163,33 +102,6 @@ def _dense_key(k: str) -> str:
     """Cell 0 of a dense keyed map: a key, so never a reference, but quoted like one."""
     k = str.__str__(k)
     return k if _DENSE_SAFE_BARE(k) else spelling(k)
-
-
-_KEY_CACHE: dict[str, str] = {}
-
-
-def key_text(k: Any) -> str:
-    try:
-        return _KEY_CACHE[k]
-    except KeyError:
-        pass
-    except TypeError:
-        raise _bad_key(k) from None
-    if type(k) is not str:
-        if not isinstance(k, str):
-            raise _bad_key(k)
-        k = str.__str__(k)
-    text = format_key(k)
-    if len(_KEY_CACHE) < 4096:
-        _KEY_CACHE[k] = text
-    return text
-
-
-def _bad_key(k: Any) -> GCFError:
-    return GCFError(
-        "unsupported_type",
-        f"object key {k!r} is a {type(k).__name__}; JSON object keys are strings",
-    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -291,11 +203,15 @@ def _tree_width(tree: _Tree) -> int:
 def _tree_cells(
     obj: Mapping[str, Any], tree: _Tree, cells: list[str], cell: Callable[[Any], str]
 ) -> None:
-    for k, sub in tree:
-        if sub is None:
-            cells.append(cell(obj[k]))
-        else:
-            _tree_cells(obj[k], sub, cells, cell)
+    k = ""
+    try:
+        for k, sub in tree:
+            if sub is None:
+                cells.append(cell(obj[k]))
+            else:
+                _tree_cells(obj[k], sub, cells, cell)
+    except GCFEncodeError as e:
+        raise at_path(e, k) from None
 
 
 def _inline_schema(values: list[Any]) -> tuple[str, ...] | None:
@@ -343,7 +259,7 @@ def _plan(objs: Sequence[Mapping[str, Any]], opts: Options, depth: int) -> _Plan
     columns: list[str] = []
     for f in fields:
         if not isinstance(f, str):
-            raise _bad_key(f)
+            raise bad_key_error(f)
         if ">" in f:
             slots.append((_GT, f, None))
             continue
@@ -469,32 +385,38 @@ class Encoder:
 
     def members(self, obj: Mapping[str, Any], ind: str, depth: int) -> None:
         if depth > MAX_DEPTH:
-            raise _too_deep()
+            raise too_deep_error()
         out = self.out
         for k, v in obj.items():
-            key = key_text(k)
-            if isinstance(v, dict):
-                if not self.keyed(v, f"{ind}## {key} ", ind, depth + 1):
-                    out.append(f"{ind}## {key}")
-                    if v:
-                        self.members(v, ind + INDENT, depth + 1)
-            elif isinstance(v, (list, tuple)):
-                self.array(v, f"{ind}## {key} ", ind + key, ind, depth + 1)
-            else:
-                out.append(f"{ind}{key}={self.cell(v)}")
+            key = key_text(k)  # a bad key is the error of the object, not of its value
+            try:
+                if isinstance(v, dict):
+                    if not self.keyed(v, f"{ind}## {key} ", ind, depth + 1):
+                        out.append(f"{ind}## {key}")
+                        if v:
+                            self.members(v, ind + INDENT, depth + 1)
+                elif isinstance(v, (list, tuple)):
+                    self.array(v, f"{ind}## {key} ", ind + key, ind, depth + 1)
+                else:
+                    out.append(f"{ind}{key}={self.cell(v)}")
+            except GCFEncodeError as e:
+                raise at_path(e, k) from None
 
     # -- arrays ---------------------------------------------------------------------------
 
     def array(self, arr: Sequence[Any], bpre: str, ipre: str, ind: str, depth: int) -> None:
         """Emit ``arr`` whose block header starts ``bpre``, inline header ``ipre``."""
         if depth > MAX_DEPTH:
-            raise _too_deep()
+            raise too_deep_error()
         form = _array_form(arr)
         n = len(arr)
         if form == "empty":
             self.out.append(f"{bpre}[0]")
         elif form == "inline":
-            self.out.append(f"{ipre}[{n}]: " + ",".join([self.cell(x) for x in arr]))
+            try:
+                self.out.append(f"{ipre}[{n}]: " + ",".join([self.cell(x) for x in arr]))
+            except GCFEncodeError as e:
+                raise at_path(e, failing_index(arr, self.cell)) from None
         else:
             if form == "objects" and self.tabular(arr, f"{bpre}[{n}]", ind, depth):
                 return
@@ -503,8 +425,12 @@ class Encoder:
 
     def expanded(self, arr: Sequence[Any], ind: str, depth: int) -> None:
         """The ``@N`` items of ``arr`` (at ``depth``), at indentation ``ind`` (§7.6)."""
-        for i, x in enumerate(arr):
-            self.item(i, x, ind, depth + 1)
+        i = 0
+        try:
+            for i, x in enumerate(arr):
+                self.item(i, x, ind, depth + 1)
+        except GCFEncodeError as e:
+            raise at_path(e, i) from None
 
     def item(self, i: int, x: Any, ind: str, depth: int) -> None:
         """Expanded item ``@i`` holding ``x`` (at ``depth``), at indentation ``ind``."""
@@ -536,7 +462,7 @@ class Encoder:
         table's schema state and this attachment's field name (§7.4.5.3).
         """
         if depth >= MAX_DEPTH:
-            raise _too_deep()  # the rows nest one level deeper
+            raise too_deep_error()  # the rows nest one level deeper
         out = self.out
         fields = _union(objs)
         if fields and not any(">" in f for f in fields if isinstance(f, str)):
@@ -625,7 +551,7 @@ class Encoder:
         if not _keyed_ok(obj):
             return False
         if depth > MAX_DEPTH:
-            raise _too_deep()
+            raise too_deep_error()
         values: list[Mapping[str, Any]] = list(obj.values())
         plan = _plan(values, self.opts, depth + 1)
         if plan is None:
@@ -636,13 +562,13 @@ class Encoder:
         keys = []
         for k in obj:
             if not isinstance(k, str):
-                raise _bad_key(k)
+                raise bad_key_error(k)
             keys.append(self.key_cell(k))
         mark = len(self.out)
         head = f"{bpre}[{len(obj)}:]"
         self.out.append(f"{head}{{{key_text(label)},{plan.decl[1:]}")
         try:
-            consts = self.rows(plan, values, keys, ind, depth + 1)
+            consts = self.rows(plan, values, keys, ind, depth + 1, list(obj))
         except _Conflict:
             del self.out[mark:]
             return False
@@ -658,15 +584,17 @@ class Encoder:
         keys: list[str] | None,
         ind: str,
         depth: int,
+        names: list[str] | None = None,
     ) -> dict[int, str] | None:
         """Emit the rows of a planned table at ``ind``, each followed by its attachments.
 
-        ``keys`` are the already formatted cell-0 keys of a keyed map. A dense table's rows
+        ``keys`` are the already formatted cell-0 keys of a keyed map, ``names`` its member
+        keys (an error's path names the member rather than the row's index). A dense table's rows
         are rewritten once all are known (constant columns, short rows), and its constant
         columns returned for the caller's header.
         """
         if depth > MAX_DEPTH:
-            raise _too_deep()
+            raise too_deep_error()
         out = self.out
         cell = self.cell
         dense = self.opts.dense is not None
@@ -675,59 +603,67 @@ class Encoder:
         share = _Share(self.opts.shared)
         inline_seen: set[str] = set()
         body = ind + ATTACHMENT_INDENT
-        for i, obj in enumerate(objs):
-            cells: list[str] = [] if keys is None else [keys[i]]
-            atts: list[tuple[str, Any, bool]] = []  # (field, value, is-inline-body)
-            late: list[tuple[str, Any, bool]] | None = None
-            get = obj.get
-            for kind, f, extra in plan.slots:
-                v = get(f, absent)
-                if kind == _SCALAR:
-                    if v is absent:
+        i, f = 0, ""
+        try:
+            for i, obj in enumerate(objs):
+                cells: list[str] = [] if keys is None else [keys[i]]
+                atts: list[tuple[str, Any, bool]] = []  # (field, value, is-inline-body)
+                late: list[tuple[str, Any, bool]] | None = None
+                get = obj.get
+                for kind, f, extra in plan.slots:
+                    v = get(f, absent)
+                    if kind == _SCALAR:
+                        if v is absent:
+                            cells.append("~")
+                        else:
+                            try:
+                                cells.append(cell(v))
+                            except Nested:
+                                cells.append("^")
+                                atts.append((f, v, False))
+                    elif kind == _FLAT:
+                        if v is absent:
+                            cells.extend(["~"] * extra[1])
+                        elif v is None:
+                            cells.extend(["-"] * extra[1])
+                        else:
+                            _tree_cells(v, extra[0], cells, cell)
+                    elif kind == _GT:
+                        # After the column attachments: that is where a decoder puts these
+                        # fields back, so re-encoding the decoded value gives the same wire.
+                        if v is not absent:
+                            if late is None:
+                                late = []
+                            late.append((f, v, False))
+                    elif v is absent:  # _INLINE
                         cells.append("~")
                     else:
-                        try:
-                            cells.append(cell(v))
-                        except Nested:
+                        if f in inline_seen:
                             cells.append("^")
-                            atts.append((f, v, False))
-                elif kind == _FLAT:
-                    if v is absent:
-                        cells.extend(["~"] * extra[1])
-                    elif v is None:
-                        cells.extend(["-"] * extra[1])
+                        else:
+                            inline_seen.add(f)
+                            cells.append("^{" + ",".join(map(key_text, extra)) + "}")
+                        atts.append((f, v, True))
+                if late is not None:
+                    atts.extend(late)
+                # A dense row carries @N only before a positional body (D8).
+                pre = f"{ind}@{i} " if atts and not (dense and not any(a[2] for a in atts)) else ind
+                if dense:
+                    written.append((len(out), pre, cells))
+                out.append(pre + "|".join(cells))
+                if not atts:
+                    continue
+                for f, v, inline in atts:
+                    if inline:
+                        try:
+                            out.append(ind + "|".join([cell(x) for x in v.values()]))
+                        except GCFEncodeError as e:
+                            raise at_path(e, failing_key(v, v, cell)) from None
                     else:
-                        _tree_cells(v, extra[0], cells, cell)
-                elif kind == _GT:
-                    # After the column attachments: that is where a decoder puts these
-                    # fields back, so re-encoding the decoded value gives the same wire.
-                    if v is not absent:
-                        if late is None:
-                            late = []
-                        late.append((f, v, False))
-                elif v is absent:  # _INLINE
-                    cells.append("~")
-                else:
-                    if f in inline_seen:
-                        cells.append("^")
-                    else:
-                        inline_seen.add(f)
-                        cells.append("^{" + ",".join(map(key_text, extra)) + "}")
-                    atts.append((f, v, True))
-            if late is not None:
-                atts.extend(late)
-            # A dense row carries @N only before a positional body (D8).
-            pre = f"{ind}@{i} " if atts and not (dense and not any(a[2] for a in atts)) else ind
-            if dense:
-                written.append((len(out), pre, cells))
-            out.append(pre + "|".join(cells))
-            if not atts:
-                continue
-            for f, v, inline in atts:
-                if inline:
-                    out.append(ind + "|".join([cell(x) for x in v.values()]))
-                else:
-                    self.attachment(f, v, ind, body, share, depth + 1)
+                        self.attachment(f, v, ind, body, share, depth + 1)
+        except GCFEncodeError as e:
+            # The loop variables say which row and field the error arose in.
+            raise at_path(at_path(e, f), i if names is None else names[i]) from None
         shared: set[str] = set()
         if share.enabled and share.flat:
             shared = share.omit_repeats(out, objs)
@@ -761,7 +697,7 @@ class Encoder:
             share.spoiled.add(f)
             out.append(f"{pre}={self.cell(v)}")
         elif depth > MAX_DEPTH:
-            raise _too_deep()
+            raise too_deep_error()
         else:
             form = _array_form(v)
             if form == "objects" and self.tabular(v, f"{pre}[{len(v)}]", body, depth, (share, f)):
@@ -843,6 +779,9 @@ def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | 
             append(ind + row if ind else row)
     except Nested:
         return None
+    except GCFEncodeError as e:
+        row = objs[len(lines)]
+        raise at_path(at_path(e, failing_key(row, fields, cell)), len(lines)) from None
     return lines
 
 
@@ -864,19 +803,10 @@ def _cell_rows(
                 rows.append(["~" if (v := get(f, absent)) is absent else cell(v) for f in fields])
     except Nested:
         return None
+    except GCFEncodeError as e:
+        row = objs[len(rows)]
+        raise at_path(at_path(e, failing_key(row, fields, cell)), len(rows)) from None
     return rows
-
-
-def _too_deep() -> GCFError:
-    return GCFError(
-        "limit_exceeded",
-        f"value nests deeper than {MAX_DEPTH} levels; flatten it before encoding",
-    )
-
-
-# ---------------------------------------------------------------------------------------
-# Public API
-# ---------------------------------------------------------------------------------------
 
 
 def header_line(tool: str | None) -> str:
@@ -889,13 +819,17 @@ def dumps(
     value: Any,
     *,
     tool: str | None = None,
+    default: Callable[[Any], Any] | None = None,
     flatten: bool = True,
     shared_schemas: bool = True,
     inline_schemas: bool = True,
 ) -> str:
     """Encode a JSON-model value as canonical generic-profile GCF (ends with LF).
 
-    ``tool`` adds the optional ``tool=`` header field. The optimisations are
+    ``tool`` adds the optional ``tool=`` header field. ``default``, as in :func:`json.dumps`,
+    is called with each value outside the JSON model (a set, a ``datetime``, a dataclass)
+    and its result is encoded instead; without it such a value is an
+    :class:`~gcfkit.errors.GCFEncodeError` whose ``path`` names it. The optimisations are
     deterministic, on by default, and each can be turned off: ``flatten`` uniform nested
     objects into ``>`` path columns (§7.4.6); encode uniform flat objects of three or more
     fields that are not flattened with positional inline schemas (``inline_schemas``,
@@ -909,12 +843,22 @@ def dumps(
     ## rows [2]{id}
     1
     2
+    >>> print(dumps({"tags": {"b", "a"}}, default=sorted), end="")
+    GCF profile=generic
+    tags[2]: a,b
     """
+    if default is not None:
+        value = with_default(value, default, 1)  # a GCFEncodeError names what it rejects
+    # The C accelerator writes what it can exactly as the reference does, and hands the
+    # rest, every error included, to the reference below (which names the value's path).
     if text := speedups.encode(value, header_line(tool), flatten, shared_schemas, inline_schemas):
         return text
     enc = Encoder(Options(flatten=flatten, shared=shared_schemas, inline=inline_schemas))
     enc.out.append(header_line(tool))
-    enc.root(value)
+    try:
+        enc.root(value)
+    except GCFError as e:
+        raise as_encode_error(e) from None
     enc.out.append("")
     return "\n".join(enc.out)
 
@@ -943,7 +887,10 @@ def encode_dense(
         enc.out.append(f"{REFERENCE_SIGIL}{name}={spelling(s)}")
     if defs:
         enc.used.add("defs")
-    enc.root(value)
+    try:
+        enc.root(value)
+    except GCFError as e:
+        raise as_encode_error(e) from None
     enc.out.append("")
     return "\n".join(enc.out), enc.used
 
@@ -972,27 +919,27 @@ def render_tabular(
     known = set(cols)
     for f in cols:
         if not isinstance(f, str):
-            raise _bad_key(f)
+            raise bad_key_error(f)
         if ">" in f:
-            raise GCFError(
+            raise GCFEncodeError(
                 "unsupported_type",
                 f"field {f!r} contains '>', which a tabular column would read as a path",
             )
     for r in rows:
         for k in r:
             if k not in known:
-                raise GCFError(
+                raise GCFEncodeError(
                     "unsupported_type", f"row key {k!r} is not one of the declared fields"
                 )
     if not cols and rows:
-        raise GCFError("unsupported_type", "rows need at least one field to be written")
+        raise GCFEncodeError("unsupported_type", "rows need at least one field to be written")
     enc = Encoder(Options(flatten=False, shared=True, inline=False))
     enc.out.append(header)
     plan = _Plan([(_SCALAR, f, None) for f in cols], cols)
     try:
         enc.rows(plan, rows, None, indent, 1)
     except _Conflict:
-        raise GCFError(
+        raise GCFEncodeError(
             "unsupported_type",
             "a field holds a tabular array and later an expanded one, which tabular rows "
             "cannot carry (§7.4.5.3)",

@@ -1,4 +1,5 @@
-"""The generic decoder's state (spec §4, §7.4, §12): open containers, parsed declarations.
+"""The generic decoder's state (spec §4, §7.4, §12): open containers, parsed declarations,
+and what a decode returns (:class:`Document`, :class:`TableInfo`).
 
 A *frame* is one open container on the decoder's stack: an object (:class:`ObjectFrame`),
 a tabular array or keyed map (:class:`TableFrame`) or an expanded array
@@ -12,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..errors import GCFError
+from ..errors import GCFDecodeError
 from ..scalar import MISSING, Attach
 
 __all__ = [
     "ABSENT",
-    "MAX_COUNT",
     "MAX_DEPTH",
     "MAX_LINE",
     "PENDING",
@@ -41,8 +41,6 @@ __all__ = [
 MAX_DEPTH: Final = 256
 #: Characters in one line (the spec's minimum is 65,536 bytes).
 MAX_LINE: Final = 8 * 1024 * 1024
-#: Largest declared ``[N]`` count accepted.
-MAX_COUNT: Final = 1_000_000_000
 
 
 class _Pending:
@@ -139,11 +137,11 @@ class Schema:
         self.row_width = len(fields) - len(constants or ())
         if constants:
             if keyed and constants[0][0] == 0:
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_constant", "a keyed map's key column cannot be constant", line
                 )
             if self.row_width <= (1 if keyed else 0):
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_constant",
                     "every value field is constant; a row must keep a value cell",
                     line,
@@ -235,7 +233,7 @@ def full_row(f: TableFrame, toks: list[str], line: int) -> list[str]:
     width = f.row_width
     if k != width:
         if k > width or k < (2 if width > 1 else width):
-            raise GCFError(
+            raise GCFDecodeError(
                 "row_width_mismatch",
                 f"row has {k} cell(s); the header declares {width}"
                 + (" (a short row keeps at least 2)" if k < width else ""),
@@ -294,28 +292,28 @@ def path_plan(fields: list[str], offset: int, line: int) -> list[Slot]:
         segs = name.split(">") if ">" in name else None
         if segs is None or not all(segs):
             if name in top:
-                raise GCFError(
+                raise GCFDecodeError(
                     "duplicate_key", f"column {name!r} collides with a > path column", line
                 )
             top.add(name)
             plan.append((0, name, i))
             continue
         if len(segs) > MAX_DEPTH:
-            raise GCFError(
+            raise GCFDecodeError(
                 "limit_exceeded", f"path column nests deeper than {MAX_DEPTH} levels", line
             )
         level = plan
         for d in range(len(segs) - 1):
             path = tuple(segs[: d + 1])
             if path in leaves:
-                raise GCFError(
+                raise GCFDecodeError(
                     "duplicate_key", f"path column {name!r} collides with a leaf column", line
                 )
             sub = groups.get(path)
             if sub is None:
                 if d == 0:
                     if segs[0] in top:
-                        raise GCFError(
+                        raise GCFDecodeError(
                             "duplicate_key",
                             f"path column {name!r} collides with column {segs[0]!r}",
                             line,
@@ -326,7 +324,7 @@ def path_plan(fields: list[str], offset: int, line: int) -> list[Slot]:
             level = sub
         path = tuple(segs)
         if path in leaves or path in groups:
-            raise GCFError("duplicate_key", f"path column {name!r} is ambiguous", line)
+            raise GCFDecodeError("duplicate_key", f"path column {name!r} is ambiguous", line)
         leaves.add(path)
         level.append((0, segs[-1], i))
     return plan
@@ -358,7 +356,7 @@ def group(slots: list[Slot], vals: list[Any], line: int) -> Any:
                 all_null = False
                 continue
             if isinstance(v, Attach):
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_attachment_marker",
                     f"path column {name!r} holds a scalar; ^ is not allowed there",
                     line,

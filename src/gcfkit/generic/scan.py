@@ -10,12 +10,13 @@ either path.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, ClassVar, Final
 
-from ..errors import GCFError
+from ..errors import GCFDecodeError, GCFError, decode_error_at
 from ..grammar import (
     BARE_FIRST,
     COUNT_10_RE,
@@ -26,9 +27,11 @@ from ..grammar import (
     NUMBER_LIST_TEXT,
     NUMBER_PREFIX,
     NUMBER_RE,
+    PLAIN_BRACKET,
     QUOTED_STRING,
     REFERENCE,
     REFERENCE_SIGIL,
+    SUMMARY,
     is_comment,
 )
 from ..scalar import (
@@ -43,6 +46,7 @@ from ..scalar import (
 
 __all__ = [
     "DEFAULT_NUMBERS",
+    "MAX_COUNT",
     "MEMO_MAX",
     "TRAILING",
     "UNDECIDED",
@@ -52,11 +56,18 @@ __all__ = [
     "column",
     "looks_like_member",
     "new_memo",
+    "numbers_for",
+    "read_bracket",
     "read_definitions",
     "scan_whole_number",
     "split_row",
+    "summary_counts",
 ]
 
+#: Largest declared ``[N]`` count accepted (§12).
+MAX_COUNT: Final = 1_000_000_000
+_PLAIN_BRACKET: Final = PLAIN_BRACKET.match
+_COUNT_DIGITS: Final = COUNT_10_RE.match
 #: Distinct tokens a document's memo holds before it starts over.
 MEMO_MAX: Final = 65536
 #: A number followed by more text: a bare string (§2.1 rule 7).
@@ -128,6 +139,12 @@ class Numbers:
         if f - f != 0.0:
             parse_scalar(tok, line)  # raises out_of_range with the remediation
         return f if self.parse_float is None else self.parse_float(tok)
+
+
+@functools.lru_cache(maxsize=16)
+def numbers_for(parse_float: Callable[[str], Any]) -> Numbers:
+    """The :class:`Numbers` of ``loads(..., parse_float=...)``, built once per hook."""
+    return Numbers(parse_float)
 
 
 #: The numbers of a plain ``loads``: json's C scanner, doubles as ``float``. Read at each
@@ -278,7 +295,7 @@ class DenseMemo(Memo):
             except GCFError as e:
                 if e.code != "invalid_attachment_marker" or not _is_constant_decl(tok[1:]):
                     raise
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_constant",
                     "an inline-object schema ^{...} has no constant columns",
                     self.line,
@@ -291,7 +308,7 @@ class DenseMemo(Memo):
             return self.defs[tok]
         except KeyError:
             pass
-        raise GCFError(
+        raise GCFDecodeError(
             "undefined_reference",
             f"{tok[:40]!r} names no definition (a literal beginning with $ is quoted)",
             line,
@@ -302,7 +319,7 @@ class DenseMemo(Memo):
         head = LIST_HEAD.match(tok)
         assert head is not None
         if not COUNT_10_RE.match(head.group(1)):
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_count",
                 f"list cell count [{head.group(1)[:20]}] must be 0 or a decimal without "
                 "leading zeros",
@@ -312,7 +329,7 @@ class DenseMemo(Memo):
         value = self.value
         items = [value(t, line) for t in split_cells(rest, ",", line)] if rest.strip() else []
         if len(items) != int(head.group(1)):
-            raise GCFError(
+            raise GCFDecodeError(
                 "count_mismatch",
                 f"list cell declares [{head.group(1)}] but holds {len(items)} value(s)",
                 line,
@@ -422,19 +439,19 @@ def read_definitions(
             break
         ln = i + 1
         if len(raw) > max_line:
-            raise GCFError("limit_exceeded", f"line is longer than {max_line} characters", ln)
+            raise GCFDecodeError("limit_exceeded", f"line is longer than {max_line} characters", ln)
         name, eq, rest = raw.partition("=")
         tok = rest.strip(" \t")
         if not eq or not REFERENCE.match(name) or name in defs:
             what = "is defined twice" if name in defs else "is not $name=value"
-            raise GCFError("invalid_definition", f"definition {raw[:40]!r} {what}", ln)
+            raise GCFDecodeError("invalid_definition", f"definition {raw[:40]!r} {what}", ln)
         if tok[:1] == REFERENCE_SIGIL:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_definition", "a definition's value is a literal (quote a leading $)", ln
             )
         v = Memo.value(memo, tok, ln)
         if type(v) is not str:
-            raise GCFError("invalid_definition", f"definition {name} must hold a string", ln)
+            raise GCFDecodeError("invalid_definition", f"definition {name} must hold a string", ln)
         defs[name] = v
         lines[i] = ""
     return defs
@@ -450,3 +467,62 @@ def looks_like_member(s: str) -> bool:
     while p < n and s[p] in " \t":
         p += 1
     return p < n and s[p] in "=["
+
+
+def read_bracket(s: str, pos: int, ln: int) -> tuple[int | None, bool, int]:
+    """A ``[N]``, ``[N:]``, ``[?]`` or ``[?:]`` count bracket (§4 ``count-bracket``,
+    ``keyed-bracket``) at ``s[pos]``: (count or None, keyed?, end)."""
+    m = _PLAIN_BRACKET(s, pos)
+    if m is not None:
+        # '[N]' or '[N:]' with N below MAX_COUNT: nothing left to check.
+        return int(m.group(1)), m.group(2) == ":", m.end()
+    end = s.find("]", pos)
+    if end < 0:
+        raise decode_error_at("invalid_line", "unterminated count bracket", ln, s, pos)
+    inner = s[pos + 1 : end]
+    keyed = inner[-1:] == ":"
+    if keyed:
+        inner = inner[:-1]
+    if inner == "?":
+        return None, keyed, end + 1
+    if _COUNT_DIGITS(inner):
+        n = int(inner)
+        if n <= MAX_COUNT:
+            return n, keyed, end + 1
+    elif not (inner.isascii() and inner.isdigit() and inner[0] != "0"):
+        raise decode_error_at(
+            "invalid_count",
+            f"count [{inner[:20]}] must be 0, a decimal without leading zeros, or ?",
+            ln,
+            s,
+            pos + 1,
+        )
+    raise decode_error_at(
+        "limit_exceeded", f"declared count exceeds the limit of {MAX_COUNT}", ln, s, pos + 1
+    )
+
+
+def summary_counts(s: str, ln: int) -> list[int]:
+    """The positional ``counts=`` of a ``##! summary`` trailer (§8.4), [] without them."""
+    seen: set[str] = set()
+    counts: list[int] | None = None
+    for pair in s[len(SUMMARY) :].split():
+        key, eq, value = pair.partition("=")
+        if not eq or not key or key in seen:
+            raise GCFDecodeError("invalid_summary", f"bad summary field {pair[:40]!r}", ln)
+        seen.add(key)
+        if key == "counts":
+            if ":" in value:
+                raise GCFDecodeError(
+                    "invalid_summary",
+                    "generic counts are positional; labeled counts are graph-only",
+                    ln,
+                )
+            counts = []
+            for entry in value.split(","):
+                if not _COUNT_DIGITS(entry):
+                    raise GCFDecodeError(
+                        "invalid_summary", f"summary count {entry[:20]!r} is invalid", ln
+                    )
+                counts.append(int(entry))
+    return counts if counts is not None else []

@@ -39,19 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from ..errors import GCFError
+from ..errors import GCFEncodeError, at_path
 from ..grammar import INDENT, SUMMARY
-from .encoder import (
-    ABSENT,
-    MAX_DEPTH,
-    Encoder,
-    Nested,
-    Options,
-    format_cell,
-    header_line,
-    key_label,
-    key_text,
-)
+from .cells import ABSENT, MAX_DEPTH, Nested, failing_key, format_cell, key_text
+from .encoder import Encoder, Options, header_line, key_label
 
 __all__ = ["GenericStreamEncoder"]
 
@@ -65,12 +56,31 @@ _NAMES: Final = {_OBJECT: "section", _TABLE: "table", _KEYED: "keyed map", _ITEM
 class _Ctx:
     """One open container: where its lines go and what it has seen so far."""
 
-    __slots__ = ("count", "decl", "fields", "head", "ind", "keys", "kind", "known", "name")
+    __slots__ = (
+        "count",
+        "decl",
+        "fields",
+        "head",
+        "ind",
+        "keys",
+        "kind",
+        "known",
+        "name",
+        "raw",
+    )
 
-    def __init__(self, kind: int, ind: str, name: str | None = None, head: str = "") -> None:
+    def __init__(
+        self,
+        kind: int,
+        ind: str,
+        name: str | None = None,
+        head: str = "",
+        raw: str | None = None,
+    ) -> None:
         self.kind = kind
         self.ind = ind
         self.name = name  # formatted key of the section, None for the root
+        self.raw = raw  # the section's key as given (for an error's path)
         self.head = head  # header up to its count bracket, written with the first row
         self.decl = ""  # field declaration of a table or keyed map
         self.count = 0
@@ -137,8 +147,10 @@ class GenericStreamEncoder:
         ctx = self._object_for(key)
         try:
             self._enc.members({key: value}, ctx.ind, len(self._stack))
-        except BaseException:
+        except BaseException as e:
             self._enc.out.clear()
+            if isinstance(e, GCFEncodeError):
+                raise self._located(e) from None
             raise
         ctx.keys.add(key)
         self._flush()
@@ -149,7 +161,7 @@ class GenericStreamEncoder:
         self._check_depth()
         self._write(f"{ctx.ind}## {key_text(key)}\n")
         ctx.keys.add(key)
-        self._stack.append(_Ctx(_OBJECT, ctx.ind + INDENT))
+        self._stack.append(_Ctx(_OBJECT, ctx.ind + INDENT, raw=key))
 
     # -- tables -----------------------------------------------------------------------------
 
@@ -170,7 +182,10 @@ class GenericStreamEncoder:
         ctx = self._stack[-1]
         if ctx.kind != _TABLE or self._closed:
             ctx = self._top(_TABLE, "row()")  # raises
-        cells = self._cells(ctx, obj)
+        try:
+            cells = self._cells(ctx, obj)
+        except GCFEncodeError as e:
+            raise self._located(at_path(e, ctx.count)) from None
         if not ctx.count:
             self._write(f"{ctx.head}[?]{ctx.decl}\n")
         ctx.count += 1
@@ -193,10 +208,13 @@ class GenericStreamEncoder:
         """Write member ``key`` (an object over the declared fields) of the open keyed map."""
         ctx = self._top(_KEYED, "member()")
         if not isinstance(key, str):
-            raise GCFError("unsupported_type", f"member key {key!r} is not a string")
+            raise GCFEncodeError("unsupported_type", f"member key {key!r} is not a string")
         if key in ctx.keys:
-            raise GCFError("duplicate_key", f"member key {key!r} was already written")
-        cells = f"{format_cell(key)}|{self._cells(ctx, obj)}"
+            raise GCFEncodeError("duplicate_key", f"member key {key!r} was already written")
+        try:
+            cells = f"{format_cell(key)}|{self._cells(ctx, obj)}"
+        except GCFEncodeError as e:
+            raise self._located(at_path(e, key)) from None
         ctx.keys.add(key)
         if not ctx.count:
             self._write(f"{ctx.head}[?:]{ctx.decl}\n")
@@ -217,8 +235,10 @@ class GenericStreamEncoder:
             # is the anonymous root, which sits above the unused root object).
             depth = len(self._stack) + (0 if self._root_only else 1)
             self._enc.item(ctx.count, value, ctx.ind, depth)
-        except BaseException:
+        except BaseException as e:
             self._enc.out.clear()
+            if isinstance(e, GCFEncodeError):
+                raise self._located(at_path(e, ctx.count)) from None
             raise
         if ctx.count == 0:
             self._write(f"{ctx.head}[?]\n")
@@ -230,7 +250,7 @@ class GenericStreamEncoder:
     def end(self) -> None:
         """Close the innermost open section, table, keyed map or item list."""
         if self._closed or len(self._stack) < 2:
-            raise GCFError("invalid_stream_call", "end() with no open section")
+            raise GCFEncodeError("invalid_stream_call", "end() with no open section")
         self._pop()
 
     def close(self) -> None:
@@ -248,6 +268,13 @@ class GenericStreamEncoder:
 
     # -- internals --------------------------------------------------------------------------
 
+    def _located(self, e: GCFEncodeError) -> GCFEncodeError:
+        """``e``, raised in the innermost open section, with the sections' keys in its path."""
+        for ctx in reversed(self._stack):
+            if ctx.raw is not None:
+                at_path(e, ctx.raw)
+        return e
+
     def _flush(self) -> None:
         out = self._enc.out
         if out:
@@ -256,28 +283,28 @@ class GenericStreamEncoder:
 
     def _check_depth(self) -> None:
         if len(self._stack) >= MAX_DEPTH:
-            raise GCFError("limit_exceeded", f"sections nest deeper than {MAX_DEPTH} levels")
+            raise GCFEncodeError("limit_exceeded", f"sections nest deeper than {MAX_DEPTH} levels")
 
     def _live(self) -> None:
         if self._closed:
-            raise GCFError("invalid_stream_call", "the stream is closed")
+            raise GCFEncodeError("invalid_stream_call", "the stream is closed")
 
     def _object_for(self, key: str) -> _Ctx:
         """The innermost open object, after closing the tables above it; checks ``key``."""
         self._live()
         if self._root_only:
-            raise GCFError(
+            raise GCFEncodeError(
                 "invalid_stream_call", "the payload's root is an anonymous section; no fields"
             )
         while self._stack[-1].kind != _OBJECT:
             self._pop()
         ctx = self._stack[-1]
         if not isinstance(key, str):
-            raise GCFError(
+            raise GCFEncodeError(
                 "unsupported_type", f"object key {key!r} is a {type(key).__name__}, not a str"
             )
         if key in ctx.keys:
-            raise GCFError("duplicate_key", f"key {key!r} was already written to this object")
+            raise GCFEncodeError("duplicate_key", f"key {key!r} was already written to this object")
         return ctx
 
     def _open(self, name: str | None, kind: int) -> _Ctx:
@@ -285,7 +312,7 @@ class GenericStreamEncoder:
             self._live()
             root = self._stack[0]
             if self._root_only or len(self._stack) > 1 or root.keys:
-                raise GCFError(
+                raise GCFEncodeError(
                     "invalid_stream_call",
                     "an anonymous (root) section must be the only content of the payload",
                 )
@@ -296,7 +323,7 @@ class GenericStreamEncoder:
             self._check_depth()
             key = key_text(name)
             parent.keys.add(name)
-            ctx = _Ctx(kind, parent.ind, key, f"{parent.ind}## {key} ")
+            ctx = _Ctx(kind, parent.ind, key, f"{parent.ind}## {key} ", name)
         self._stack.append(ctx)
         return ctx
 
@@ -304,28 +331,30 @@ class GenericStreamEncoder:
         self._live()
         ctx = self._stack[-1]
         if ctx.kind != kind:
-            raise GCFError("invalid_stream_call", f"{call} needs an open {_NAMES[kind]}")
+            raise GCFEncodeError("invalid_stream_call", f"{call} needs an open {_NAMES[kind]}")
         return ctx
 
     @staticmethod
     def _fields(fields: Iterable[str]) -> tuple[str, ...]:
         if isinstance(fields, str):
-            raise GCFError("unsupported_type", "fields must be a list of names, not one str")
+            raise GCFEncodeError("unsupported_type", "fields must be a list of names, not one str")
         cols = tuple(fields)
         if not cols:
-            raise GCFError("invalid_stream_call", "a tabular section needs at least one field")
+            raise GCFEncodeError(
+                "invalid_stream_call", "a tabular section needs at least one field"
+            )
         seen: set[str] = set()
         for f in cols:
             if not isinstance(f, str):
-                raise GCFError("unsupported_type", f"field name {f!r} is not a str")
+                raise GCFEncodeError("unsupported_type", f"field name {f!r} is not a str")
             if ">" in f:
-                raise GCFError(
+                raise GCFEncodeError(
                     "unsupported_type",
                     f"field {f!r} contains '>', which a streaming header would declare as a "
                     "flattened path (§8.3); rename it or use open_items()",
                 )
             if f in seen:
-                raise GCFError("duplicate_field_name", f"field {f!r} is declared twice")
+                raise GCFEncodeError("duplicate_field_name", f"field {f!r} is declared twice")
             seen.add(f)
         return cols
 
@@ -333,27 +362,37 @@ class GenericStreamEncoder:
     def _cells(ctx: _Ctx, obj: Mapping[str, Any]) -> str:
         """The row's cells, joined; nothing is written if any field cannot be."""
         if type(obj) is not dict and not isinstance(obj, Mapping):
-            raise GCFError("unsupported_type", f"a row is an object, not {type(obj).__name__}")
+            raise GCFEncodeError(
+                "unsupported_type", f"a row is an object, not {type(obj).__name__}"
+            )
         get = obj.get
         absent = ABSENT
         try:
             cells = ["~" if (v := get(f, absent)) is absent else format_cell(v) for f in ctx.fields]
         except Nested:
             bad = next(f for f in ctx.fields if isinstance(get(f), (dict, list, tuple)))
-            raise GCFError(
-                "unsupported_type",
-                f"field {bad!r} holds a nested value, which a streamed row cannot attach "
-                "(§8.3); use open_items() for nested records",
+            raise at_path(
+                GCFEncodeError(
+                    "unsupported_type",
+                    f"field {bad!r} holds a nested value, which a streamed row cannot attach "
+                    "(§8.3); use open_items() for nested records",
+                ),
+                bad,
             ) from None
+        except GCFEncodeError as e:
+            raise at_path(e, failing_key(obj, ctx.fields, format_cell)) from None
         # A bare ~ only ever stands for an absent field (the string "~" is quoted), so
         # this counts the declared fields present; any other key was not declared. It
         # costs no allocation, which keeps the per-row cost flat.
         if len(obj) + cells.count("~") != len(cells):
             extra = [k for k in obj if k not in ctx.known]
-            raise GCFError(
-                "undeclared_field",
-                f"row field {extra[0]!r} is not in the declared fields; declare every field "
-                "up front or stream this section with open_items()",
+            raise at_path(
+                GCFEncodeError(
+                    "undeclared_field",
+                    f"row field {extra[0]!r} is not in the declared fields; declare every "
+                    "field up front or stream this section with open_items()",
+                ),
+                str(extra[0]),
             )
         return "|".join(cells)
 

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import GCFError
+from ..errors import GCFError, located
 from ..header import first_line, parse_header, to_text
 from . import decoder
 from .delta import (
@@ -80,13 +80,16 @@ def loads(text: str | bytes) -> Graph:
     Symbol(qualified_name='pkg.H', kind='interface', score=0.9, provenance='lsp', distance=0)
     """
     text = to_text(text)
-    # The delta dispatch sits here, above both decoders, so neither imports the other.
-    first = first_line(text)
-    if "delta=" in first:
-        header = parse_header(first)
-        if header.profile == "graph" and header.flag("delta"):
-            refuse_delta(text)
-    return decoder.loads(text)
+    try:
+        # The delta dispatch sits here, above both decoders, so neither imports the other.
+        first = first_line(text)
+        if "delta=" in first:
+            header = parse_header(first)
+            if header.profile == "graph" and header.flag("delta"):
+                refuse_delta(text)
+        return decoder.loads(text)
+    except GCFError as e:
+        raise located(e, text) from None
 
 
 def _field(d: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:

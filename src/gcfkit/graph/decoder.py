@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import GCFError
+from ..errors import GCFDecodeError, GCFError, located
 from ..grammar import GRAPH_FIELD_SEP, SUMMARY, TRAILER
-from ..header import Header
+from ..header import Header, to_text
 from .lines import (
     DELTA_SECTIONS,
     MAX_ID_DIGITS,
@@ -48,7 +48,7 @@ class _State:
 
     def close_section(self) -> None:
         if self.section_count is not None and self.section_items != self.section_count:
-            raise GCFError(
+            raise GCFDecodeError(
                 "count_mismatch",
                 f"section declares [{self.section_count}] but holds {self.section_items} items",
                 self.section_line,
@@ -60,19 +60,19 @@ class _State:
         self.section_count, self.section_items, self.section_line = count, 0, n
         if name == "edges":
             if self.seen_edges:
-                raise GCFError("invalid_line", "a second ## edges section", n)
+                raise GCFDecodeError("invalid_line", "a second ## edges section", n)
             self.in_edges = self.seen_edges = True
             self.distance = None
             return
         distance = group_distance(name)
         if distance is None:
             if name in DELTA_SECTIONS:
-                raise GCFError(
+                raise GCFDecodeError(
                     "malformed_delta",
                     f"## {name} is a delta section; the header lacks delta=true",
                     n,
                 )
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_line",
                 f"unknown group ## {name}; expected targets, related, extended, distance_N "
                 "or edges",
@@ -83,14 +83,14 @@ class _State:
 
     def node(self, line: str, n: int) -> None:
         if self.distance is None:
-            raise GCFError("invalid_node_line", "node line outside a distance group", n)
+            raise GCFDecodeError("invalid_node_line", "node line outside a distance group", n)
         toks = GRAPH_FIELD_SEP.split(line)
         ident = parse_id(toks[0], n, "invalid_node_line")
         if len(toks) > 1 and toks[1].startswith("#"):
             sym = self._reference(ident, n)
         else:
             if len(toks) != 5:
-                raise GCFError(
+                raise GCFDecodeError(
                     "invalid_node_line",
                     f"a node line has 5 fields (@id kind qname score provenance), "
                     f"found {len(toks)}",
@@ -106,14 +106,14 @@ class _State:
 
     def _reference(self, ident: int, n: int) -> Symbol:
         if not self.session:
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_node_line",
                 "a session reference (@N  # previously transmitted) needs session=true",
                 n,
             )
         prior = None if self.known is None else self.known.get(ident)
         if prior is None:
-            raise GCFError(
+            raise GCFDecodeError(
                 "unresolved_reference",
                 f"@{ident} refers to a symbol from an earlier response that this decoder has "
                 "not seen; request a full payload (spec §9.4)",
@@ -126,9 +126,9 @@ class _State:
 
     def _add(self, ident: int, sym: Symbol, n: int) -> None:
         if ident in self.ids:
-            raise GCFError("invalid_symbol_id", f"@{ident} is declared twice", n)
+            raise GCFDecodeError("invalid_symbol_id", f"@{ident} is declared twice", n)
         if not self.session and ident != len(self.symbols):
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_symbol_id",
                 f"@{ident} out of sequence: IDs run from @0, expected @{len(self.symbols)}",
                 n,
@@ -141,7 +141,7 @@ class _State:
         toks = GRAPH_FIELD_SEP.split(line)
         target_tok, lt, source_tok = toks[0].partition("<")
         if not lt or len(toks) not in (2, 3):
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_edge_syntax",
                 f"an edge line is @target<@source type [status], found {line[:60]!r}",
                 n,
@@ -157,7 +157,7 @@ class _State:
         ident = parse_id(tok, n, "invalid_edge_syntax")
         pos = self.ids.get(ident)
         if pos is None:
-            raise GCFError(
+            raise GCFDecodeError(
                 "unknown_edge_reference", f"edge references @{ident}, not declared before", n
             )
         return self.symbols[pos].qualified_name
@@ -165,12 +165,16 @@ class _State:
     def trailer(self, line: str, n: int) -> None:
         toks = GRAPH_FIELD_SEP.split(line)
         if toks[0] != TRAILER or len(toks) < 2 or toks[1] != "summary":
-            raise GCFError("invalid_summary", "metadata lines are '##! summary key=value...'", n)
+            raise GCFDecodeError(
+                "invalid_summary", "metadata lines are '##! summary key=value...'", n
+            )
         fields: dict[str, str] = {}
         for tok in toks[2:]:
             key, eq, value = tok.partition("=")
             if not eq or not key or key in fields:
-                raise GCFError("invalid_summary", f"bad or repeated summary field {tok!r:.40}", n)
+                raise GCFDecodeError(
+                    "invalid_summary", f"bad or repeated summary field {tok!r:.40}", n
+                )
             fields[key] = value
         self.summary = fields
         self.summary_line = n
@@ -188,13 +192,13 @@ class _State:
             )
         for where, n_symbols, n_edges, line in declared:
             if n_symbols is not None and not unchanged and n_symbols != len(self.symbols):
-                raise GCFError(
+                raise GCFDecodeError(
                     "count_mismatch",
                     f"{where} says symbols={n_symbols} but the payload holds {len(self.symbols)}",
                     line,
                 )
             if n_edges is not None and n_edges != len(self.edges):
-                raise GCFError(
+                raise GCFDecodeError(
                     "count_mismatch",
                     f"{where} says edges={n_edges} but the payload holds {len(self.edges)}",
                     line,
@@ -206,7 +210,7 @@ def _summary_count(fields: dict[str, str], key: str, line: int) -> int | None:
     if value is None:
         return None
     if not value.isascii() or not value.isdigit() or len(value) > MAX_ID_DIGITS:
-        raise GCFError("invalid_summary", f"summary {key}={value!r:.40} is not a count", line)
+        raise GCFDecodeError("invalid_summary", f"summary {key}={value!r:.40} is not a count", line)
     return int(value)
 
 
@@ -216,11 +220,20 @@ def decode_graph(
     """Decode a graph payload; also return the symbols it declared in full, by ID.
 
     ``known`` resolves session references (``@N  # previously transmitted``) to symbols
-    from earlier payloads of the same session.
+    from earlier payloads of the same session. Rejections are
+    :class:`~gcfkit.errors.GCFDecodeError`, placed in the decoded text.
     """
+    doc = to_text(text)
+    try:
+        return _decode(doc, known)
+    except GCFError as e:
+        raise located(e, doc) from None
+
+
+def _decode(text: str, known: Mapping[int, Symbol] | None) -> tuple[Graph, dict[int, Symbol]]:
     header, lines = payload_lines(text)
     if header.profile != "graph":
-        raise GCFError(
+        raise GCFDecodeError(
             "unsupported_profile",
             f"profile={header.profile} payload; use gcfkit.loads for the generic profile",
             1,
@@ -233,7 +246,7 @@ def decode_graph(
     state = _State(header, known)
     for n, line in lines:
         if state.summary is not None:
-            raise GCFError("invalid_summary", "content after the ##! summary trailer", n)
+            raise GCFDecodeError("invalid_summary", "content after the ##! summary trailer", n)
         if line.startswith("##"):
             if line.startswith(TRAILER):
                 state.close_section()
@@ -241,11 +254,11 @@ def decode_graph(
             else:
                 state.open_section(line, n)
         elif unchanged:
-            raise GCFError("invalid_line", "an unchanged=true payload has no body", n)
+            raise GCFDecodeError("invalid_line", "an unchanged=true payload has no body", n)
         elif state.in_edges:
             state.edge(line, n)
         elif state.distance is None:
-            raise GCFError("invalid_line", f"{line[:40]!r} before any ## group header", n)
+            raise GCFDecodeError("invalid_line", f"{line[:40]!r} before any ## group header", n)
         else:
             state.node(line, n)
     if state.summary is None:

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from ..errors import GCFError
+from ..errors import GCFDecodeError, GCFEncodeError, GCFError, located
 from ..grammar import GRAPH_FIELD_SEP, RECORD_UNSAFE, SURROGATE, TRAILER
-from ..header import Header, format_header
+from ..header import Header, format_header, to_text
 from ..scalar import format_number
 from .encoder import edge_tail, node_line
 from .lines import (
@@ -225,10 +225,12 @@ def dumps_delta(delta: GraphDelta) -> str:
     @0 fn pkg.New 0.85 rwr 0
     """
     if not isinstance(delta, GraphDelta):
-        raise GCFError("unsupported_type", f"dumps_delta() takes a GraphDelta, not {delta!r:.40}")
+        raise GCFEncodeError(
+            "unsupported_type", f"dumps_delta() takes a GraphDelta, not {delta!r:.40}"
+        )
     for key, value in (("delta_tokens", delta.delta_tokens), ("full_tokens", delta.full_tokens)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise GCFError("invalid_graph", f"{key}={value!r:.40} must be a non-negative int")
+            raise GCFEncodeError("invalid_graph", f"{key}={value!r:.40} must be a non-negative int")
     pairs: list[tuple[str, str]] = []
     if delta.tool:
         pairs.append(("tool", delta.tool))
@@ -262,8 +264,8 @@ def _edge_line(e: Edge) -> str:
     return f"{source} -> {target}{edge_tail(Edge(e.source, e.target, e.edge_type))}"
 
 
-def _malformed(detail: str, n: int) -> GCFError:
-    return GCFError("malformed_delta", detail, n)
+def _malformed(detail: str, n: int) -> GCFDecodeError:
+    return GCFDecodeError("malformed_delta", detail, n)
 
 
 def loads_delta(text: str | bytes) -> GraphDelta:
@@ -277,9 +279,17 @@ def loads_delta(text: str | bytes) -> GraphDelta:
     >>> d.added[0]
     Symbol(qualified_name='pkg.New', kind='function', score=0.85, provenance='rwr', distance=1)
     """
+    doc = to_text(text)
+    try:
+        return _delta_from(doc)
+    except GCFError as e:
+        raise located(e, doc) from None
+
+
+def _delta_from(text: str) -> GraphDelta:
     header, lines = payload_lines(text)
     if header.profile != "graph":
-        raise GCFError("unsupported_profile", "not a graph payload; see gcfkit.keyed", 1)
+        raise GCFDecodeError("unsupported_profile", "not a graph payload; see gcfkit.keyed", 1)
     if header.flag("unchanged") and not header.flag("delta"):
         return _unchanged(header, lines)
     if not header.flag("delta"):
@@ -344,7 +354,7 @@ def refuse_delta(text: str | bytes) -> NoReturn:
 
     >>> refuse_delta("GCF profile=graph delta=true base_root=a new_root=b\\n## bogus\\n")
     Traceback (most recent call last):
-    gcfkit.errors.GCFError: error[malformed_delta] line 2: ...
+    gcfkit.errors.GCFDecodeError: error[malformed_delta] line 2: ...
     """
     loads_delta(text)
     raise not_a_snapshot()
@@ -370,7 +380,7 @@ def dumps_unchanged(root: str, symbols: int, *, tool: str = "") -> str:
     'sha256:ab'
     """
     if isinstance(symbols, bool) or not isinstance(symbols, int) or symbols < 0:
-        raise GCFError("invalid_graph", f"symbols={symbols!r:.40} must be a non-negative int")
+        raise GCFEncodeError("invalid_graph", f"symbols={symbols!r:.40} must be a non-negative int")
     pairs = [("tool", tool)] if tool else []
     pairs += [("unchanged", "true"), ("pack_root", root), ("symbols", str(symbols))]
     return format_header("graph", pairs) + "\n"
@@ -386,7 +396,7 @@ def _edges(items: list[object]) -> Iterable[Edge]:
 
 def _check_section_count(section: list[object] | None, count: int | None, n: int) -> None:
     if section is not None and count is not None and len(section) != count:
-        raise GCFError(
+        raise GCFDecodeError(
             "count_mismatch", f"section declares [{count}] but holds {len(section)} lines", n
         )
 

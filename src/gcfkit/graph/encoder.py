@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import GCFError
+from ..errors import GCFEncodeError, at_path
 from ..header import format_header
 from .model import (
     KIND_ABBREVIATIONS,
@@ -77,10 +77,14 @@ def _sort_key(s: Symbol) -> tuple[int, float]:
 
 def prepare(graph: Graph) -> Prepared:
     """Validate ``graph`` and put its symbols in canonical order (§16.1)."""
-    for s in graph.symbols:
-        if not isinstance(s, Symbol):
-            raise GCFError("invalid_graph", f"{s!r:.60} is not a Symbol")
-    nodes_by_symbol = [node_fields(s) for s in graph.symbols]
+    nodes_by_symbol = []
+    for i, s in enumerate(graph.symbols):
+        try:
+            if not isinstance(s, Symbol):
+                raise GCFEncodeError("invalid_graph", f"{s!r:.60} is not a Symbol")
+            nodes_by_symbol.append(node_fields(s))
+        except GCFEncodeError as err:
+            raise at_path(at_path(err, i), "symbols") from None
     order = sorted(range(len(graph.symbols)), key=lambda i: _sort_key(graph.symbols[i]))
     position = [0] * len(order)
     for pos, i in enumerate(order):
@@ -88,12 +92,14 @@ def prepare(graph: Graph) -> Prepared:
     symbols = tuple(graph.symbols[i] for i in order)
     index = symbol_index(symbols)
     edges = []
-    for e in graph.edges:
-        if not isinstance(e, Edge):
-            raise GCFError("invalid_graph", f"{e!r:.60} is not an Edge")
-        edges.append(
-            (resolve(index, e.source, "source"), resolve(index, e.target, "target"), edge_tail(e))
-        )
+    for i, e in enumerate(graph.edges):
+        try:
+            if not isinstance(e, Edge):
+                raise GCFEncodeError("invalid_graph", f"{e!r:.60} is not an Edge")
+            ends = (resolve(index, e.source, "source"), resolve(index, e.target, "target"))
+            edges.append((*ends, edge_tail(e)))
+        except GCFEncodeError as err:
+            raise at_path(at_path(err, i), "edges") from None
     # Validate the header now so that rendering cannot fail after a session allocated IDs.
     format_header("graph", header_pairs(graph, 0, 0))
     return Prepared(graph, symbols, tuple(nodes_by_symbol[i] for i in order), tuple(edges))
@@ -109,7 +115,7 @@ def header_pairs(graph: Graph, n_symbols: int, n_edges: int | None) -> list[tupl
         pairs.append(("tool", graph.tool))
     for key, value in (("budget", graph.budget), ("tokens", graph.tokens)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise GCFError("invalid_graph", f"{key}={value!r:.40} must be a non-negative int")
+            raise GCFEncodeError("invalid_graph", f"{key}={value!r:.40} must be a non-negative int")
         if value:
             pairs.append((key, str(value)))
     if n_edges is not None:
@@ -169,6 +175,8 @@ def dumps(graph: Graph) -> str:
     @0<@1 calls
     """
     if not isinstance(graph, Graph):
-        raise GCFError("unsupported_type", f"dumps() takes a Graph, not {type(graph).__name__}")
+        raise GCFEncodeError(
+            "unsupported_type", f"dumps() takes a Graph, not {type(graph).__name__}"
+        )
     prep = prepare(graph)
     return render(prep, range(len(prep.symbols)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from ..errors import ErrorCode, GCFError
+from ..errors import ErrorCode, GCFDecodeError, decode_error_at
 from ..grammar import COUNT_OR_DEFERRED, FIELD_CONTROL, GROUP_HEADER, SCORE_RE, is_comment
 from ..header import Header, parse_header, to_text
 from ..scalar import check_scalar_text
@@ -60,8 +60,8 @@ def _body(lines: list[str]) -> Iterator[tuple[int, str]]:
             if is_comment(stripped):
                 continue
             if "\t" in line[: len(line) - len(stripped)]:
-                raise GCFError("tab_indentation", "tab in leading whitespace", n + 1)
-            raise GCFError("invalid_indent", "graph lines are not indented", n + 1)
+                raise GCFDecodeError("tab_indentation", "tab in leading whitespace", n + 1)
+            raise GCFDecodeError("invalid_indent", "graph lines are not indented", n + 1)
         if first == "#" and is_comment(line):
             continue
         yield n + 1, line
@@ -71,7 +71,7 @@ def parse_count(text: str, line: int) -> int | None:
     """A ``[count]`` body: an int, or None for the deferred ``?`` (§8.2)."""
     text = text.strip(" \t")
     if not COUNT_OR_DEFERRED.match(text):
-        raise GCFError(
+        raise GCFDecodeError(
             "invalid_count",
             f"[{text}] is not a count: use 0, a decimal without leading zeros, or ?",
             line,
@@ -79,7 +79,7 @@ def parse_count(text: str, line: int) -> int | None:
     if text == "?":
         return None
     if len(text) > MAX_ID_DIGITS:
-        raise GCFError("limit_exceeded", f"count {text[:24]}... is too large", line)
+        raise GCFDecodeError("limit_exceeded", f"count {text[:24]}... is too large", line)
     return int(text)
 
 
@@ -87,7 +87,7 @@ def parse_group_header(line: str, n: int) -> tuple[str, int | None, bool]:
     """``## name [count]`` -> (name, count or None, has a bracket)."""
     m = GROUP_HEADER.match(line)
     if m is None or (m.group(3) or "").strip(" \t"):
-        raise GCFError(
+        raise GCFDecodeError(
             "invalid_line", f"malformed group header {line[:60]!r}; expected '## name [N]'", n
         )
     if m.group(2) is None:
@@ -98,19 +98,23 @@ def parse_group_header(line: str, n: int) -> tuple[str, int | None, bool]:
 def parse_id(tok: str, n: int, code: ErrorCode) -> int:
     """The integer of an ``@N`` token; ``code`` when the token has no ``@``."""
     if not tok.startswith("@"):
-        raise GCFError(code, f"expected @N, found {tok[:40]!r}", n)
+        raise decode_error_at(code, f"expected @N, found {tok[:40]!r}", n, tok, 0)
     digits = tok[1:]
     if not digits.isascii() or not digits.isdigit() or len(digits) > MAX_ID_DIGITS:
-        raise GCFError(
-            "invalid_symbol_id", f"symbol ID {tok[:40]!r} is not @ followed by an integer", n
+        raise decode_error_at(
+            "invalid_symbol_id",
+            f"symbol ID {tok[:40]!r} is not @ followed by an integer",
+            n,
+            tok,
+            0,
         )
     return int(digits)
 
 
 def check_field(tok: str, n: int, code: ErrorCode) -> str:
     """A positional field: no control characters, no literal surrogates."""
-    if FIELD_CONTROL.search(tok):
-        raise GCFError(code, f"control character in field {tok[:40]!r}", n)
+    if (bad := FIELD_CONTROL.search(tok)) is not None:
+        raise decode_error_at(code, f"control character in field {tok[:40]!r}", n, tok, bad.start())
     if not tok.isascii():
         check_scalar_text(tok, n)
     return tok
@@ -119,13 +123,15 @@ def check_field(tok: str, n: int, code: ErrorCode) -> str:
 def parse_score(tok: str, n: int) -> float:
     """A score field, ``[-]DIGITS.DD`` (§5)."""
     if not SCORE_RE.match(tok):
-        raise GCFError("invalid_score", f"score {tok[:40]!r} is not [-]DIGITS.DD (two decimals)", n)
+        raise decode_error_at(
+            "invalid_score", f"score {tok[:40]!r} is not [-]DIGITS.DD (two decimals)", n, tok, 0
+        )
     return float(tok)
 
 
-def not_a_snapshot() -> GCFError:
+def not_a_snapshot() -> GCFDecodeError:
     """The error for a delta payload given to a snapshot decoder (``unsupported_profile``)."""
-    return GCFError(
+    return GCFDecodeError(
         "unsupported_profile",
         "a delta payload (delta=true); decode it with gcfkit.graph.loads_delta",
         1,

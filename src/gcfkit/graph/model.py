@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from ..errors import GCFError
+from ..errors import GCFEncodeError
 from ..grammar import BARE_KEY, BARE_KEY_RE, DISTANCE_GROUP, GROUP_NAMES, HEADER_VALUE_RE
 
 __all__ = [
@@ -137,7 +137,7 @@ def abbreviate_kind(kind: str) -> str:
     if abbr is not None:
         return abbr
     if not isinstance(kind, str) or not BARE_KEY_RE.match(kind):
-        raise GCFError(
+        raise GCFEncodeError(
             "invalid_graph",
             f"kind {kind!r:.40} must be a bare key ({BARE_KEY}) to travel on a node line",
         )
@@ -164,9 +164,9 @@ def format_score(score: float) -> str:
     if type(score) is float and score - score == 0.0:  # fast path: finite float
         return f"{score:.2f}"
     if isinstance(score, bool) or not isinstance(score, (int, float)):
-        raise GCFError("invalid_graph", f"score {score!r:.40} is not a number")
+        raise GCFEncodeError("invalid_graph", f"score {score!r:.40} is not a number")
     if isinstance(score, float) and not math.isfinite(score):
-        raise GCFError("out_of_range", f"score {score!r} is not finite; use a real number")
+        raise GCFEncodeError("out_of_range", f"score {score!r} is not finite; use a real number")
     return f"{score:.2f}"
 
 
@@ -186,7 +186,7 @@ def check_token(what: str, value: str) -> str:
     ):
         return value
     if not isinstance(value, str) or not HEADER_VALUE_RE.match(value):
-        raise GCFError(
+        raise GCFEncodeError(
             "invalid_graph",
             f"{what} {value!r:.60} must be non-empty printable ASCII without whitespace "
             "(graph profile, spec §20); encode it with the generic profile instead",
@@ -206,7 +206,9 @@ def group_name(distance: int) -> str:
     ['targets', 'related', 'extended', 'distance_5']
     """
     if isinstance(distance, bool) or not isinstance(distance, int) or distance < 0:
-        raise GCFError("invalid_graph", f"distance {distance!r:.40} must be a non-negative integer")
+        raise GCFEncodeError(
+            "invalid_graph", f"distance {distance!r:.40} must be a non-negative integer"
+        )
     return GROUP_NAMES[distance] if distance < 3 else f"distance_{distance}"
 
 
@@ -239,7 +241,7 @@ def symbol_index(symbols: Iterable[Symbol]) -> dict[str, int]:
             kinds[s.qualified_name] = s.kind
             continue
         if kinds[s.qualified_name] == s.kind:
-            raise GCFError(
+            raise GCFEncodeError(
                 "invalid_graph",
                 f"symbol {s.kind} {s.qualified_name} appears twice; (kind, qualified name) "
                 "identifies a symbol",
@@ -252,12 +254,12 @@ def resolve(index: dict[str, int], name: str, role: str) -> int:
     """Position of the symbol an edge endpoint names (see :func:`symbol_index`)."""
     i = index.get(name)
     if i is None:
-        raise GCFError(
+        raise GCFEncodeError(
             "unknown_edge_reference",
             f"edge {role} {name!r:.60} is not among the graph's symbols",
         )
     if i < 0:
-        raise GCFError(
+        raise GCFEncodeError(
             "invalid_graph",
             f"edge {role} {name!r:.60} is ambiguous: two symbols of different kinds share "
             "that qualified name",

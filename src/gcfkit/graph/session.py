@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from ..errors import GCFError, located
 from ..header import first_line, parse_header, to_text
 from .decoder import decode_graph
 from .delta import refuse_delta
@@ -157,11 +158,14 @@ class SessionReader:
     def loads(self, text: str | bytes) -> Graph:
         """Decode one payload of the session; see :func:`gcfkit.graph.loads`."""
         text = to_text(text)
-        header = parse_header(first_line(text))
-        session = header.flag("session")
-        if header.profile == "graph" and header.flag("delta"):
-            refuse_delta(text)
-        graph, declared = decode_graph(text, self._known if session else None)
+        try:
+            header = parse_header(first_line(text))
+            session = header.flag("session")
+            if header.profile == "graph" and header.flag("delta"):
+                refuse_delta(text)
+            graph, declared = decode_graph(text, self._known if session else None)
+        except GCFError as e:
+            raise located(e, text) from None
         if not session:
             self._known.clear()
             return graph

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import TracebackType
 
-from ..errors import GCFError
+from ..errors import GCFEncodeError
 from ..grammar import SUMMARY
 from ..header import format_header
 from .encoder import edge_tail, header_pairs, node_fields
@@ -89,7 +89,7 @@ class GraphStreamEncoder:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise GCFError("invalid_graph", "the stream is closed")
+            raise GCFEncodeError("invalid_graph", "the stream is closed")
 
     def _end_group(self) -> None:
         if self._group_count:
@@ -100,16 +100,16 @@ class GraphStreamEncoder:
         """Write one node line (and its group header when the distance changes)."""
         self._check_open()
         if self._in_edges:
-            raise GCFError(
+            raise GCFEncodeError(
                 "invalid_graph", "symbols come before edges: the edges section is already open"
             )
         if not isinstance(symbol, Symbol):
-            raise GCFError("invalid_graph", f"{symbol!r:.60} is not a Symbol")
+            raise GCFEncodeError("invalid_graph", f"{symbol!r:.60} is not a Symbol")
         fields = node_fields(symbol)
         distance = symbol.distance
         ident = self._symbols
         if distance < self._distance:
-            raise GCFError(
+            raise GCFEncodeError(
                 "invalid_graph",
                 f"distance {distance} after distance {self._distance}: stream symbols "
                 "group by group in ascending distance",
@@ -133,7 +133,7 @@ class GraphStreamEncoder:
             self._index[symbol.qualified_name] = (ident, symbol.kind)
             return
         if prior[1] == symbol.kind:
-            raise GCFError(
+            raise GCFEncodeError(
                 "invalid_graph",
                 f"symbol {symbol.kind} {symbol.qualified_name} was already streamed",
             )
@@ -143,23 +143,23 @@ class GraphStreamEncoder:
     def _resolve(self, name: str, given: int | None, role: str) -> int:
         if given is not None:
             if isinstance(given, bool) or not isinstance(given, int):
-                raise GCFError("invalid_graph", f"{role}_id {given!r:.40} is not an int")
+                raise GCFEncodeError("invalid_graph", f"{role}_id {given!r:.40} is not an int")
             if not 0 <= given < self._symbols:
-                raise GCFError(
+                raise GCFEncodeError(
                     "unknown_edge_reference", f"{role}_id @{given} has not been streamed"
                 )
             return given
         if self._index is None:
-            raise GCFError(
+            raise GCFEncodeError(
                 "invalid_graph", f"index=False: add_edge needs {role}_id (the add_symbol result)"
             )
         found = self._index.get(name)
         if found is None:
-            raise GCFError(
+            raise GCFEncodeError(
                 "unknown_edge_reference", f"edge {role} {name!r:.60} has not been streamed"
             )
         if found[0] < 0:
-            raise GCFError(
+            raise GCFEncodeError(
                 "invalid_graph", f"edge {role} {name!r:.60} names two symbols of different kinds"
             )
         return found[0]
@@ -170,7 +170,7 @@ class GraphStreamEncoder:
         """Write one edge line; endpoints by name, or by the IDs ``add_symbol`` returned."""
         self._check_open()
         if not isinstance(edge, Edge):
-            raise GCFError("invalid_graph", f"{edge!r:.60} is not an Edge")
+            raise GCFEncodeError("invalid_graph", f"{edge!r:.60} is not an Edge")
         tail = edge_tail(edge)
         source = self._resolve(edge.source, source_id, "source")
         target = self._resolve(edge.target, target_id, "target")

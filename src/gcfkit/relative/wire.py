@@ -25,7 +25,7 @@ Unchanged(tool='read_graph', since='482913')
 >>> import gcfkit
 >>> gcfkit.loads("@@ unchanged tool=read_graph since=482913\\n")
 Traceback (most recent call last):
-gcfkit.errors.GCFError: error[missing_header] line 1: a payload starts with 'GCF profile=...', ...
+gcfkit.errors.GCFDecodeError: error[missing_header] line 1: a payload starts with ...
 """
 
 from __future__ import annotations
