@@ -1,7 +1,8 @@
 """Shared helpers for tests: where the official fixtures live, and type-strict equality.
 
 The conformance suite is read straight from ``../shared/conformance`` (relative to the repo
-root), as CI lays it out; set ``GCF_CONFORMANCE_DIR`` to point elsewhere.
+root), as CI lays it out; set ``GCF_CONFORMANCE_DIR`` to point elsewhere. The corpus is
+``../shared/corpus``, or ``GCFKIT_CORPUS`` (the variable bench/ reads too).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE_DIR = Path(
     os.environ.get("GCF_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")
 )
-CORPUS_DIR = REPO.parent / "shared" / "corpus"
+CORPUS_DIR = Path(os.environ.get("GCFKIT_CORPUS", REPO.parent / "shared" / "corpus"))
 
 
 def missing_fixtures_hint() -> str:
@@ -30,11 +31,17 @@ def missing_fixtures_hint() -> str:
 
 
 def load_fixtures() -> list[tuple[str, dict[str, Any]]]:
-    """Every fixture as (relative path, parsed JSON), sorted by path."""
+    """Every fixture as (relative path, parsed JSON), sorted by path.
+
+    A missing suite fails loudly (at collection) rather than leaving every fixture test
+    with nothing to run.
+    """
     out = []
     for path in sorted(CONFORMANCE_DIR.rglob("*.json")):
         with path.open(encoding="utf-8") as f:
             out.append((path.relative_to(CONFORMANCE_DIR).as_posix(), json.load(f)))
+    if not out:
+        raise FileNotFoundError(missing_fixtures_hint())
     return out
 
 

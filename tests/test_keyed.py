@@ -1,4 +1,5 @@
-"""Keyed sets and generic deltas (§10a): fixtures, atomicity, wire strictness, sessions."""
+"""Keyed sets and generic deltas (§10a): atomicity, wire strictness, sessions (the fixtures
+are run by tests/test_conformance.py)."""
 
 from __future__ import annotations
 
@@ -25,33 +26,8 @@ from gcfkit.keyed import (
     loads_keyed,
     pack_root,
 )
-from tests.conformance import load_fixtures
 
-FIXTURES = load_fixtures()
 F = ["id", "total", "status"]
-
-
-def _fx(op: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(p, f) for p, f in FIXTURES if f["operation"] == op]
-
-
-def _set(model: dict[str, Any]) -> KeyedSet:
-    return KeyedSet(model["key"], model["fields"], model["rows"], model.get("name", "rows"))
-
-
-def _delta(model: dict[str, Any]) -> GenericDelta:
-    return GenericDelta(
-        model["key"],
-        model["fields"],
-        model["baseRoot"],
-        model.get("newRoot", ""),
-        added=model.get("added", ()),
-        changed=model.get("changed", ()),
-        removed=model.get("removed", ()),
-        tool=model.get("tool", ""),
-        delta_tokens=model.get("deltaTokens", 0),
-        full_tokens=model.get("fullTokens", 0),
-    )
 
 
 def _base() -> KeyedSet:
@@ -65,65 +41,6 @@ def _base() -> KeyedSet:
         ],
         name="orders",
     )
-
-
-# ---------------------------------------------------------------------------------------
-# Fixtures
-# ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("path", "fx"), _fx("generic-pack-root"))
-def test_pack_root_fixture(path: str, fx: dict[str, Any]) -> None:
-    assert pack_root(_set(fx["input"])) == fx["expected"]
-    reordered = dict(fx["input"], rows=list(reversed(fx["input"]["rows"])))
-    assert pack_root(_set(reordered)) == fx["expected"]
-
-
-@pytest.mark.parametrize(("path", "fx"), _fx("generic-delta"))
-def test_delta_encode_fixture(path: str, fx: dict[str, Any]) -> None:
-    wire = dumps_delta(_delta(fx["input"]))
-    assert wire == fx["expected"]
-    # Decoding keeps everything but the token counts behind savings=.
-    head, _, body = wire.partition("\n")
-    head = " ".join(p for p in head.split() if not p.startswith("savings="))
-    assert dumps_delta(loads_delta(wire)) == head + "\n" + body
-
-
-def _verify(fx: dict[str, Any], delta: Any) -> None:
-    base = _set(fx["input"]["base"])
-    rows_before = copy.deepcopy(base.rows)
-    root_before = pack_root(base)
-    want = fx["input"]["expectedNewRoot"]
-    if "expectedError" in fx:
-        with pytest.raises(GCFError) as info:
-            apply_delta(base, delta(), expected_root=want)
-        err = fx["expectedError"]
-        assert err == info.value.code or (" " in err and err in str(info.value))
-        assert base.rows == rows_before and pack_root(base) == root_before
-        return
-    assert pack_root(apply_delta(base, delta(), expected_root=want)) == fx["expected"]
-    assert base.rows == rows_before
-
-
-@pytest.mark.parametrize(("path", "fx"), _fx("generic-delta-verify"))
-def test_delta_verify_fixture(path: str, fx: dict[str, Any]) -> None:
-    _verify(fx, lambda: _delta(fx["input"]["delta"]))
-
-
-@pytest.mark.parametrize(("path", "fx"), _fx("generic-delta-decode"))
-def test_delta_decode_fixture(path: str, fx: dict[str, Any]) -> None:
-    _verify(fx, lambda: loads_delta(fx["input"]["wire"]))
-
-
-@pytest.mark.parametrize(("path", "fx"), _fx("generic-delta-session"))
-def test_session_fixture(path: str, fx: dict[str, Any]) -> None:
-    policy = fx["input"]["policy"]
-    reanchor = FixedN(policy["n"]) if policy["mode"] == "fixedN" else SizeGuard()
-    session = DeltaSession(_set(fx["input"]["base"]), tool=fx["input"]["tool"], reanchor=reanchor)
-    assert session.full() == fx["expected"]["initialFull"]
-    for update, want in zip(fx["input"]["updates"], fx["expected"]["emissions"], strict=True):
-        wire, is_full = session.next(_set(update))
-        assert (wire, is_full) == (want["wire"], want["isFull"])
 
 
 # ---------------------------------------------------------------------------------------
