@@ -147,9 +147,9 @@ class CharCounter:
 
 @pytest.mark.slow
 def test_memory_does_not_grow_with_the_stream() -> None:
-    rows = 1_000_000  # half symbols in four distance groups, half edges
+    rows = 200_000  # half symbols in four distance groups, half edges
     half = rows // 2
-    warmup = 10_000
+    warmup = 1_000
     symbols = [Symbol(f"pkg.S{d}", "function", 0.5, "lsp", d) for d in range(4)]
     edge = Edge("x", "y", "calls")
     sink = CharCounter()
