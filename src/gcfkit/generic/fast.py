@@ -147,8 +147,8 @@ def run(p: Parser, lines: list[str]) -> Any:
             continue  # a blank line, as prepare says
         ln = i
         # Parser.prepare, inline for the ordinary line: not blank, no trailing blank, an
-        # even indentation, no comment, section or trailer line, no tab, no limit near,
-        # no trailer read yet. Any other line gets prepare itself.
+        # even indentation, no comment or trailer line (a '## ' section is ordinary), no
+        # tab, no limit near, no trailer read yet. Any other line gets prepare itself.
         if raw[0] == " ":
             s = raw.lstrip(" ")
             indent = len(raw) - len(s)
@@ -160,7 +160,7 @@ def run(p: Parser, lines: list[str]) -> Any:
             or s[-1] in not_last
             or indent & 1
             or trailer_read
-            or (c := s[0]) == "#"
+            or ((c := s[0]) == "#" and s[1:3] != "# ")
             or c == "\t"
             or (long_lines and len(raw) > MAX_LINE)
         ):
@@ -173,6 +173,11 @@ def run(p: Parser, lines: list[str]) -> Any:
         else:
             while stack and indent < stack[-1].indent:
                 p.close(stack.pop())
+            if c == "#":
+                # A '## ' section line: it also ends the tables and expanded arrays at
+                # its own indentation, as prepare does.
+                while stack and type(stack[-1]) is not ObjectFrame and stack[-1].indent == indent:
+                    p.close(stack.pop())
         if stack:
             top = stack[-1]
             if type(top) is ObjectFrame and indent == top.indent:
