@@ -482,3 +482,49 @@ def test_the_pure_python_number_scanner_agrees(tok: str, monkeypatch: pytest.Mon
     with_c = outcome()
     monkeypatch.setattr(scan, "DEFAULT_NUMBERS", scan.Numbers(accelerated=False))
     assert repr(outcome()) == repr(with_c)
+
+
+# ---------------------------------------------------------------------------------------
+# parse_float
+# ---------------------------------------------------------------------------------------
+
+
+def test_parse_float_sees_every_double_on_every_path() -> None:
+    from decimal import Decimal
+
+    rows = "".join(f"{i}|{i}.10|1e-{i + 1}\n" for i in range(12))  # a batch: the column scan
+    wire = (
+        H
+        + "a=0.1000000000000000055511151231257827\nb=7\nc=1.50\nl[3]: 2.50,3,-0.0\n"
+        + f"## t [12]{{i,x,y}}\n{rows}## s [2]{{x}}\n1.25\n2\n"
+    )
+    value = loads(wire, parse_float=Decimal)
+    assert value["a"] == Decimal("0.1000000000000000055511151231257827")
+    assert type(value["b"]) is int and value["c"] == Decimal("1.50")
+    assert value["l"] == [Decimal("2.50"), 3, Decimal("-0.0")]
+    assert all(type(r["i"]) is int and type(r["x"]) is Decimal for r in value["t"])
+    assert value["t"][3]["x"] == Decimal("3.10") and value["t"][3]["y"] == Decimal("1e-4")
+    assert value["s"] == [{"x": Decimal("1.25")}, {"x": 2}]
+    # The same values as floats without the hook, and the fast paths read them alike.
+    from tests.test_fast_paths import general, outcome
+
+    def with_decimal(text: str) -> Any:
+        return loads(text, parse_float=Decimal)
+
+    assert outcome(with_decimal, wire) == general(with_decimal, wire)
+    assert loads(wire)["c"] == 1.5
+
+
+@pytest.mark.parametrize("tok", ["1e999", "-1e999", "1.5e400"])
+def test_parse_float_never_sees_an_out_of_range_double(tok: str) -> None:
+    seen: list[str] = []
+
+    def hook(text: str) -> float:
+        seen.append(text)
+        return float(text)
+
+    for wire in (H + f"v={tok}\n", H + "## t [9]{v}\n" + f"{tok}\n" * 9):
+        with pytest.raises(GCFError) as info:
+            loads(wire, parse_float=hook)
+        assert info.value.code == "out_of_range"
+    assert tok not in seen
