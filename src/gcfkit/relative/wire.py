@@ -37,6 +37,7 @@ from typing import Any, Final
 from ..errors import GCFError
 from ..generic.decoder import loads as _loads_generic
 from ..generic.encoder import dumps as _dumps_generic
+from ..grammar import count
 from ..header import check_header_value, parse_header, to_text
 from ..jsonio import same_value
 from .patch import NO_VALUE, Op, apply, check_op, diff, same
@@ -67,7 +68,7 @@ KINDS: Final = ("unchanged", "patch", "edit")
 
 _HANDLE: Final = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
 _REF_BLOCK: Final = re.compile(r"ref=([A-Za-z0-9_-]{1,32})\n?\Z")
-_COUNT: Final = re.compile(r"(?:0|[1-9][0-9]{0,18})\Z")
+_COUNT: Final = re.compile(f"(?:{count(19)})\\Z")  # §4 count, as grammar spells it
 _HEAD: Final = "GCF profile=generic"
 
 
