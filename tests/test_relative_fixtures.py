@@ -16,6 +16,7 @@ import pytest
 
 import gcfkit
 from gcfkit import GCFError, relative
+from gcfkit.errors import GCFDecodeError
 from tests.conformance import strict_equal
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "relative"
@@ -58,7 +59,13 @@ def op_relative_error(fx: dict[str, Any]) -> None:
     inp = fx["input"]
     before = json.dumps(inp.get("held"))
     with pytest.raises(GCFError) as info:
-        answer = relative.loads(inp["answer"])
+        try:
+            answer = relative.loads(inp["answer"])
+        except GCFError as e:
+            # A malformed answer is a decode error placed in its text.
+            assert isinstance(e, GCFDecodeError) and e.doc == inp["answer"], repr(e)
+            assert e.lineno >= 1 and 0 <= e.pos <= len(e.doc)
+            raise
         reader = relative.Reader()
         reader.hold(answer.since, inp["held"], text=isinstance(answer, relative.Edit))
         reader.resolve(answer)

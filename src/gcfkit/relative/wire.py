@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..errors import GCFError
+from ..errors import GCFDecodeError, GCFError, decode_error_at, located
 from ..generic.decoder import loads as _loads_generic
 from ..generic.encoder import dumps as _dumps_generic
 from ..grammar import count
@@ -242,90 +242,119 @@ def is_answer(text: str | bytes) -> bool:
     >>> is_answer("@@ unchanged tool=t since=1\\n"), is_answer("GCF profile=generic\\n")
     (True, False)
     """
-    return text[:2] in ("@@", b"@@")
+    if isinstance(text, str):
+        return text[:2] == "@@"
+    # Anything else that is not bytes is left to the decoders' own unsupported_type.
+    return isinstance(text, (bytes, bytearray, memoryview)) and bytes(text[:2]) == b"@@"
 
 
 def loads(text: str | bytes) -> Answer:
     """Strict decode of a relative answer. Malformations are ``invalid_answer``,
     ``invalid_patch`` or ``invalid_edit`` (or the generic decoder's own code for a patch
-    body that is not GCF), with the payload line where there is one.
+    body that is not GCF): a :class:`~gcfkit.errors.GCFDecodeError` placed in the answer's
+    text (``lineno``, ``colno``, ``pos`` into ``doc``), as every GCF decoder's.
 
     >>> loads("@@ patch tool=t since=1\\n## [1]{op,path}\\ndel|a\\n").ops
     (Op(op='del', path=(Member(key='a'),), value=NO_VALUE),)
     >>> loads("@@ unchanged tool=t\\n")
     Traceback (most recent call last):
-    gcfkit.errors.GCFError: error[invalid_answer] line 1: an answer names its held result: since=
+    gcfkit.errors.GCFDecodeError: error[invalid_answer] line 1: an answer names its held ...
     """
-    src = to_text(text)
+    doc = to_text(text)
+    try:
+        return _loads(doc)
+    except GCFError as e:
+        raise located(e, doc) from None
+
+
+def _loads(src: str) -> Answer:
     if "\r\n" in src:
         src = src.replace("\r\n", "\n")
     first, _, rest = src.partition("\n")
     if not first.startswith("@@ "):
-        raise GCFError("invalid_answer", "an answer starts with @@ unchanged, patch or edit", 1)
+        raise GCFDecodeError(
+            "invalid_answer", "an answer starts with @@ unchanged, patch or edit", 1
+        )
     kind, _, pairs = first[3:].rstrip(" ").partition(" ")
     if kind not in KINDS:
-        raise GCFError("invalid_answer", f"unknown answer kind {kind[:20]!r}", 1)
+        raise decode_error_at("invalid_answer", f"unknown answer kind {kind[:20]!r}", 1, first, 3)
     try:
         fields = parse_header(f"{_HEAD} {pairs}" if pairs else _HEAD).fields
     except GCFError as e:
-        raise GCFError("invalid_answer", e.detail, 1) from None
+        raise GCFDecodeError("invalid_answer", e.detail, 1) from None
     if "since" not in fields:
-        raise GCFError("invalid_answer", "an answer names its held result: since=", 1)
+        raise GCFDecodeError("invalid_answer", "an answer names its held result: since=", 1)
     if "tool" not in fields:
-        raise GCFError("invalid_answer", "an answer names its tool: tool=", 1)
+        raise GCFDecodeError("invalid_answer", "an answer names its tool: tool=", 1)
     tool = fields["tool"]
-    since = _check_handle("since", fields["since"])
+    since = _answer_handle(fields, "since")
     ref = fields.get("ref")
     if ref is not None:
-        _check_handle("ref", ref)
+        _answer_handle(fields, "ref")
     if kind != "edit" and ("lines" in fields or "eol" in fields):
-        raise GCFError("invalid_answer", "lines= and eol= belong to an edit answer", 1)
+        raise GCFDecodeError("invalid_answer", "lines= and eol= belong to an edit answer", 1)
     if kind == "unchanged":
         if ref is not None:
-            raise GCFError("invalid_answer", "an unchanged answer names no new result", 1)
+            raise GCFDecodeError("invalid_answer", "an unchanged answer names no new result", 1)
         for no, line in enumerate(rest.split("\n"), 2):
             if line.strip(" \t"):
-                raise GCFError("invalid_answer", "an unchanged answer has no body", no)
+                raise GCFDecodeError("invalid_answer", "an unchanged answer has no body", no)
         return Unchanged(tool, since)
     if kind == "patch":
         return Patch(tool, since, _patch_ops(rest), ref)
     lines = fields.get("lines")
-    if lines is None or not _COUNT.match(lines):
-        raise GCFError("invalid_answer", "an edit answer declares lines=<count>", 1)
+    if lines is None:
+        raise GCFDecodeError("invalid_answer", "an edit answer declares lines=<count>", 1)
+    if not _COUNT.match(lines):
+        raise decode_error_at(
+            "invalid_answer", "an edit answer declares lines=<count>", 1, f"lines={lines}", 0
+        )
     eol = fields.get("eol", "true")
     if eol not in ("true", "false"):
-        raise GCFError("invalid_answer", "eol= is true or false", 1)
+        raise decode_error_at("invalid_answer", "eol= is true or false", 1, f"eol={eol}", 0)
     edit = parse_edit_lines(rest.split("\n"), int(lines), eol == "true", 2)
     return Edit(tool, since, edit, ref)
 
 
+def _answer_handle(fields: dict[str, str], name: str) -> str:
+    """The handle of header field ``name`` of an answer's ``@@`` line, placed there when it
+    is not one."""
+    value = fields[name]
+    if not is_handle(value):
+        piece = f"{name}={value}"
+        raise decode_error_at(
+            "invalid_answer", f"{name}={value[:40]!r} is not a handle", 1, piece, 0
+        )
+    return value
+
+
 def _patch_ops(body: str) -> tuple[Op, ...]:
     # The body is a GCF generic body; its line n is line n of the answer as well, since
-    # the @@ line stands where the GCF header would.
-    try:
-        value = _loads_generic(f"{_HEAD}\n{body}")
-    except GCFError as e:
-        raise GCFError(e.code, e.detail, e.line) from None
+    # the @@ line stands where the GCF header would (so the body's own errors keep their
+    # place). An operation that is well-formed GCF but not an operation is reported at
+    # line 2, where the list of operations starts.
+    value = _loads_generic(f"{_HEAD}\n{body}")
     if not isinstance(value, list) or not value:
-        raise GCFError("invalid_patch", "a patch body is a non-empty array of operations", 2)
+        raise GCFDecodeError("invalid_patch", "a patch body is a non-empty array of operations", 2)
     ops: list[Op] = []
     for n, item in enumerate(value, 1):
         if not isinstance(item, dict) or list(item) not in (
             ["op", "path"],
             ["op", "path", "value"],
         ):
-            raise GCFError(
+            raise GCFDecodeError(
                 "invalid_patch",
                 f"operation {n}: the fields are op, path and (but for del) value, in this order",
+                2,
             )
         op, path = item["op"], item["path"]
         if not isinstance(op, str) or not isinstance(path, str):
-            raise GCFError("invalid_patch", f"operation {n}: op and path are strings")
+            raise GCFDecodeError("invalid_patch", f"operation {n}: op and path are strings", 2)
         try:
             new = Op(op, parse_path(path), item.get("value", NO_VALUE))
             check_op(new)
         except GCFError as e:
-            raise GCFError(e.code, f"operation {n}: {e.detail}") from None
+            raise GCFDecodeError(e.code, f"operation {n}: {e.detail}", 2) from None
         ops.append(new)
     return tuple(ops)
 
