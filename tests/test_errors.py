@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 import gcfkit
-from gcfkit import gcx1, graph, keyed
+from gcfkit import dense, gcx1, graph, keyed, relative
 from gcfkit.errors import ConfigError, GCFDecodeError, GCFEncodeError, GCFError
 from gcfkit.jsonio import loads_json, read_json_bytes
 from gcfkit.stream import GenericStreamEncoder
 
 G = "GCF profile=generic\n"
+D = "GCF profile=dense\n"
 
 # (decoder, payload, code, line, column, the text at the error's position)
 _DECODE_CASES: list[tuple[Callable[[Any], Any], str | bytes, str, int, int, str]] = [
@@ -56,6 +57,26 @@ _DECODE_CASES: list[tuple[Callable[[Any], Any], str | bytes, str, int, int, str]
         1,
         "## x",
     ),
+    # The dense profile's own errors, at the token that breaks D4-D6.
+    (dense.loads, D + "k=$b\n", "undefined_reference", 2, 3, "$b"),
+    (dense.loads, D + "## r [1]{a,b}\n1|[1]: $q\n", "undefined_reference", 3, 8, "$q"),
+    (gcfkit.decode, D + "$a=12\nk=$a\n", "invalid_definition", 2, 4, "12"),
+    (dense.loads, D + "## r [2]{a,b=~}\n1\n2\n", "invalid_constant", 2, 14, "~}"),
+    (dense.loads, D + "## r [1]{a,b}\n1|[01]: x\n", "invalid_count", 3, 4, "01]"),
+    (dense.loads, D + "## r [1]{a,b}\n@0 1|^{x=1,y}\n", "invalid_constant", 3, 6, "^{x=1"),
+    # Relative answers (docs/extensions/relative-answers.md): the @@ line and the body.
+    (gcfkit.decode, "@@ bogus tool=a since=1\n", "invalid_answer", 1, 4, "bogus"),
+    (relative.loads, "@@ unchanged tool=t since=a+b\n", "invalid_answer", 1, 21, "since=a+b"),
+    (relative.loads, "@@ edit tool=t since=1 lines=01\n", "invalid_answer", 1, 24, "lines=01"),
+    (
+        relative.loads,
+        '@@ patch tool=t since=1\n## [1]{op,path}\ndel|"a\n',
+        "unterminated_quote",
+        3,
+        5,
+        '"a',
+    ),
+    (relative.loads, "@@ edit tool=t since=1 lines=1\nbogus\n", "invalid_edit", 2, 1, "bogus"),
     (gcx1.loads, "GCX1 tool=t fields=a\n1\t2\n", "row_width_mismatch", 2, 1, "1\t2"),
     (loads_json, '{"a": [1, 2,]}', "invalid_json", 1, 13, "]}"),
     (read_json_bytes, b'{"a": "\xff"}', "invalid_utf8", 1, 8, "\ufffd"),

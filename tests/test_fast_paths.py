@@ -27,13 +27,14 @@ FIXTURES = load_fixtures()
 
 def outcome(decode: Callable[[Any], Any], payload: Any) -> tuple[Any, ...]:
     """What decoding gives: the value's repr (types, key order and -0.0 included), or the
-    error's code and line. The C accelerator is off: it would read canonical payloads
-    itself, both ways (tests/test_speedups.py compares it with this pure-Python decoder)."""
+    error's code and place (line, column). The C accelerator is off: it would read canonical
+    payloads itself, both ways (tests/test_speedups.py compares it with this pure-Python
+    decoder)."""
     try:
         with speedups.pure_python():
             value = decode(payload)
     except GCFError as e:
-        return ("error", e.code, e.line)
+        return ("error", e.code, e.line, getattr(e, "colno", None))
     return ("value", type(value).__name__, repr(value))
 
 

@@ -694,11 +694,13 @@ def _constant_at(
             end += 1
     tok = text[pos:end].strip(" \t")
     if not tok or tok in ("~", "^") or tok.startswith("^{") or LIST_HEAD.match(tok):
-        raise GCFDecodeError(
+        raise decode_error_at(
             "invalid_constant",
             f"constant column value {text[start:end][:30]!r} must be one scalar "
             "(not empty, ~, ^ or a list cell)",
             line,
+            text,
+            pos,
         )
     constants.append((index, tok))
     while end < n and text[end] in " \t":

@@ -295,10 +295,12 @@ class DenseMemo(Memo):
             except GCFError as e:
                 if e.code != "invalid_attachment_marker" or not _is_constant_decl(tok[1:]):
                     raise
-                raise GCFDecodeError(
+                raise decode_error_at(
                     "invalid_constant",
                     "an inline-object schema ^{...} has no constant columns",
                     self.line,
+                    tok,
+                    0,
                 ) from None
         return Memo.__missing__(self, key)
 
@@ -308,10 +310,12 @@ class DenseMemo(Memo):
             return self.defs[tok]
         except KeyError:
             pass
-        raise GCFDecodeError(
+        raise decode_error_at(
             "undefined_reference",
             f"{tok[:40]!r} names no definition (a literal beginning with $ is quoted)",
             line,
+            tok,
+            0,
         )
 
     def list_cell(self, tok: str, line: int) -> list[Any]:
@@ -319,11 +323,13 @@ class DenseMemo(Memo):
         head = LIST_HEAD.match(tok)
         assert head is not None
         if not COUNT_10_RE.match(head.group(1)):
-            raise GCFDecodeError(
+            raise decode_error_at(
                 "invalid_count",
                 f"list cell count [{head.group(1)[:20]}] must be 0 or a decimal without "
                 "leading zeros",
                 line,
+                tok,
+                1,
             )
         rest = tok[head.end() :]
         value = self.value
@@ -446,12 +452,22 @@ def read_definitions(
             what = "is defined twice" if name in defs else "is not $name=value"
             raise GCFDecodeError("invalid_definition", f"definition {raw[:40]!r} {what}", ln)
         if tok[:1] == REFERENCE_SIGIL:
-            raise GCFDecodeError(
-                "invalid_definition", "a definition's value is a literal (quote a leading $)", ln
+            raise decode_error_at(
+                "invalid_definition",
+                "a definition's value is a literal (quote a leading $)",
+                ln,
+                raw,
+                len(name) + 1 + rest.find(tok),
             )
         v = Memo.value(memo, tok, ln)
         if type(v) is not str:
-            raise GCFDecodeError("invalid_definition", f"definition {name} must hold a string", ln)
+            raise decode_error_at(
+                "invalid_definition",
+                f"definition {name} must hold a string",
+                ln,
+                raw,
+                len(name) + 1 + rest.find(tok),
+            )
         defs[name] = v
         lines[i] = ""
     return defs
