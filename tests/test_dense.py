@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 import gcfkit
 from gcfkit import GCFError, dense, tokens
+from gcfkit.errors import GCFEncodeError
 from gcfkit.generic import definitions
 from gcfkit.traffic.corpus import read_sessions
 from tests.conformance import CORPUS_DIR
@@ -89,10 +92,46 @@ def test_encode_reports_the_constructs_it_used() -> None:
 
 def test_unsupported_values_raise_like_dumps() -> None:
     for bad in ({"a": {1, 2}}, {"a": float("nan")}, {"a": 2**64}, {1: "x"}):
-        with pytest.raises(GCFError):
+        with pytest.raises(GCFEncodeError) as err:
             dense.dumps(bad)
-    with pytest.raises(GCFError):
+        with pytest.raises(GCFEncodeError) as like:
+            gcfkit.dumps(bad)
+        assert (err.value.code, err.value.path) == (like.value.code, like.value.path)
+    with pytest.raises(GCFEncodeError) as err:
         dense.dumps({"rows": [{"l": [float("inf")]}, {"l": []}]})
+    assert err.value.path == "$.rows[0].l[0]"
+
+
+def test_default_and_parse_float_as_in_the_front_door() -> None:
+    day = datetime.date(2026, 8, 7)
+    value = {"rows": [{"id": i, "on": day, "tags": {"x"}} for i in range(3)]}
+    for on in (True, False):
+        wire = dense.dumps(
+            value,
+            default=lambda o: sorted(o) if isinstance(o, set) else str(o),
+            lists=on,
+            constants=on,
+        )
+        want = {"rows": [{"id": i, "on": "2026-08-07", "tags": ["x"]} for i in range(3)]}
+        assert identical(dense.loads(wire), want)
+    # What default gives back is checked, and named, like the value itself.
+    with pytest.raises(GCFEncodeError) as err:
+        dense.dumps({"a": [1, {"b": day}]}, default=lambda o: [o])
+    assert err.value.code == "limit_exceeded" and err.value.path.startswith("$.a[1].b[0]")
+    # parse_float sees every double: key=value, inline arrays, cells, list cells, constants.
+    wire = "GCF profile=dense\nx=1.50\nl[2]: 2.50,3\n## r [2]{a,b,c=0.10}\n1|[2]: 2.5,3\n2|1e5\n"
+    got = dense.loads(wire, parse_float=Decimal)
+    assert got == {
+        "x": Decimal("1.50"),
+        "l": [Decimal("2.50"), 3],
+        "r": [
+            {"a": 1, "b": [Decimal("2.5"), 3], "c": Decimal("0.10")},
+            {"a": 2, "b": Decimal("1e5"), "c": Decimal("0.10")},
+        ],
+    }
+    assert type(got["l"][1]) is int and type(got["r"][1]["a"]) is int
+    assert dense.load(io.StringIO(wire), parse_float=Decimal) == got
+    assert dense.loads(wire)["x"] == 1.5
 
 
 # -- selection (D9.2, D9.3) ----------------------------------------------------------------

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import gcfkit
 from gcfkit import GCFError, dense, tokens
+from gcfkit.errors import GCFEncodeError, at_path
 from gcfkit.generic import definitions
 from tests.test_properties import AWKWARD, documents, json_values, same, wire_order
 
@@ -137,3 +138,42 @@ def test_defined_strings_and_dollar_literals(strings: list[str]) -> None:
     head = wire.split("\n")[1 : 1 + len(defs)]
     assert head == [f"${n}={v}" for n, v in defs]
     _round_trip(strings[0])
+
+
+def _places(value: Any, path: str = "$") -> list[tuple[tuple[Any, ...], str]]:
+    """Every place in ``value`` as (the keys and indexes that reach it, its error path)."""
+    out: list[tuple[tuple[Any, ...], str]] = [((), path)]
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return out
+    for k, v in items:
+        step = at_path(GCFEncodeError("out_of_range", ""), k).path[1:]
+        out += [((k, *steps), p) for steps, p in _places(v, path + step)]
+    return out
+
+
+def _replaced(value: Any, steps: tuple[Any, ...], new: Any) -> Any:
+    if not steps:
+        return new
+    head, *rest = steps
+    if isinstance(value, dict):
+        return {k: _replaced(v, tuple(rest), new) if k == head else v for k, v in value.items()}
+    return [_replaced(v, tuple(rest), new) if i == head else v for i, v in enumerate(value)]
+
+
+@given(dense_documents, st.data())
+@settings(BASE, max_examples=300)
+def test_encode_errors_name_the_value_in_every_form(value: Any, data: st.DataObject) -> None:
+    """One value outside the model anywhere: v3.5.3 and every dense configuration name it by
+    the same path, whichever form (table, list cell, attachment, keyed map) holds it."""
+    steps, path = data.draw(st.sampled_from(_places(value)))
+    bad = data.draw(st.sampled_from([2**70, float("nan"), {1, 2}, "\ud800", object()]))
+    broken = _replaced(value, steps, bad)
+    configs: list[dict[str, Any] | None] = [None, *CONFIGS]
+    for config in configs:
+        with pytest.raises(GCFEncodeError) as err:
+            gcfkit.dumps(broken) if config is None else dense.dumps(broken, **config)
+        assert err.value.path == path, (config, broken, str(err.value))

@@ -191,3 +191,17 @@ def test_settings_are_config_errors() -> None:
 def test_every_error_is_still_a_gcferror_and_a_valueerror() -> None:
     for cls in (GCFDecodeError, GCFEncodeError, ConfigError):
         assert issubclass(cls, GCFError) and issubclass(cls, ValueError)
+
+
+def test_a_payload_that_is_not_text_is_refused_alike() -> None:
+    decoders: list[Callable[[Any], Any]] = [
+        gcfkit.loads,
+        gcfkit.decode,
+        dense.loads,
+        relative.loads,
+        graph.loads,
+    ]
+    for decode in decoders:
+        with pytest.raises(GCFError) as info:
+            decode(42)
+        assert info.value.code == "unsupported_type", decode

@@ -33,6 +33,7 @@ value, a cost function and a configuration.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -89,6 +90,7 @@ def encode(
     *,
     count: Count | None = None,
     tool: str | None = None,
+    default: Callable[[Any], Any] | None = None,
     defs: bool = True,
     lists: bool = True,
     constants: bool = True,
@@ -97,13 +99,21 @@ def encode(
     """Encode ``value`` as a canonical dense payload and say which constructs it uses.
 
     ``count`` is the cost function for choosing definitions (D9.2); ``tool`` adds the
-    ``tool=`` header field; the four flags switch constructs off (D9.4).
+    ``tool=`` header field; ``default`` converts values outside the JSON model, and errors
+    name the value's path, as in :func:`gcfkit.dumps`; the four flags switch constructs off
+    (D9.4).
 
     >>> encode({"a": "$5"}).text
     'GCF profile=dense\\na="$5"\\n'
+    >>> encode({"tags": {"b", "a"}}, default=sorted).text
+    'GCF profile=dense\\ntags[2]: a,b\\n'
     """
+    from .generic.cells import with_default
     from .generic.encoder import encode_dense
 
+    if default is not None:
+        # Converted first: the definitions are chosen among the strings actually written.
+        value = with_default(value, default, 1)
     chosen = select(value, count) if defs else {}
     text, used = encode_dense(
         value, chosen, tool=tool, lists=lists, constants=constants, short_rows=short_rows
@@ -116,6 +126,7 @@ def dumps(
     *,
     count: Count | None = None,
     tool: str | None = None,
+    default: Callable[[Any], Any] | None = None,
     defs: bool = True,
     lists: bool = True,
     constants: bool = True,
@@ -134,6 +145,7 @@ def dumps(
         value,
         count=count,
         tool=tool,
+        default=default,
         defs=defs,
         lists=lists,
         constants=constants,
@@ -141,16 +153,21 @@ def dumps(
     ).text
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Decode a dense payload (strict). A v3.5.3 payload is refused (``unsupported_profile``):
     read those with :func:`gcfkit.loads`, or either kind with :func:`gcfkit.decode`.
+    ``parse_float`` and the errors (a placed :class:`~gcfkit.errors.GCFDecodeError`) are
+    :func:`gcfkit.loads`'s.
 
     >>> loads("GCF profile=dense\\n$a=hello world\\n## r [2]{k,v=$a}\\n1\\n2\\n")
     {'r': [{'k': 1, 'v': 'hello world'}, {'k': 2, 'v': 'hello world'}]}
+    >>> from decimal import Decimal
+    >>> loads("GCF profile=dense\\n## r [2]{k,p=0.10}\\n1\\n2\\n", parse_float=Decimal)
+    {'r': [{'k': 1, 'p': Decimal('0.10')}, {'k': 2, 'p': Decimal('0.10')}]}
     """
     from .generic.decoder import loads_dense
 
-    return loads_dense(text)
+    return loads_dense(text, parse_float=parse_float)
 
 
 def dump(value: Any, fp: IO[str], **kw: Any) -> None:
@@ -165,14 +182,14 @@ def dump(value: Any, fp: IO[str], **kw: Any) -> None:
     fp.write(dumps(value, **kw))
 
 
-def load(fp: IO[str] | IO[bytes]) -> Any:
-    """Decode the dense payload in the text or binary file ``fp``.
+def load(fp: IO[str] | IO[bytes], **kw: Any) -> Any:
+    """Decode the dense payload in the text or binary file ``fp`` (``loads(fp.read(), **kw)``).
 
     >>> import io
     >>> load(io.BytesIO(b"GCF profile=dense\\n=42\\n"))
     42
     """
-    return loads(fp.read())
+    return loads(fp.read(), **kw)
 
 
 def is_dense(text: str | bytes) -> bool:

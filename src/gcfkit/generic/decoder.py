@@ -979,10 +979,11 @@ def _loads_reference(text: str) -> Any:
     return _decode(text, False, accept_answers=False).value
 
 
-def loads_dense(text: str | bytes) -> Any:
+def loads_dense(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Decode a dense-profile payload (docs/extensions/dense.md); see gcfkit.dense.loads.
 
     >>> loads_dense("GCF profile=dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
     [{'k': 1, 'v': 'two words'}, {'k': 2, 'v': ['two words']}]
     """
-    return _decode(to_text(text), False, accept_answers=False, dense=True).value
+    numbers = None if parse_float is None else numbers_for(parse_float)
+    return _decode(to_text(text), False, accept_answers=False, numbers=numbers, dense=True).value

@@ -92,7 +92,17 @@ def _dense_writer(dense: Dense, used: set[str]) -> Callable[[Any], str]:
             return cell(str.__str__(v))
         if lists and isinstance(v, (list, tuple)) and _array_form(v) in ("empty", "inline"):
             used.add("lists")
-            return f"[{len(v)}]: " + ",".join(map(cell, v)) if v else "[0]:"
+            if not v:
+                return "[0]:"
+            try:
+                return f"[{len(v)}]: " + ",".join(map(cell, v))
+            except GCFEncodeError:
+                for i, x in enumerate(v):  # only on failure: which element it was
+                    try:
+                        cell(x)
+                    except GCFEncodeError as e:
+                        raise at_path(e, i) from None
+                raise
         return format_cell(v)
 
     return cell
