@@ -181,6 +181,76 @@ def test_graph_and_keyed_encode_errors_name_the_item() -> None:
     assert info.value.code == "malformed_header_field"
 
 
+def _sym(name: str) -> graph.Symbol:
+    return graph.Symbol(name, "function", 0.5, "lsp")
+
+
+def _stream_symbol(s: graph.Symbol) -> None:
+    enc = graph.GraphStreamEncoder(lambda _: None)
+    enc.add_symbol(_sym("ok"))
+    enc.add_symbol(s)
+
+
+def _stream_edge(e: graph.Edge) -> None:
+    enc = graph.GraphStreamEncoder(lambda _: None)
+    enc.add_symbol(_sym("ok"))
+    enc.add_edge(graph.Edge("ok", "ok", "calls"))
+    enc.add_edge(e)
+
+
+_ROWS = ["id", "v"]
+
+# (what is encoded or built, the code, the path of the bad item)
+_ITEM_CASES: list[tuple[Callable[[], Any], str, str]] = [
+    (lambda: _stream_symbol(_sym("a b")), "invalid_graph", "$.symbols[1]"),
+    (
+        lambda: _stream_edge(graph.Edge("ok", "nowhere", "calls")),
+        "unknown_edge_reference",
+        "$.edges[1]",
+    ),
+    (
+        lambda: graph.dumps_delta(graph.GraphDelta("a", "b", added=[_sym("x"), _sym("a b")])),
+        "invalid_graph",
+        "$.added[1]",
+    ),
+    (
+        lambda: graph.dumps_delta(
+            graph.GraphDelta("a", "b", removed_edges=[graph.Edge("a", "b c", "calls")])
+        ),
+        "invalid_graph",
+        "$.removed_edges[0]",
+    ),
+    (
+        lambda: keyed.KeyedSet("id", _ROWS, [{"id": 1}, {"id": 2, "v": 2**70}]),
+        "out_of_range",
+        "$.rows[1].v",
+    ),
+    (lambda: keyed.KeyedSet("id", _ROWS, [{"id": 1}, {"id": 1}]), "duplicate_key", "$.rows[1].id"),
+    (lambda: keyed.KeyedSet("id", _ROWS, [{"v": 1}]), "invalid_keyed_set", "$.rows[0]"),
+    (
+        lambda: keyed.GenericDelta("id", _ROWS, "a", "b", changed=[{"id": 1, "v": [1]}]),
+        "unsupported_type",
+        "$.changed[0].v",
+    ),
+    (
+        lambda: keyed.GenericDelta("id", _ROWS, "a", "b", removed=[1, float("nan")]),
+        "out_of_range",
+        "$.removed[1]",
+    ),
+    (lambda: gcx1.dumps([{"a": 1}, {"a": float("nan")}], tool="t"), "out_of_range", "$[1].a"),
+    (lambda: gcx1.dumps({"n": [{"a": 1}, {"a": {}}]}, tool="t"), "unsupported_shape", "$.n[1].a"),
+    (lambda: gcx1.dumps({"n": [{"a": 1}, 3]}, tool="t"), "unsupported_shape", "$.n[1]"),
+    (lambda: gcx1.dumps({"n": [{"a": 1}]}, tool="t u"), "unsupported_shape", "$"),  # an option
+]
+
+
+@pytest.mark.parametrize(("make", "code", "path"), _ITEM_CASES)
+def test_every_encoder_names_the_bad_item(make: Callable[[], Any], code: str, path: str) -> None:
+    with pytest.raises(GCFEncodeError) as info:
+        make()
+    assert (info.value.code, info.value.path) == (code, path), str(info.value)
+
+
 def test_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError):
         keyed.FixedN(0)

@@ -57,7 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import GCFDecodeError, GCFEncodeError, GCFError, located
+from .errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, located
 from .grammar import NUMBER_RE, SURROGATE
 from .header import to_text
 
@@ -252,18 +252,15 @@ def _table_fields(rows: Sequence[Any], fields: Sequence[str] | None) -> list[str
             "GCX1 carries a list of objects (or a dict of such lists); "
             f"got {type(rows).__name__}: send JSON (or GCF)",
         )
-    if fields is not None and len(set(fields)) != len(fields):
-        raise GCFEncodeError(
-            "duplicate_field_name", f"fields= lists a name twice: {list(fields)!r}"
-        )
     order: dict[str, None] = dict.fromkeys(fields) if fields is not None else {}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
-            raise GCFEncodeError(
+            error = GCFEncodeError(
                 "unsupported_shape",
                 f"item {i} is {type(row).__name__}, not an object: GCX1 carries "
                 "lists of objects; send JSON (or GCF)",
             )
+            raise at_path(error, i)
         for k in row:
             if k not in order:
                 if fields is not None:
@@ -287,14 +284,17 @@ def _column_type(rows: Sequence[dict[str, Any]], names: list[str], col: int) -> 
     later = names[col + 1 :]
     auto_ok = True
     string_ok = True
-    for row in rows:
+    for i, row in enumerate(rows):
         if name not in row:
             # A verbatim-string column can only omit a value by ending the row early.
             if any(k in row for k in later):
                 string_ok = False
             continue
         v = row[name]
-        _check_scalar(v)
+        try:
+            _check_scalar(v)
+        except GCFEncodeError as e:
+            raise at_path(at_path(e, name), i) from None
         if not isinstance(v, str):
             string_ok = False
         if auto_ok and _auto_text(v) is None:
@@ -339,8 +339,11 @@ def _encode_section(
     fields: Sequence[str] | None,
     meta: Mapping[str, Any],
 ) -> str:
-    names = _table_fields(rows, fields)
-    types = [_column_type(rows, names, i) for i in range(len(names))]
+    try:
+        names = _table_fields(rows, fields)
+        types = [_column_type(rows, names, i) for i in range(len(names))]
+    except GCFEncodeError as e:
+        raise e if name is None else at_path(e, name) from None  # the section's value
     lines = _render_rows(rows, names, types)
     if names and types[0] != "j" and any(map(_needs_guard, lines, rows)):
         # A JSON cell always starts with '"', a digit, '-', 't', 'f' or 'n'.
@@ -400,6 +403,10 @@ def dumps(
     1 | 2
     """
     all_meta: dict[str, Any] = {"total": total, "truncated": truncated, **meta}
+    if fields is not None and len(set(fields)) != len(fields):
+        raise GCFEncodeError(
+            "duplicate_field_name", f"fields= lists a name twice: {list(fields)!r}"
+        )
     if isinstance(value, dict):
         if not value:
             raise GCFEncodeError(

@@ -61,7 +61,7 @@ def _canon(value: Any) -> str:
     if isinstance(value, str):
         return quote_string(value)
     if isinstance(value, (dict, list)):
-        raise GCFError(
+        raise GCFEncodeError(
             "unsupported_type",
             f"a keyed-set cell must be a JSON scalar, not {type(value).__name__}",
         )
@@ -83,28 +83,43 @@ def _record(row: Mapping[str, Any]) -> bytes:
 
 
 def _check_rows(
-    key: str, fields: Sequence[str], rows: Iterable[Mapping[str, Any]], what: str
+    key: str, fields: Sequence[str], rows: Iterable[Mapping[str, Any]], what: str, attr: str
 ) -> tuple[dict[str, Any], ...]:
+    """The rows, copied, once each is valid; an invalid one is a :class:`GCFEncodeError`
+    whose path names it as ``attr[i]`` (and its cell, ``attr[i].field``)."""
     known = set(fields)
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for row in rows:
-        if not isinstance(row, Mapping):
-            raise GCFError("invalid_keyed_set", f"{what}: a row must be a dict, not {row!r:.40}")
-        if key not in row:
-            raise GCFError("invalid_keyed_set", f"{what}: a row lacks its identity {key!r}")
-        extra = [k for k in row if k not in known]
-        if extra:
-            raise GCFError(
-                "invalid_keyed_set", f"{what}: row field {extra[0]!r} is not a declared field"
-            )
-        for v in row.values():
-            _canon(v)
-        ident = _canon(row[key])
-        if ident in seen:
-            raise GCFError(
-                "duplicate_key", f"{what}: identity value {ident} appears twice (§10a.1)"
-            )
+    for i, row in enumerate(rows):
+        try:
+            if not isinstance(row, Mapping):
+                raise GCFEncodeError(
+                    "invalid_keyed_set", f"{what}: a row must be a dict, not {row!r:.40}"
+                )
+            if key not in row:
+                raise GCFEncodeError(
+                    "invalid_keyed_set", f"{what}: a row lacks its identity {key!r}"
+                )
+            extra = [k for k in row if k not in known]
+            if extra:
+                raise GCFEncodeError(
+                    "invalid_keyed_set", f"{what}: row field {extra[0]!r} is not a declared field"
+                )
+            for k, v in row.items():
+                try:
+                    _canon(v)
+                except GCFEncodeError as e:
+                    raise at_path(e, k) from None
+            ident = _canon(row[key])
+            if ident in seen:
+                raise at_path(
+                    GCFEncodeError(
+                        "duplicate_key", f"{what}: identity value {ident} appears twice (§10a.1)"
+                    ),
+                    key,
+                )
+        except GCFEncodeError as e:
+            raise at_path(at_path(e, i), attr) from None
         seen.add(ident)
         out.append(dict(row))
     return tuple(out)
@@ -156,7 +171,7 @@ class KeyedSet:
         names = _check_schema(key, fields, "keyed set")
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "fields", names)
-        object.__setattr__(self, "rows", _check_rows(key, names, rows, "keyed set"))
+        object.__setattr__(self, "rows", _check_rows(key, names, rows, "keyed set", "rows"))
         object.__setattr__(self, "name", name)
 
     def __len__(self) -> int:
@@ -226,14 +241,17 @@ class GenericDelta:
     ) -> None:
         names = _check_schema(key, fields, "delta")
         removed_t = tuple(removed)
-        for v in removed_t:
-            _canon(v)
+        for i, v in enumerate(removed_t):
+            try:
+                _canon(v)
+            except GCFEncodeError as e:
+                raise at_path(at_path(e, i), "removed") from None
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "fields", names)
         object.__setattr__(self, "base_root", base_root)
         object.__setattr__(self, "new_root", new_root)
-        object.__setattr__(self, "added", _check_rows(key, names, added, "added"))
-        object.__setattr__(self, "changed", _check_rows(key, names, changed, "changed"))
+        object.__setattr__(self, "added", _check_rows(key, names, added, "added", "added"))
+        object.__setattr__(self, "changed", _check_rows(key, names, changed, "changed", "changed"))
         object.__setattr__(self, "removed", removed_t)
         object.__setattr__(self, "tool", tool)
         object.__setattr__(self, "delta_tokens", delta_tokens)

@@ -8,11 +8,11 @@ equals ``new_root``; on any failure the caller's snapshot is untouched.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ..errors import GCFDecodeError, GCFEncodeError, GCFError, located
+from ..errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, located
 from ..grammar import GRAPH_FIELD_SEP, RECORD_UNSAFE, SURROGATE, TRAILER
 from ..header import Header, format_header, to_text
 from ..scalar import format_number
@@ -241,21 +241,35 @@ def dumps_delta(delta: GraphDelta) -> str:
     if savings:
         pairs.append(("savings", savings))
     out = [format_header("graph", pairs)]
-    if delta.removed:
-        out.append("## removed")
-        out.extend(
-            f"{abbreviate_kind(s.kind)} {check_token('qualified name', s.qualified_name)}"
-            for s in delta.removed
-        )
-    if delta.added:
-        out.append("## added")
-        out.extend(f"{node_line(i, s)} {s.distance}" for i, s in enumerate(delta.added))
-    for name, edges in (("edges_removed", delta.removed_edges), ("edges_added", delta.added_edges)):
-        if edges:
-            out.append("## " + name)
-            out.extend(_edge_line(e) for e in edges)
+    # Each section's lines; a bad item is named by the delta's field and its index.
+    sections: list[tuple[str, str, Sequence[Any], Callable[[int, Any], str]]] = [
+        ("removed", "removed", delta.removed, _removed_line_of),
+        ("added", "added", delta.added, _added_line_of),
+        ("edges_removed", "removed_edges", delta.removed_edges, _edge_line_of),
+        ("edges_added", "added_edges", delta.added_edges, _edge_line_of),
+    ]
+    for section, field, items, line_of in sections:
+        if items:
+            out.append("## " + section)
+            for i, item in enumerate(items):
+                try:
+                    out.append(line_of(i, item))
+                except GCFEncodeError as e:
+                    raise at_path(at_path(e, i), field) from None
     out.append("")
     return "\n".join(out)
+
+
+def _removed_line_of(_: int, s: Symbol) -> str:
+    return f"{abbreviate_kind(s.kind)} {check_token('qualified name', s.qualified_name)}"
+
+
+def _added_line_of(i: int, s: Symbol) -> str:
+    return f"{node_line(i, s)} {s.distance}"
+
+
+def _edge_line_of(_: int, e: Edge) -> str:
+    return _edge_line(e)
 
 
 def _edge_line(e: Edge) -> str:

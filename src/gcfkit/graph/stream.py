@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import TracebackType
 
-from ..errors import GCFEncodeError
+from ..errors import GCFEncodeError, at_path
 from ..grammar import SUMMARY
 from ..header import format_header
 from .encoder import edge_tail, header_pairs, node_fields
@@ -103,19 +103,23 @@ class GraphStreamEncoder:
             raise GCFEncodeError(
                 "invalid_graph", "symbols come before edges: the edges section is already open"
             )
-        if not isinstance(symbol, Symbol):
-            raise GCFEncodeError("invalid_graph", f"{symbol!r:.60} is not a Symbol")
-        fields = node_fields(symbol)
-        distance = symbol.distance
         ident = self._symbols
-        if distance < self._distance:
-            raise GCFEncodeError(
-                "invalid_graph",
-                f"distance {distance} after distance {self._distance}: stream symbols "
-                "group by group in ascending distance",
-            )
-        if self._index is not None:
-            self._remember(symbol, ident)
+        try:
+            if not isinstance(symbol, Symbol):
+                raise GCFEncodeError("invalid_graph", f"{symbol!r:.60} is not a Symbol")
+            fields = node_fields(symbol)
+            distance = symbol.distance
+            if distance < self._distance:
+                raise GCFEncodeError(
+                    "invalid_graph",
+                    f"distance {distance} after distance {self._distance}: stream symbols "
+                    "group by group in ascending distance",
+                )
+            if self._index is not None:
+                self._remember(symbol, ident)
+        except GCFEncodeError as e:
+            # Named as graph.dumps names it: the graph streamed so far is the value.
+            raise at_path(at_path(e, ident), "symbols") from None
         if distance != self._distance:
             self._end_group()
             self._distance = distance
@@ -169,11 +173,14 @@ class GraphStreamEncoder:
     ) -> None:
         """Write one edge line; endpoints by name, or by the IDs ``add_symbol`` returned."""
         self._check_open()
-        if not isinstance(edge, Edge):
-            raise GCFEncodeError("invalid_graph", f"{edge!r:.60} is not an Edge")
-        tail = edge_tail(edge)
-        source = self._resolve(edge.source, source_id, "source")
-        target = self._resolve(edge.target, target_id, "target")
+        try:
+            if not isinstance(edge, Edge):
+                raise GCFEncodeError("invalid_graph", f"{edge!r:.60} is not an Edge")
+            tail = edge_tail(edge)
+            source = self._resolve(edge.source, source_id, "source")
+            target = self._resolve(edge.target, target_id, "target")
+        except GCFEncodeError as e:
+            raise at_path(at_path(e, self._edges), "edges") from None
         if not self._in_edges:
             self._end_group()
             self._in_edges = True
