@@ -15,20 +15,44 @@ GCF profile=generic
 ``dumps``/``loads``/``dump``/``load`` mirror the stdlib ``json`` module; :func:`decode` reads
 any GCF payload (generic value, graph, graph delta or generic delta) by its header.
 :func:`speedups_active` tells whether the optional C accelerator serves the generic codec
-(same results, faster); ``GCFKIT_PURE_PYTHON=1`` forces the pure-Python reference.
+(same results, faster); ``GCFKIT_PURE_PYTHON=1`` forces the pure-Python reference. Every
+error is a :class:`GCFError`: a payload's rejection a :class:`GCFDecodeError` placed in it,
+as ``json.JSONDecodeError`` is, a value's a :class:`GCFEncodeError` that names it:
+
+>>> try:
+...     gcfkit.loads("GCF profile=generic\\n## t [2]{a}\\n1\\n")
+... except gcfkit.GCFDecodeError as e:
+...     (e.code, e.lineno, e.colno, e.pos)
+('count_mismatch', 2, 1, 20)
+>>> try:
+...     gcfkit.dumps({"t": [{"a": 1}, {"a": float("nan")}]})
+... except gcfkit.GCFEncodeError as e:
+...     (e.code, e.path)
+('out_of_range', '$.t[1].a')
 """
 
 from __future__ import annotations
 
 from typing import IO, Any
 
-from .errors import GCFError
+from .errors import ConfigError, GCFDecodeError, GCFEncodeError, GCFError
 from .generic.decoder import loads
 from .generic.encoder import dumps
 from .header import first_line, parse_header, to_text
 from .speedups import active as speedups_active
 
-__all__ = ["GCFError", "decode", "dump", "dumps", "load", "loads", "speedups_active"]
+__all__ = [
+    "ConfigError",
+    "GCFDecodeError",
+    "GCFEncodeError",
+    "GCFError",
+    "decode",
+    "dump",
+    "dumps",
+    "load",
+    "loads",
+    "speedups_active",
+]
 __version__ = "0.1.0"
 
 
