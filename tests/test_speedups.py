@@ -281,6 +281,25 @@ def test_c_encoder_agrees_with_the_reference(
 
 
 @requires_c
+def test_default_and_parse_float_give_the_reference_results() -> None:
+    # default= converts before either encoder runs; parse_float= is the reference's own.
+    import datetime
+    from decimal import Decimal
+
+    day = datetime.date(2026, 8, 7)
+    value = {"rows": [{"id": i, "on": day, "tags": {"x", "y"}} for i in range(4)]}
+    hooks: list[Any] = [repr, lambda o: sorted(o) if isinstance(o, set) else str(o)]
+    for default in hooks:
+        fast, reference = _both_encode(value, default=default)
+        assert fast == reference
+    wire = dumps({"rows": [{"id": i, "p": i / 4, "q": [0.5, 2]} for i in range(9)], "x": 1.25})
+    with speedups.pure_python():
+        want = loads(wire, parse_float=Decimal)
+    got = loads(wire, parse_float=Decimal)
+    assert repr(got) == repr(want) and got["x"] == Decimal("1.25")
+
+
+@requires_c
 def test_c_number_text_is_the_reference_on_edge_cases() -> None:
     import math
     import struct
@@ -353,7 +372,12 @@ def _reference_decode(text: str | bytes) -> tuple[str, Any]:
         try:
             return "value", loads(to_text(text))
         except GCFError as e:
-            return "error", (e.code, e.line)
+            return "error", _place(e)
+
+
+def _place(e: GCFError) -> tuple[Any, ...]:
+    """An error's code and where it is: line, column and index into the text."""
+    return (e.code, e.line, getattr(e, "colno", None), getattr(e, "pos", None))
 
 
 def _strict(a: Any, b: Any) -> bool:
@@ -382,7 +406,7 @@ def _check_decode(text: str | bytes) -> bool:
     try:
         got: tuple[str, Any] = ("value", loads(text))
     except GCFError as e:
-        got = ("error", (e.code, e.line))
+        got = ("error", _place(e))
     assert got[0] == reference[0] and (
         _strict(got[1], reference[1]) if got[0] == "value" else got[1] == reference[1]
     ), text
