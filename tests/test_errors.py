@@ -62,6 +62,8 @@ _DECODE_CASES: list[tuple[Callable[[Any], Any], str | bytes, str, int, int, str]
     (dense.loads, D + "## r [1]{a,b}\n1|[1]: $q\n", "undefined_reference", 3, 8, "$q"),
     (gcfkit.decode, D + "$a=12\nk=$a\n", "invalid_definition", 2, 4, "12"),
     (dense.loads, D + "## r [2]{a,b=~}\n1\n2\n", "invalid_constant", 2, 14, "~}"),
+    (dense.loads, D + "## r [2]{a,b=$z}\n1\n2\n", "undefined_reference", 2, 14, "$z}"),
+    (dense.loads, D + "## r [0]{a,b=$z}\n", "undefined_reference", 2, 14, "$z}"),
     (dense.loads, D + "## r [1]{a,b}\n1|[01]: x\n", "invalid_count", 3, 4, "01]"),
     (dense.loads, D + "## r [1]{a,b}\n@0 1|^{x=1,y}\n", "invalid_constant", 3, 6, "^{x=1"),
     # Relative answers (docs/extensions/relative-answers.md): the @@ line and the body.

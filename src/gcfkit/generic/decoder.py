@@ -369,6 +369,8 @@ class _Parser:
                 if len(_SCHEMAS) >= _SCHEMAS_MAX:
                     _SCHEMAS.clear()
                 _SCHEMAS[cache_key] = schema
+            if schema.constants is not None:
+                self._read_constants(schema.constants, ln)
             if keyed:
                 return self._keyed(schema, count, ln, body_indent, member_ctx)
             if tab is not None:
@@ -406,6 +408,15 @@ class _Parser:
             self._defer(f, ln)
         self.push(f)
         return items
+
+    def _read_constants(self, constants: list[tuple[int, str]], ln: int) -> None:
+        """Read a dense header's constant values (D6) where they are written: a bad one (a
+        reference to no definition, say) is its header's error, rows or no rows. The memo
+        keeps each value for the rows, which put the same tokens back (``full_row``)."""
+        memo = self.memo
+        memo.line = ln
+        for _, tok in constants:
+            memo[tok]
 
     def check_count(self, count: int | None, got: int, ln: int) -> None:
         if count is None:
