@@ -270,7 +270,7 @@ def test_after_the_original_goes_out_the_next_delta_is_against_it(how: str) -> N
 
 
 def test_only_responses_overtake_and_only_results_being_rewritten() -> None:
-    seq = Sequencer()
+    seq: Sequencer[bytes] = Sequencer()
     r1 = seq.hold()
     seq.add(b"progress-of-r2", response=False)
     seq.add(b"r2", response=True)
@@ -294,7 +294,7 @@ def test_only_responses_overtake_and_only_results_being_rewritten() -> None:
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(st.lists(st.sampled_from(["job", "response", "other"]), max_size=30), st.randoms())
 def test_the_sequencer_keeps_every_order_that_matters(kinds: list[str], rnd: Any) -> None:
-    seq = Sequencer()
+    seq: Sequencer[bytes] = Sequencer()
     tickets: list[tuple[int, int]] = []
     for i, kind in enumerate(kinds):
         if kind == "job":

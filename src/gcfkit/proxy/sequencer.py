@@ -18,7 +18,7 @@ So, for the server's ``[R1 (being rewritten), P (ping response), N (notification
 the client gets ``P`` at once, then ``R1``, ``N``, ``R2`` in the server's order once ``R1``
 is ready.
 
->>> seq = Sequencer()
+>>> seq: Sequencer[bytes] = Sequencer()
 >>> big = seq.hold(response=True)
 >>> seq.add(b"ping-answer\\n", response=True)
 >>> seq.add(b"notification\\n", response=False)
@@ -32,24 +32,28 @@ is ready.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 __all__ = ["Sequencer"]
 
+T = TypeVar("T")
+
 
 @dataclass(slots=True)
-class _Place:
+class _Place(Generic[T]):
     ticket: int
-    data: bytes | None  # None: still being rewritten
+    data: T | None  # None: still being rewritten
     response: bool
 
 
-class Sequencer:
-    """Places for server-to-client lines, released by the rule of the module docstring."""
+class Sequencer(Generic[T]):
+    """Places for server-to-client lines, released by the rule of the module docstring.
+    A line is any object the shell writes (its bytes, or the bytes and where they go)."""
 
     __slots__ = ("_next", "_places")
 
     def __init__(self) -> None:
-        self._places: list[_Place] = []
+        self._places: list[_Place[T]] = []
         self._next = 0
 
     @property
@@ -60,7 +64,7 @@ class Sequencer:
     def __len__(self) -> int:
         return len(self._places)
 
-    def add(self, data: bytes, *, response: bool) -> None:
+    def add(self, data: T, *, response: bool) -> None:
         """A line that is ready; ``response``: it is a JSON-RPC response (result or error)."""
         self._places.append(_Place(-1, data, response))
 
@@ -71,7 +75,7 @@ class Sequencer:
         self._places.append(_Place(ticket, None, response))
         return ticket
 
-    def fill(self, ticket: int, data: bytes) -> None:
+    def fill(self, ticket: int, data: T) -> None:
         """The line for ``ticket``'s place."""
         for place in self._places:
             if place.ticket == ticket and place.data is None:
@@ -79,10 +83,10 @@ class Sequencer:
                 return
         raise KeyError(ticket)
 
-    def ready(self) -> list[bytes]:
+    def ready(self) -> list[T]:
         """Every line that may be written now, in the order to write them; they leave."""
-        out: list[bytes] = []
-        kept: list[_Place] = []
+        out: list[T] = []
+        kept: list[_Place[T]] = []
         # True while every place left behind so far is a response still being rewritten.
         only_held_responses = True
         for place in self._places:

@@ -1,11 +1,45 @@
-"""The worker process (:mod:`gcfkit.transports.worker`) from the event loop's side.
+"""The worker processes (:mod:`gcfkit.transports.worker`) from the event loop's side.
 
-:class:`Offload` starts the worker, hands it one tool result at a time and waits for the
-answer until the result's deadline (the proxy's time budget, counted from when the worker
-can start on it). Past the deadline the shell sends the original: the worker is killed
-(SIGKILL: whatever it was doing, it cannot be interrupted more gently) and a new one is
-started for the next result. A worker that cannot start, or keeps dying, leaves every result
-as the server wrote it. Any shell can use it; the stdio shell does.
+Every shell rewrites tool results through this module, so that nothing a result costs can
+hold up its relay (one mechanism for stdio and HTTP):
+
+* :class:`Offload` is a pool of worker processes: one for a stdio proxy (one session), a
+  few for an HTTP server in front of many. Each worker runs one result at a time; the pool
+  holds the rest.
+* :class:`Lane` is one session's place in the pool (:meth:`Offload.session`); a request
+  that belongs to no session (the stateless 2026-07-28 protocol) gets a fresh one of its
+  own (:meth:`Offload.fresh`).
+* :class:`Outbox` is one output stream (stdout, one SSE stream, one JSON response): what the
+  server wrote, in the order :mod:`gcfkit.proxy.sequencer` defines, each tool result
+  rewritten in the pool while everything else passes at once.
+
+**Deadlines.** A result's time budget is counted from when it reaches the pool, or from
+when the pool first has a worker ready (loading the tokenizer is not the result's fault).
+Past it the original is sent: a result still waiting for a worker is never started, and a
+worker still busy with it is killed (SIGKILL: whatever it is doing cannot be interrupted
+more gently), and another is started. A worker that cannot start, or keeps dying, leaves
+every result as the server wrote it.
+
+**Sessions and workers.** A session's state (what its client holds for deltas and relative
+answers) lives in the worker that rewrote its last result, its *home*: state carried with
+each job instead would cost the event loop a pickle of it per result, proportional to the
+result's size, which is what must stay off the loop. So the rules, for a result of session
+S:
+
+* it goes to S's home when that is idle; to any idle worker when S has no home (the new
+  home starts from nothing: full answers, always correct);
+* when S's home is busy with *another* session's result, it waits at most
+  :data:`PATIENCE` seconds for it (ordinary results take milliseconds, and S keeps its
+  state), then moves to an idle worker, which becomes S's home (its state starts over there);
+* when S's home is busy with S's own earlier result, it waits the same, then runs *stray* on
+  an idle worker: rewritten without S's state, named by no handle, and S's home forgets
+  that call's delta base before S's next result;
+* with no worker idle, it waits for one (its deadline still runs), and the pool grows
+  towards ``max_workers``.
+
+So one session's large result holds up no other session for more than :data:`PATIENCE`,
+and no message that is not a tool result at all. Killing a worker at a deadline costs only
+the result it was busy with, and the state of the sessions that lived there.
 
 >>> import asyncio
 >>> from gcfkit.proxy.config import ProxyConfig
@@ -15,7 +49,7 @@ as the server wrote it. Any shell can use it; the stdio shell does.
 ...     await offload.start()
 ...     line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}\\n'
 ...     try:
-...         return await offload.rewrite(line, Call("t", "t"), "demo")
+...         return await offload.session().rewrite(line, Call("t", "t"), "demo")
 ...     finally:
 ...         await offload.close()
 >>> asyncio.run(demo())
@@ -31,9 +65,11 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.core import Output, ProxyCore, ToolJob
@@ -41,7 +77,19 @@ from ..proxy.rewrite import Call
 from ..proxy.sequencer import Sequencer
 from .worker import HEADER_SIZE, decode_frame_length, encode_frame
 
-__all__ = ["Offload", "OffloadFailed", "ServerLines"]
+__all__ = [
+    "MAX_WORKERS",
+    "PATIENCE",
+    "Lane",
+    "Offload",
+    "OffloadFailed",
+    "Outbox",
+    "answer",
+    "receive",
+    "server_pool",
+    "settle",
+    "start_pool",
+]
 
 #: Seconds a starting worker may take to be ready (imports and tokenizer) before results
 #: pass unrewritten; a loaded machine can take several.
@@ -53,6 +101,19 @@ _SLACK: Final = 0.02
 #: Deaths the proxy did not cause, in a row, after which no worker is started again.
 _MAX_CRASHES: Final = 3
 
+#: Seconds a result waits for its session's worker while that is busy, before it goes to an
+#: idle one (see the module docstring); never more than a quarter of the time budget.
+PATIENCE: Final = 0.05
+
+#: Worker processes an HTTP server's pool may run (:func:`server_pool`): one to start with,
+#: more while several large results are in flight at once.
+MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
+
+#: Seconds a worker beyond the pool's minimum may stay idle before it is stopped.
+_RETIRE_AFTER: Final = 60.0
+
+T = TypeVar("T")
+
 
 class OffloadFailed(Exception):
     """No answer in time (or no worker): the original goes out. ``reason`` says why."""
@@ -62,8 +123,103 @@ class OffloadFailed(Exception):
         self.reason = reason
 
 
+@dataclass(eq=False)
+class _Job:
+    id: int
+    lane: Lane
+    line: bytes
+    call: Call
+    server: str
+    events: list[tuple[str, ...]]
+    future: asyncio.Future[bytes | None]
+    queued: float
+    deadline: float | None = None
+    worker: _Worker | None = None
+    timer: asyncio.TimerHandle | None = None
+    stray: bool = False
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: asyncio.subprocess.Process
+    ready: bool = False
+    job: _Job | None = None
+    #: The keys of the sessions whose state lives here.
+    homes: set[int] = field(default_factory=set)
+    killed: bool = False
+    done: int = 0
+    reader: asyncio.Task[None] | None = None
+    starting: asyncio.TimerHandle | None = None
+    retiring: asyncio.TimerHandle | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def send(self, frame: Any) -> bool:
+        stdin = self.process.stdin
+        if stdin is None or stdin.is_closing():
+            return False
+        try:
+            stdin.write(encode_frame(frame))
+        except (ConnectionError, RuntimeError):
+            return False
+        return True
+
+
+class Lane:
+    """One session's place in the pool: its results are rewritten in order against the
+    session's own state (see the module docstring). Made by :meth:`Offload.session` (or
+    :meth:`Offload.fresh`: no state kept, for one request); :meth:`close` when the session
+    ends."""
+
+    def __init__(self, pool: Offload, key: int | None) -> None:
+        self._pool = pool
+        self.key = key
+        self.home: _Worker | None = None
+        #: Every result handle the session's workers issued, so a new home never reissues one.
+        self.spent: list[str] = []
+        #: Events for the home before the session's next result (a stray result's forget).
+        self.owed: list[tuple[str, ...]] = []
+        self.closed = False
+
+    @property
+    def available(self) -> bool:
+        """Whether results can still be rewritten (a worker runs or may be started)."""
+        return self._pool.available and not self.closed
+
+    async def rewrite(
+        self, line: bytes, call: Call, server: str, events: Iterable[tuple[str, ...]] = ()
+    ) -> bytes | None:
+        """The line to send for the tools/call response ``line`` (None: send it as it is).
+        ``events`` (:meth:`ProxyCore.pop_events`) reach the session's state before it.
+
+        Raises :class:`OffloadFailed` when no answer comes by the deadline, or there is no
+        worker.
+        """
+        if not self.available:
+            raise OffloadFailed("no-worker")
+        job = self._pool._submit(self, line, call, server, list(events))
+        try:
+            return await job.future
+        except asyncio.CancelledError:
+            self._pool._abandon(job)
+            raise
+
+    def close(self) -> None:
+        """The session is over: its state in the pool is dropped."""
+        if self.closed:
+            return
+        self.closed = True
+        self._pool._close_lane(self)
+
+
 class Offload:
-    """One worker process for one proxy session (see the module docstring)."""
+    """A pool of ``workers`` to ``max_workers`` worker processes (see the module docstring).
+
+    ``codec`` replaces the codec functions (tests: it must pickle, by reference, to reach
+    the workers); ``ledger_path`` is where the workers append their records.
+    """
 
     def __init__(
         self,
@@ -72,42 +228,106 @@ class Offload:
         *,
         ledger_path: Path | str | None = None,
         python: str | None = None,
+        workers: int = 1,
+        max_workers: int | None = None,
     ) -> None:
         self.config = config
-        self._codec = codec or Codec()
+        self.codec = codec or Codec()
         self._ledger_path = str(ledger_path) if ledger_path is not None else None
         self._python = python or sys.executable
-        self._process: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
-        self._futures: dict[int, asyncio.Future[bytes | None]] = {}
-        self._ids = itertools.count()
-        self._killed: set[int] = set()
-        self._crashes = 0
+        self.min_workers = max(1, workers)
+        self.max_workers = max(self.min_workers, max_workers or self.min_workers)
+        self.patience = min(PATIENCE, config.time_budget / 4)
         self._init: bytes | None = None
-        # Every result handle the session's workers issued, so a new one never reissues one.
-        self._spent: list[str] = []
-        self._starting: asyncio.Lock | None = None
+        self._workers: list[_Worker] = []
+        self._queue: deque[_Job] = deque()
+        self._lanes: dict[int, Lane] = {}
+        self._keys = itertools.count()
+        self._ids = itertools.count()
+        self._crashes = 0
+        self._closed = False
+        self._wake: asyncio.TimerHandle | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        #: Workers started after the first ones (a deadline, a crash, growth).
         self.restarts = 0
+        #: Results that moved to another worker (a new home) because theirs was busy.
+        self.moved = 0
+        #: Results rewritten stray (their session's own worker was busy with its last one).
+        self.strays = 0
+
+    # -- the public side ---------------------------------------------------------------
 
     @property
     def available(self) -> bool:
         """Whether results can still be rewritten (a worker runs or may be started)."""
-        return self._init is not None and self._crashes < _MAX_CRASHES
+        return self._init is not None and self._crashes < _MAX_CRASHES and not self._closed
+
+    @property
+    def pids(self) -> list[int]:
+        """The worker processes running now."""
+        return [w.pid for w in self._workers]
 
     async def start(self) -> bool:
-        """Start the worker (its warm-up runs while the server starts); False when it cannot
-        be: the options or codec do not pickle (test doubles), or no interpreter runs."""
+        """Start the first workers (their warm-up runs while the server starts); False when
+        none can be: the options or codec do not pickle (test doubles), or no interpreter
+        runs."""
         try:
-            self._init = encode_frame(("init", self.config, self._codec, self._ledger_path, []))
+            self._init = encode_frame(("init", self.config, self.codec, self._ledger_path))
         except (pickle.PicklingError, AttributeError, TypeError):
             self._init = None
             return False
-        return await self._spawn()
+        for _ in range(self.min_workers):
+            if not await self._spawn():
+                return False
+        self.restarts = 0
+        return True
+
+    def session(self) -> Lane:
+        """A lane for a new session (its state lives in the pool until :meth:`Lane.close`)."""
+        lane = Lane(self, next(self._keys))
+        assert lane.key is not None
+        self._lanes[lane.key] = lane
+        return lane
+
+    def fresh(self) -> Lane:
+        """A lane whose every result starts from nothing (a request with no session)."""
+        return Lane(self, None)
+
+    async def close(self) -> None:
+        """Stop every worker: its stdin closes (it exits at once between results), and it
+        is killed if it has not gone within a second. Returns when all are reaped."""
+        self._closed = True
+        if self._wake is not None:
+            self._wake.cancel()
+        for job in list(self._queue):
+            self._fail(job, "closed")
+        self._queue.clear()
+        workers = list(self._workers)
+        for worker in workers:
+            worker.killed = True
+            if worker.starting is not None:
+                worker.starting.cancel()
+            with contextlib.suppress(Exception):
+                if worker.process.stdin is not None:
+                    worker.process.stdin.close()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(_exited(w.process) for w in workers), return_exceptions=True),
+                1.0,
+            )
+        for worker in workers:
+            with contextlib.suppress(ProcessLookupError):
+                worker.process.kill()
+        readers = [w.reader for w in workers if w.reader is not None]
+        if readers:
+            await asyncio.wait(readers, timeout=5)
+        for task in list(self._background):
+            task.cancel()
+
+    # -- workers -----------------------------------------------------------------------
 
     async def _spawn(self) -> bool:
         assert self._init is not None
-        init = encode_frame(("init", self.config, self._codec, self._ledger_path, self._spent))
         package_root = str(Path(__file__).resolve().parents[2])
         code = (
             f"import sys; sys.path.insert(0, {package_root!r}); "
@@ -125,142 +345,289 @@ class Offload:
             )
         except OSError:
             self._crashes = _MAX_CRASHES
+            self._fail_queue("no-worker")
             return False
+        worker = _Worker(process)
+        if self._closed:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            return False
+        self._workers.append(worker)
         assert process.stdin is not None
-        self._process = process
-        self._ready = asyncio.Event()
-        process.stdin.write(init)
-        self._reader = asyncio.create_task(self._read(process))
+        process.stdin.write(self._init)
+        worker.reader = asyncio.create_task(self._read(worker))
+        loop = asyncio.get_running_loop()
+        worker.starting = loop.call_later(_STARTUP_TIMEOUT, self._too_slow, worker)
         return True
 
-    async def _read(self, process: asyncio.subprocess.Process) -> None:
-        stdout = process.stdout
+    def _grow(self) -> None:
+        """Start a worker in the background (counted in the pool at once)."""
+        task = asyncio.ensure_future(self._spawn())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        self.restarts += 1
+
+    def _too_slow(self, worker: _Worker) -> None:
+        if not worker.ready:
+            self._crashes += 1  # a worker that never starts is no result's fault
+            self._kill(worker)
+
+    async def _read(self, worker: _Worker) -> None:
+        stdout = worker.process.stdout
         assert stdout is not None
         try:
             while True:
                 header = await stdout.readexactly(HEADER_SIZE)
                 frame = pickle.loads(await stdout.readexactly(decode_frame_length(header)))
                 if frame[0] == "ready":
-                    self._crashes = 0
-                    self._ready.set()
+                    self._ready(worker)
                 elif frame[0] == "answer":
-                    self._spent.extend(frame[3])
-                    future = self._futures.pop(frame[1], None)
-                    if future is not None and not future.done():
-                        future.set_result(frame[2])
+                    self._answered(worker, frame[1], frame[2], frame[3])
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass
         finally:
-            # The worker is gone (exited, crashed or killed): nothing more will be answered.
-            if process.pid not in self._killed:
-                self._crashes += 1
-            self._fail_all("worker-exited")
-            if self._process is process:
-                self._process = None
+            self._gone(worker)
             with contextlib.suppress(ProcessLookupError):
-                process.kill()
+                worker.process.kill()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(process.wait(), 5)
+                await asyncio.wait_for(worker.process.wait(), 5)
 
-    def _fail_all(self, reason: str) -> None:
-        futures, self._futures = self._futures, {}
-        for future in futures.values():
-            if not future.done():
-                future.set_exception(OffloadFailed(reason))
+    def _ready(self, worker: _Worker) -> None:
+        if worker.starting is not None:
+            worker.starting.cancel()
+        first = not any(w.ready for w in self._workers)
+        worker.ready = True
+        self._crashes = 0
+        if first:
+            # The clocks of the results that waited for a worker to exist start now.
+            for job in self._queue:
+                if job.deadline is None:
+                    self._start_clock(job)
+        self._dispatch()
 
-    async def _running(self) -> asyncio.subprocess.Process:
-        if self._starting is None:
-            self._starting = asyncio.Lock()
-        async with self._starting:  # one spawn, however many results arrive meanwhile
-            if self._process is None:
-                if not self.available:
-                    raise OffloadFailed("no-worker")
-                self.restarts += 1
-                if not await self._spawn():
-                    raise OffloadFailed("no-worker")
-            assert self._process is not None
-            return self._process
-
-    async def rewrite(self, line: bytes, call: Call, server: str) -> bytes | None:
-        """The line to send for the tools/call response ``line`` (None: send it as it is).
-
-        Raises :class:`OffloadFailed` when no answer comes by the deadline (the worker is
-        then killed, and restarted for the next result) or there is no worker.
-        """
-        process = await self._running()
-        if not self._ready.is_set():
-            reader = self._reader
-            ready = asyncio.ensure_future(self._ready.wait())
-            waits: set[asyncio.Future[Any]] = {ready} if reader is None else {ready, reader}
-            await asyncio.wait(waits, timeout=_STARTUP_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
-            ready.cancel()
-            if not self._ready.is_set():
-                # It died while starting (its reader ended), or takes too long to start.
-                self._kill(process)
-                raise OffloadFailed("worker-start")
-        # The budget runs from when the worker can start on it: waiting for a worker to
-        # load its tokenizer is not the result's fault.
-        deadline = time.monotonic() + self.config.time_budget
-        job_id = next(self._ids)
-        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
-        self._futures[job_id] = future
-        stdin = process.stdin
-        assert stdin is not None
-        try:
-            stdin.write(encode_frame(("job", job_id, line, call, deadline, server)))
-            await stdin.drain()
-        except (ConnectionError, RuntimeError):
-            self._futures.pop(job_id, None)
-            raise OffloadFailed("worker-exited") from None
-        try:
-            return await asyncio.wait_for(
-                asyncio.shield(future), max(deadline - time.monotonic(), 0.0) + _SLACK
-            )
-        except asyncio.TimeoutError:
-            # Past the deadline the worker is somewhere inside one step (an encode, a count)
-            # that cannot be interrupted: kill it, and start afresh for the next result.
-            self._futures.pop(job_id, None)
-            self._kill(process)
-            raise OffloadFailed("time-budget") from None
-
-    def tell(self, events: list[tuple[str, ...]]) -> None:
-        """Session events from the core (:meth:`ProxyCore.pop_events`): a delta slot to
-        forget, a new session. They reach the worker before any later result; a worker
-        started later starts from nothing anyway."""
-        process = self._process
-        if not events or process is None or process.stdin is None:
+    def _answered(
+        self, worker: _Worker, job_id: int, line: bytes | None, minted: list[str]
+    ) -> None:
+        job = worker.job
+        if job is None or job.id != job_id:
             return
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            for event in events:
-                process.stdin.write(encode_frame(event))
+        worker.job = None
+        worker.done += 1
+        job.worker = None
+        if not job.stray:
+            job.lane.spent.extend(minted)
+        if job.timer is not None:
+            job.timer.cancel()
+        if not job.future.done():
+            job.future.set_result(line)
+        if len(self._workers) > self.min_workers:
+            if worker.retiring is not None:
+                worker.retiring.cancel()
+            loop = asyncio.get_running_loop()
+            worker.retiring = loop.call_later(_RETIRE_AFTER, self._retire, worker, worker.done)
+        self._dispatch()
 
-    def _kill(self, process: asyncio.subprocess.Process) -> None:
-        self._killed.add(process.pid)
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        if self._process is process:
-            self._process = None
-        self._fail_all("killed")
-
-    async def close(self) -> None:
-        """Stop the worker: its stdin closes (it exits at once between results), and it is
-        killed if it has not gone within a second. Returns when it is reaped."""
-        process, self._process = self._process, None
-        self._init = None
-        if process is not None:
-            self._killed.add(process.pid)
-            if process.stdin is not None:
-                with contextlib.suppress(Exception):
-                    process.stdin.close()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(_exited(process), 1.0)
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-        reader = self._reader
-        if reader is not None:
+    def _retire(self, worker: _Worker, done: int) -> None:
+        if worker.job is None and worker.done == done and len(self._workers) > self.min_workers:
+            worker.killed = True
+            self._unhome(worker)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(reader, 5)
-        self._fail_all("closed")
+                if worker.process.stdin is not None:
+                    worker.process.stdin.close()
+
+    def _gone(self, worker: _Worker) -> None:
+        """A worker exited, crashed or was killed: nothing more will be answered there."""
+        if worker not in self._workers:
+            return
+        self._workers.remove(worker)
+        if worker.starting is not None:
+            worker.starting.cancel()
+        if not worker.killed:
+            self._crashes += 1
+        self._unhome(worker)
+        job, worker.job = worker.job, None
+        if job is not None:
+            self._fail(job, "worker-exited")
+        if self._closed:
+            return
+        if not self.available:
+            self._fail_queue("no-worker")
+            return
+        if len(self._workers) < self.min_workers or (self._queue and not self._idle()):
+            self._grow()
+        self._dispatch()
+
+    def _unhome(self, worker: _Worker) -> None:
+        for key in worker.homes:
+            lane = self._lanes.get(key)
+            if lane is not None and lane.home is worker:
+                lane.home = None
+                lane.owed.clear()  # the state they were for is gone
+        worker.homes.clear()
+
+    def _kill(self, worker: _Worker) -> None:
+        worker.killed = True  # by the proxy: not a crash
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.kill()
+
+    def _idle(self) -> list[_Worker]:
+        return [w for w in self._workers if w.job is None and not w.killed]
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def _submit(
+        self, lane: Lane, line: bytes, call: Call, server: str, events: list[tuple[str, ...]]
+    ) -> _Job:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes | None] = loop.create_future()
+        job = _Job(next(self._ids), lane, line, call, server, events, future, time.monotonic())
+        self._queue.append(job)
+        if any(w.ready for w in self._workers):
+            self._start_clock(job)
+        else:
+            job.timer = loop.call_later(_STARTUP_TIMEOUT, self._expire, job, "worker-start")
+            if not self._workers and self.available:
+                self._grow()
+        self._dispatch()
+        return job
+
+    def _start_clock(self, job: _Job) -> None:
+        if job.timer is not None:
+            job.timer.cancel()
+        job.deadline = time.monotonic() + self.config.time_budget
+        delay = job.deadline - time.monotonic() + _SLACK
+        job.timer = asyncio.get_running_loop().call_later(delay, self._expire, job, "time-budget")
+
+    def _expire(self, job: _Job, reason: str) -> None:
+        if job in self._queue:
+            self._queue.remove(job)
+        worker = job.worker
+        if worker is not None and worker.job is job:
+            # Past the deadline the worker is somewhere inside one step (an encode, a count)
+            # that cannot be interrupted: kill it (even when nobody waits for the answer any
+            # more: it would stay busy); another is started for what comes next.
+            worker.job = None
+            job.worker = None
+            self._kill(worker)
+            self._unhome(worker)
+        self._fail(job, reason)
+        self._dispatch()
+
+    def _abandon(self, job: _Job) -> None:
+        """The caller stopped waiting (shutdown): a job not started is dropped."""
+        if job in self._queue:
+            self._queue.remove(job)
+        if job.timer is not None and job.worker is None:
+            job.timer.cancel()
+
+    def _fail(self, job: _Job, reason: str) -> None:
+        if job.timer is not None:
+            job.timer.cancel()
+        if not job.future.done():
+            job.future.set_exception(OffloadFailed(reason))
+            job.future.exception()  # retrieved here: a caller that went away must not warn
+
+    def _fail_queue(self, reason: str) -> None:
+        jobs, self._queue = self._queue, deque()
+        for job in jobs:
+            self._fail(job, reason)
+
+    def _close_lane(self, lane: Lane) -> None:
+        if lane.key is not None:
+            self._lanes.pop(lane.key, None)
+        home, lane.home = lane.home, None
+        if home is not None and lane.key is not None:
+            home.homes.discard(lane.key)
+            home.send(("drop", lane.key))
+
+    def _dispatch(self) -> None:
+        """Hand every queued result that may start now to a worker (module docstring)."""
+        if self._closed:
+            return
+        now = time.monotonic()
+        idle = [w for w in self._idle() if w.ready]
+        waiting: set[Lane] = set()  # lanes with an earlier result still queued: order kept
+        kept: deque[_Job] = deque()
+        wake: float | None = None
+        for job in self._queue:
+            lane = job.lane
+            if lane.key is not None and lane in waiting:
+                kept.append(job)
+                continue
+            worker: _Worker | None = None
+            home = lane.home if lane.key is not None else None
+            patient = now - job.queued < self.patience
+            if home is not None and home in idle:
+                worker = home
+            elif idle and (home is None or not patient):
+                worker = min(idle, key=lambda w: len(w.homes))
+                # Its home busy with its own last result: run without its state.
+                job.stray = home is not None and home.job is not None and home.job.lane is lane
+            elif idle:
+                wake = min(wake or float("inf"), job.queued + self.patience)
+            if worker is None:
+                kept.append(job)
+                if lane.key is not None:
+                    waiting.add(lane)
+                continue
+            idle.remove(worker)
+            self._start(worker, job)
+        self._queue = kept
+        if kept and not self._idle() and len(self._workers) < self.max_workers and self.available:
+            self._grow()
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
+        if wake is not None:
+            delay = max(wake - time.monotonic(), 0.0)
+            self._wake = asyncio.get_running_loop().call_later(delay, self._dispatch)
+
+    def _start(self, worker: _Worker, job: _Job) -> None:
+        lane = job.lane
+        spent: list[str] | None = None
+        events = job.events
+        if job.stray:
+            self.strays += 1
+            # The session's events are for its home; and the client gets this call's answer
+            # from elsewhere, so the home's delta base for it is no longer what it holds.
+            lane.owed.extend(job.events)
+            lane.owed.append(("forget", job.call.slot))
+            events = []
+        elif lane.key is not None:
+            if lane.home is not worker:
+                old = lane.home
+                if old is not None:
+                    self.moved += 1
+                    old.homes.discard(lane.key)
+                    old.send(("drop", lane.key))
+                lane.home = worker
+                lane.owed.clear()
+                worker.homes.add(lane.key)
+                spent = list(lane.spent)
+            events = [*lane.owed, *events]
+            lane.owed.clear()
+        if job.deadline is None:
+            self._start_clock(job)
+        assert job.deadline is not None
+        frame = (
+            "job",
+            job.id,
+            lane.key,
+            job.stray,
+            spent,
+            events,
+            job.line,
+            job.call,
+            job.deadline,
+            job.server,
+        )
+        worker.job = job
+        job.worker = worker
+        if not worker.send(frame):
+            worker.job = None
+            job.worker = None
+            self._fail(job, "worker-exited")
 
 
 async def _exited(process: asyncio.subprocess.Process) -> Any:
@@ -269,58 +636,79 @@ async def _exited(process: asyncio.subprocess.Process) -> Any:
     return process.returncode
 
 
-class ServerLines:
-    """What the server writes, relayed to the client in order while tool results are
-    rewritten by the worker: the line-oriented half of a shell, shared by every shell.
+class Outbox(Generic[T]):
+    """One output stream of what the server wrote (a stdio client's stdout, one SSE
+    stream, one JSON response), in order while tool results are rewritten in the pool.
 
-    Each line goes through :meth:`ProxyCore.receive_server`; a :class:`ToolJob` gets its
-    place in a :class:`~gcfkit.proxy.sequencer.Sequencer` and runs in the worker; ``write``
-    gets every line the sequencer lets go, in order (see its module for the one rule).
-    Without a worker (it could not start) results are rewritten in process, in order.
-    At most ``max_jobs`` results are in flight; the next line waits for a place, so a
-    flood of large results slows the server's pipe rather than the proxy's memory.
+    :meth:`receive` hands a line to the core (:meth:`ProxyCore.receive_server`, or, without
+    a worker, :meth:`ProxyCore.from_server`: rewritten here, in order); :meth:`put` gives
+    what it returned its place: a :class:`ToolJob` holds a place in a
+    :class:`~gcfkit.proxy.sequencer.Sequencer` while its lane rewrites it, everything else
+    is ready at once; ``write(data, tag)`` gets every line the sequencer lets go, in order,
+    with the tag it was put with (an SSE event's id, the stream it is for). At most
+    ``max_jobs`` results are in flight; the next waits for a place, so a flood of large
+    results slows the server down rather than growing the proxy's memory.
+
+    A shell that routes the server's lines to several outputs (one per request stream)
+    calls :meth:`receive` once per line and :meth:`put` on the output it chose.
     """
 
     def __init__(
         self,
         core: ProxyCore,
-        offload: Offload | None,
-        write: Callable[[bytes], Awaitable[None]],
+        lane: Lane | None,
+        write: Callable[[bytes, T], Awaitable[None]],
         *,
         max_jobs: int = 8,
     ) -> None:
         self.core = core
-        self.offload = offload if offload is not None and offload.available else None
+        self.lane = lane
         self._write = write
-        self._sequencer = Sequencer()
+        self._sequencer: Sequencer[tuple[bytes, T]] = Sequencer()
         self._lock = asyncio.Lock()
         self._places = asyncio.Semaphore(max_jobs)
         self._jobs: set[asyncio.Task[None]] = set()
 
-    async def feed(self, line: bytes) -> None:
-        """One line the server wrote."""
-        if self.offload is None or not self.offload.available:
-            for out in self.core.from_server(line):
-                self._sequencer.add(out.data, response=out.response)
-            await self._release()
+    @property
+    def offloaded(self) -> bool:
+        """Whether tool results go to the pool (else :meth:`receive` rewrites them here)."""
+        return self.lane is not None and self.lane.available
+
+    def receive(self, line: bytes) -> list[Output] | ToolJob:
+        """The core's answer to one line the server wrote (see the class docstring)."""
+        return receive(self.core, self.lane, line)
+
+    async def feed(self, line: bytes, tag: T) -> list[Output]:
+        """One line the server wrote, to this output; returns the lines it became at once
+        ([] for a tool result being rewritten)."""
+        got = self.receive(line)
+        await self.put(got, tag)
+        return [] if isinstance(got, ToolJob) else got
+
+    async def put(self, got: list[Output] | ToolJob, tag: T) -> None:
+        """What :meth:`receive` returned, in its place behind everything put before."""
+        if not isinstance(got, ToolJob):
+            await self.add(got, tag)
             return
-        got = self.core.receive_server(line)
-        if isinstance(got, ToolJob):
-            await self._places.acquire()
-            ticket = self._sequencer.hold()
-            task = asyncio.create_task(self._run(ticket, got))
-            self._jobs.add(task)
-            task.add_done_callback(self._jobs.discard)
-            return
-        for out in got:
-            self._sequencer.add(out.data, response=out.response)
+        # Taken now, in the order lines arrive: they are for the state before this result.
+        events = self.core.pop_events()
+        await self._places.acquire()
+        ticket = self._sequencer.hold()
+        task = asyncio.create_task(self._run(ticket, got, tag, events))
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
+
+    async def add(self, outputs: list[Output], tag: T) -> None:
+        """Lines ready as they are (the core's own, ``server_exited``), behind everything
+        put before them."""
+        for out in outputs:
+            self._sequencer.add((out.data, tag), response=out.response)
         await self._release()
 
-    async def add(self, outputs: list[Output]) -> None:
-        """Lines the core made itself (``server_exited``), behind everything before them."""
-        for out in outputs:
-            self._sequencer.add(out.data, response=out.response)
-        await self._release()
+    @property
+    def busy(self) -> bool:
+        """Whether a result is still being rewritten."""
+        return bool(self._jobs)
 
     async def drain(self, timeout: float | None = None) -> None:
         """Wait for the results in flight (each is bounded by its deadline); past
@@ -334,26 +722,73 @@ class ServerLines:
             await asyncio.wait(set(self._jobs))
         await self._release()
 
-    async def _run(self, ticket: int, job: ToolJob) -> None:
+    async def _run(self, ticket: int, job: ToolJob, tag: T, events: list[tuple[str, ...]]) -> None:
         data = job.line
         try:
-            assert self.offload is not None
-            self.offload.tell(self.core.pop_events())
-            try:
-                line = await self.offload.rewrite(job.line, job.call, job.server)
-                outputs = self.core.finish(job, line)
-            except OffloadFailed as e:
-                outputs = self.core.finish(job, None, failed=e.reason)
-            except Exception as e:  # never break the agent: the original goes out
-                outputs = self.core.finish(job, None, failed=f"error-{type(e).__name__}")
+            outputs = await settle(self.core, self.lane, job, events)
             data = b"".join(out.data for out in outputs)
         finally:
             # Cancelled too (shutdown): the place is filled, with the original at worst.
-            self._sequencer.fill(ticket, data)
+            self._sequencer.fill(ticket, (data, tag))
             self._places.release()
         await self._release()
 
     async def _release(self) -> None:
         async with self._lock:  # one writer, so lines leave in the order they were let go
-            for data in self._sequencer.ready():
-                await self._write(data)
+            for data, tag in self._sequencer.ready():
+                await self._write(data, tag)
+
+
+def server_pool(
+    config: ProxyConfig, codec: Codec | None = None, ledger_path: Path | str | None = None
+) -> Offload:
+    """The pool of a server of many sessions (the HTTP shells): :data:`MAX_WORKERS` at
+    most; its workers append their records to ``ledger_path``."""
+    return Offload(config, codec, ledger_path=ledger_path, max_workers=MAX_WORKERS)
+
+
+async def start_pool(offload: Offload) -> None:
+    """Start ``offload``'s first worker (it loads the tokenizer meanwhile). When none can
+    start, results are rewritten in the event loop, so the tokenizer is loaded now, in a
+    thread, and the first result is not charged for it."""
+    if not await offload.start():
+        warm = ProxyCore(offload.config, offload.codec).warm_up
+        await asyncio.get_running_loop().run_in_executor(None, warm)
+
+
+def receive(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output] | ToolJob:
+    """The core's answer to one line the server wrote: a :class:`ToolJob` to :func:`settle`
+    when ``lane`` can rewrite it in the pool; without one (no worker could start), the
+    result is rewritten here, at once (:meth:`ProxyCore.from_server`)."""
+    if lane is not None and lane.available:
+        return core.receive_server(line)
+    core.pop_events()  # for a worker's state; the core's own needs none
+    return core.from_server(line)
+
+
+async def settle(
+    core: ProxyCore, lane: Lane | None, job: ToolJob, events: list[tuple[str, ...]]
+) -> list[Output]:
+    """What to write for ``job``: its rewrite from ``lane`` (``events``, popped from the
+    core when the line arrived, reach the session's state first), or the original when no
+    answer comes in time, there is no worker, or anything fails (the ledger says why)."""
+    if lane is None:
+        return core.finish(job, None, failed="no-worker")
+    try:
+        line = await lane.rewrite(job.line, job.call, job.server, events)
+    except OffloadFailed as e:
+        return core.finish(job, None, failed=e.reason)
+    except Exception as e:  # never break the agent: the original goes out
+        return core.finish(job, None, failed=f"error-{type(e).__name__}")
+    return core.finish(job, line)
+
+
+async def answer(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output]:
+    """One line the server wrote, answered in full (a tool result rewritten in the pool,
+    awaited): for a stream that carries one message at a time and holds nothing else
+    behind it (an HTTP response body, one request's SSE stream). Only that stream waits;
+    the event loop and every other stream go on meanwhile."""
+    got = receive(core, lane, line)
+    if isinstance(got, ToolJob):
+        return await settle(core, lane, got, core.pop_events())
+    return got

@@ -48,7 +48,7 @@ from ..ledger import Ledger, utc_now_iso
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
-from .offload import Offload, ServerLines
+from .offload import Offload, Outbox
 from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, widen_pipe
 
 if TYPE_CHECKING:
@@ -257,6 +257,7 @@ async def run_proxy(
     # server starts up. Without one (it cannot start), they are rewritten here, and the
     # warm-up runs in a thread meanwhile; the first tool result waits for it.
     offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
+    lane = offload.session()
     if await offload.start():
         warming: asyncio.Future[None] = loop.create_future()
         warming.set_result(None)
@@ -277,7 +278,7 @@ async def run_proxy(
         for record in core.pop_records():
             ledger.append(record, time=utc_now_iso())
 
-    async def write_client(data: bytes) -> None:
+    async def write_client(data: bytes, _: None = None) -> None:
         await to_client.write(data)
         if to_client.broken and not server.stopping:
             # The client is gone: nobody will read the answers, so stop the server (its
@@ -287,7 +288,7 @@ async def run_proxy(
             stopping.add_done_callback(background.discard)
         flush_records()
 
-    lines = ServerLines(core, offload, write_client)
+    lines: Outbox[None] = Outbox(core, lane, write_client)
 
     async def write_server(outputs: list[Output]) -> None:
         nonlocal server_write_broken
@@ -314,7 +315,7 @@ async def run_proxy(
                 capture.from_server(line)
             if not warming.done() and core.expects_tool_result:
                 await asyncio.shield(warming)
-            await lines.feed(line)
+            await lines.feed(line, None)
             del line
 
     async def server_to_client() -> None:
@@ -342,7 +343,7 @@ async def run_proxy(
         # Results still being rewritten go out first (each within its deadline), then an
         # error for every request left unanswered.
         await lines.drain(timeout=_DRAIN_HURRIED if signalled else None)
-        await lines.add(core.server_exited(server.returncode))
+        await lines.add(core.server_exited(server.returncode), None)
 
     upstream = asyncio.create_task(client_to_server())
     downstream = asyncio.create_task(server_to_client())

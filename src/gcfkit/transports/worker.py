@@ -2,35 +2,44 @@
 
 The bpe tokenizer holds the GIL for a whole count (0.6 s on a 5 MB text), ``json.dumps``
 does too, and the GCF encoder is pure Python: in a thread beside the event loop they still
-stall it. So the shell (:mod:`gcfkit.transports.offload`) runs one worker process per
-proxy, ``python -m gcfkit.transports.worker``, and gives up on it at each result's deadline,
-sending the original and starting a new worker: the time budget is a real bound, and a
-ping is answered while a large result is being encoded.
+stall it. So the shells run tool-result rewrites in worker processes,
+``python -m gcfkit.transports.worker``, through :mod:`gcfkit.transports.offload`, which
+gives up on a worker at a result's deadline, sending the original and starting a new one:
+the time budget is a real bound, and a ping is answered while a large result is encoded.
 
-The worker owns the session's :class:`~gcfkit.proxy.rewrite.Rewriter` (and so what the
-client holds for deltas: a killed worker takes that with it, and the next answers are full
-ones, which is always correct) and the ledger counts, which it takes after the answer is
-sent and appends to the ledger itself. It exits when its stdin closes, and on Linux dies
-with its parent (PR_SET_PDEATHSIG), so it never outlives the proxy.
+A worker serves any number of sessions (the HTTP gateway's, a pool of a few workers for up
+to a thousand sessions), one job at a time. It owns each session's
+:class:`~gcfkit.proxy.rewrite.Rewriter` (and so what that client holds for deltas and
+relative answers: a killed worker takes it with it, and the next answers are full ones,
+which is always correct), created at the session's first job here, dropped when the shell
+says so. A job of no session gets a fresh rewriter of its own (a request of the sessionless
+2026-07-28 protocol); a *stray* job (one of a session whose worker is busy, run elsewhere
+so that it need not wait) gets one that names nothing, so it never mints a handle the
+session's own worker might mint too. The ledger counts are taken after the answer is sent,
+and appended to the ledger by the worker itself. It exits when its stdin closes, and on
+Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
-processes of the same program). To the worker: ``("init", config, codec, ledger_path,
-spent)`` first (``spent``: the result handles earlier workers of the session issued), then
-``("job", id, line, call, deadline, server)``, ``("forget", slot)`` and ``("reset",)`` (a
-new session). From the worker: ``("ready",)`` once warmed up, then ``("answer", id, line or
-None, handles minted)`` per job, in order.
+processes of the same program). To the worker: ``("init", config, codec, ledger_path)``
+first, then ``("job", id, session, stray, spent, events, line, call, deadline, server)``
+(``session``: a key, or None for a fresh rewriter; ``spent``: given when the session starts
+here, the result handles its earlier workers issued; ``events``: what the core saw happen to
+the session since its last job, ``("forget", slot)`` and ``("reset",)``) and
+``("drop", session)``. From the worker: ``("ready",)`` once warmed up, then ``("answer",
+id, line or None, handles minted)`` per job, in order.
 
 >>> import io
 >>> buf = io.BytesIO()
->>> write_frame(buf, ("forget", "t"))
+>>> write_frame(buf, ("drop", 7))
 >>> _ = buf.seek(0)
 >>> read_frame(buf)
-('forget', 't')
+('drop', 7)
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pickle
 import signal
@@ -39,6 +48,7 @@ import sys
 import time
 from typing import IO, Any, Final
 
+from ..proxy.config import Codec, ProxyConfig
 from ..proxy.jsonrpc import dump_edited, parse_envelope
 from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
 
@@ -103,6 +113,41 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
+class _Sessions:
+    """The rewriters of the sessions this worker serves, by key (the shell creates and
+    drops them: it bounds how many sessions there are)."""
+
+    def __init__(self, config: ProxyConfig, codec: Codec) -> None:
+        self.config = config
+        self.codec = codec
+        # A stray job names nothing (see the module docstring).
+        self.stray_config = dataclasses.replace(config, refs="off")
+        self.rewriters: dict[int, tuple[Rewriter, list[int]]] = {}
+
+    def for_job(
+        self, session: int | None, stray: bool, spent: list[str] | None
+    ) -> tuple[Rewriter, list[int]]:
+        """The rewriter for one job and its count of handles reported so far (a one-item
+        list, so that the caller can move it on)."""
+        if session is None or stray:
+            rewriter = Rewriter(self.stray_config if stray else self.config, self.codec)
+            return rewriter, [0]
+        found = self.rewriters.get(session)
+        if found is None or spent is not None:
+            rewriter = Rewriter(self.config, self.codec)
+            # Handles earlier workers of this session issued: a reader may still hold them.
+            rewriter.names.memory.spend(spent or ())
+            found = self.rewriters[session] = (rewriter, [len(rewriter.names.memory.issued)])
+        return found
+
+    def apply(self, rewriter: Rewriter, events: list[tuple[str, ...]]) -> None:
+        for event in events:
+            if event[0] == "forget" and len(event) == 2:
+                rewriter.forget(event[1])
+            elif event[0] == "reset":
+                rewriter.reset()
+
+
 def main() -> None:
     """The worker's loop (see the module docstring)."""
     parent = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
@@ -117,13 +162,9 @@ def main() -> None:
     init = read_frame(inbox)
     if not (isinstance(init, tuple) and init and init[0] == "init"):
         return
-    _, config, codec, ledger_path, spent = init
-    rewriter = Rewriter(config, codec)
-    memory = rewriter.names.memory
-    # Handles an earlier worker of this session issued: a reader may still hold them.
-    memory.spend(spent)
-    issued = len(memory.issued)
-    rewriter.warm_up()
+    _, config, codec, ledger_path = init
+    sessions = _Sessions(config, codec)
+    Rewriter(config, codec).warm_up()  # the tokenizer and codec, once for every session
     ledger = None
     if ledger_path is not None:
         from ..ledger import Ledger
@@ -134,21 +175,22 @@ def main() -> None:
         frame = read_frame(inbox)
         if frame is None:
             return
-        if frame[0] == "forget":
-            rewriter.forget(frame[1])
-            continue
-        if frame[0] == "reset":
-            rewriter.reset()
+        if frame[0] == "drop":
+            sessions.rewriters.pop(frame[1], None)
             continue
         if frame[0] != "job":
             continue
-        _, job_id, line, call, deadline, server = frame
+        _, job_id, session, stray, spent, events, line, call, deadline, server = frame
+        rewriter, reported = sessions.for_job(session, stray, spent)
+        sessions.apply(rewriter, events)
         tool = call.tool
         started = time.monotonic()
         outcome, out = _answer(rewriter, line, call, deadline)
-        minted = list(memory.issued[issued:])
-        issued += len(minted)
+        issued = rewriter.names.memory.issued
+        minted = list(issued[reported[0] :])
+        reported[0] = len(issued)
         write_frame(channel, ("answer", job_id, out, minted))
+        del line, out, frame
         if ledger is not None:
             ledger.append(
                 outcome.ledger_record(
