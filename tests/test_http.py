@@ -844,7 +844,10 @@ def test_server_everything_through_the_proxy(
         (["--upstream", "http://127.0.0.1:9/mcp", "--header", "no colon"], "Name: value"),
         (["--http", ":8765", "--", "cmd"], "HOST:PORT"),
         (["--http", "127.0.0.1:0", "--keepalive", "-1", "--", "cmd"], "--keepalive"),
-        (["--upstream", "http://127.0.0.1:9/mcp", "--capture-dir", "x"], "--capture-dir"),
+        (
+            ["--http", "127.0.0.1:0", "--capture-dir", "x", "--capture-max-mb", "0", "--", "cmd"],
+            "--capture-max-mb",
+        ),
     ],
 )
 def test_the_http_options_refuse_what_cannot_work(

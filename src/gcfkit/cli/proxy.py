@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
 from ..proxy.config import DENSE_CONSTRUCTS, ProxyConfig
 from ..proxy.policy import Policy, ToolPolicy, load_policy
 
-__all__ = ["add_capture_options", "open_capture", "proxy_config", "register"]
+__all__ = ["add_capture_options", "capture_opener", "open_capture", "proxy_config", "register"]
 
 _EPILOG = """\
 what is rewritten:
@@ -218,7 +220,7 @@ def add_capture_options(p: argparse.ArgumentParser, *, required: bool = False) -
             metavar="DIR",
             help="also record the server's raw tool results under DIR in the corpus format, "
             "for gcfkit verify DIR (never changes what is forwarded; results are your data: "
-            "files are private to you)",
+            "files are private to you); with --http, a directory per session",
         )
     p.add_argument(
         "--capture-max-mb",
@@ -233,11 +235,25 @@ def open_capture(args: argparse.Namespace) -> Any:
     """The :class:`~gcfkit.traffic.capture.Capture` the options ask for, or None."""
     if not getattr(args, "capture_dir", None):
         return None
-    if args.capture_max_mb < 1:
-        raise ConfigError("invalid_option", "--capture-max-mb must be at least 1")
     from ..traffic.capture import Capture
 
-    return Capture(args.capture_dir, args.name, max_bytes=args.capture_max_mb * 1024 * 1024)
+    return Capture(args.capture_dir, args.name, max_bytes=_capture_max_bytes(args))
+
+
+def _capture_max_bytes(args: argparse.Namespace) -> int:
+    if args.capture_max_mb < 1:
+        raise ConfigError("invalid_option", "--capture-max-mb must be at least 1")
+    return int(args.capture_max_mb) * 1024 * 1024
+
+
+def capture_opener(args: argparse.Namespace) -> Callable[[], Any] | None:
+    """What opens a recording per session (an HTTP server records each session in its own
+    directory, a stdio proxy its one), the options checked now; None without
+    ``--capture-dir``."""
+    if not getattr(args, "capture_dir", None):
+        return None
+    _capture_max_bytes(args)
+    return functools.partial(open_capture, args)
 
 
 def _dense_constructs(spec: str) -> tuple[str, ...]:
@@ -282,10 +298,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
         )
-    if (args.upstream or args.http) and args.capture_dir:
-        raise ConfigError(
-            "invalid_option", "--capture-dir records the stdio shell: not with --upstream or --http"
-        )
+    capture = capture_opener(args)
     config = proxy_config(args)
     ledger = Ledger(args.ledger) if args.ledger and not args.no_stats else None
     if args.upstream:
@@ -305,6 +318,7 @@ def _run(args: argparse.Namespace) -> int:
                     headers=headers,
                     ledger=ledger,
                     keepalive=args.keepalive,
+                    capture=capture,
                 )
             )
         return asyncio.run(
@@ -316,18 +330,26 @@ def _run(args: argparse.Namespace) -> int:
                 ledger=ledger,
                 grace=args.grace,
                 keepalive=args.keepalive,
+                capture=capture,
             )
         )
     if args.upstream:
         from ..transports.http_client import run_upstream
 
         return asyncio.run(
-            run_upstream(url, config, headers=headers, ledger=ledger, grace=args.grace)
+            run_upstream(
+                url,
+                config,
+                headers=headers,
+                ledger=ledger,
+                grace=args.grace,
+                capture=capture() if capture is not None else None,
+            )
         )
     from ..transports.stdio import run_proxy
 
-    capture = open_capture(args)
-    return asyncio.run(run_proxy(command, config, ledger=ledger, grace=args.grace, capture=capture))
+    opened = capture() if capture is not None else None
+    return asyncio.run(run_proxy(command, config, ledger=ledger, grace=args.grace, capture=opened))
 
 
 def proxy_config(args: argparse.Namespace) -> ProxyConfig:

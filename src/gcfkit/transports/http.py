@@ -22,11 +22,14 @@ import contextlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..traffic.capture import Capture
 
 __all__ = [
     "ACCEPT_BOTH",
@@ -38,6 +41,7 @@ __all__ = [
     "MCP_SESSION_ID",
     "MODERN_VERSIONS",
     "PROTOCOL_VERSION_META_KEY",
+    "Captures",
     "forwardable",
     "is_loopback",
     "is_modern",
@@ -354,3 +358,59 @@ def rebase_resource_metadata(body: bytes, upstream_origin: str, origin: str) -> 
         return None
     metadata["resource"] = moved
     return json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class Captures:
+    """The recordings of an HTTP server's traffic (``--capture-dir``), each session in its
+    own directory as a stdio proxy's is: :meth:`session` opens one per session (None when
+    nothing is recorded). Requests of no session (the 2026-07-28 protocol) share one,
+    handed each exchange whole (:meth:`exchange`): their clients number requests alike, so
+    lines of two exchanges in flight could pair a request with another one's answer.
+    ``open`` makes a :class:`~gcfkit.traffic.capture.Capture`."""
+
+    def __init__(self, open: Callable[[], Capture] | None) -> None:
+        self._open = open
+        self._sessionless: Capture | None = None
+        self._closing: set[asyncio.Future[None]] = set()
+        self._open_ones: set[Capture] = set()
+
+    @property
+    def on(self) -> bool:
+        """Whether anything is recorded."""
+        return self._open is not None
+
+    def session(self) -> Capture | None:
+        """A recording for a new session (:meth:`close` it when the session ends)."""
+        if self._open is None:
+            return None
+        capture = self._open()
+        self._open_ones.add(capture)
+        return capture
+
+    def exchange(self, request: bytes, response: bytes) -> None:
+        """One request of no session and the line that answers it, as the server saw them."""
+        if self._open is None:
+            return
+        if self._sessionless is None:
+            self._sessionless = self.session()
+        assert self._sessionless is not None
+        self._sessionless.to_server(request)
+        self._sessionless.from_server(response)
+
+    def close(self, capture: Capture | None) -> None:
+        """Finish ``capture`` in a thread (it writes what is queued, bounded): the event loop
+        never waits for a disk."""
+        if capture is None or capture not in self._open_ones:
+            return
+        self._open_ones.discard(capture)
+        closing = asyncio.get_running_loop().run_in_executor(None, capture.close)
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
+    async def aclose(self) -> None:
+        """Finish every recording (at shutdown); returns when they are written."""
+        for capture in list(self._open_ones):
+            self.close(capture)
+        self._sessionless = None
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)

@@ -3,9 +3,12 @@
 The thin shell between the client's stdin/stdout and a remote server. Every line the client
 writes goes through :meth:`ProxyCore.from_client` and is POSTed on its own; whatever comes
 back (one JSON body, or an SSE stream of progress, logs, server requests and finally the
-response) goes through :meth:`ProxyCore.from_server`, message by message, in order, to stdout.
-Requests run concurrently (a slow tool call holds nothing up); notifications and responses
-are sent in order before the next message, as the SDK clients do.
+response) goes through the core message by message, to stdout in the order of its stream
+(:class:`~gcfkit.transports.offload.Outbox`), each tool result rewritten in a worker
+process meanwhile, within the time budget, as in the stdio shell. Requests run concurrently
+(a slow tool call holds nothing up; different streams carry no order between them);
+notifications and responses are sent in order before the next message, as the SDK clients
+do.
 
 Both protocol generations:
 
@@ -36,11 +39,12 @@ import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import httpx2
 
 from ..ledger import Ledger
+from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from .http import (
     ACCEPT_BOTH,
@@ -52,8 +56,12 @@ from .http import (
     one_line,
     request_ids,
 )
+from .offload import Lane, Offload, Outbox
 from .process import DEFAULT_GRACE, stop_signals
 from .stdio import client_pipes
+
+if TYPE_CHECKING:
+    from ..traffic.capture import Capture
 
 __all__ = ["DEFAULT_READ_TIMEOUT", "run_upstream"]
 
@@ -73,7 +81,7 @@ _INTERNAL_ERROR: Final = -32603
 #: Method -> the param mirrored as ``Mcp-Name`` (2026-07-28).
 _NAME_PARAMS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-Deliver = Callable[[list[Output]], Awaitable[None]]
+Deliver = Callable[[bytes, None], Awaitable[None]]
 
 
 def _log(text: str) -> None:
@@ -90,8 +98,12 @@ class _Upstream:
         core: ProxyCore,
         deliver: Deliver,
         warming: asyncio.Future[None],
+        lane: Lane,
+        capture: Capture | None = None,
     ) -> None:
         self.warming = warming
+        self.lane = lane
+        self.capture = capture
         self.url = url
         self.http = http
         self.core = core
@@ -137,6 +149,11 @@ class _Upstream:
             headers[MCP_PROTOCOL_VERSION] = self.version
         return headers
 
+    def outbox(self) -> Outbox[None]:
+        """The order of one HTTP stream's messages to the client (each stream its own: they
+        carry no order between them), tool results rewritten in the worker meanwhile."""
+        return Outbox(self.core, self.lane, self.deliver)
+
     async def send(self, out: Output) -> None:
         """POST one message; for a request, returns when its answer reached the client."""
         try:
@@ -152,54 +169,63 @@ class _Upstream:
         if isinstance(msg, dict) and msg.get("method") == "initialize":
             # A new handshake is a new session: nothing of the old one may leak onto it.
             self.session_id = self.version = None
+        if self.capture is not None:
+            self.capture.to_server(out.data)
+        outbox = self.outbox()
         try:
             async with self.http.stream(
                 "POST", self.url, content=out.data, headers=self.headers_for(msg)
             ) as response:
-                await self._answer(response, msg, ids)
+                await self._answer(response, msg, ids, outbox)
         except httpx2.HTTPError as e:
-            await self._fail(ids, f"MCP server at {self.url} unreachable: {_reason(e)}")
+            await self._fail(ids, f"MCP server at {self.url} unreachable: {_reason(e)}", outbox)
         finally:
             for i in ids:
                 self.watch.pop(i, None)
+        # The answer may still be being rewritten (bounded by its deadline).
+        await outbox.drain()
         if isinstance(msg, dict) and msg.get("method") == "notifications/initialized":
             self.listen()
 
-    async def _answer(self, response: httpx2.Response, msg: Any, ids: list[Any]) -> None:
+    async def _answer(
+        self, response: httpx2.Response, msg: Any, ids: list[Any], outbox: Outbox[None]
+    ) -> None:
         status = response.status_code
         if isinstance(msg, dict) and msg.get("method") == "initialize" and status < 300:
             self.session_id = response.headers.get(MCP_SESSION_ID) or None
         if status == 202:
             message = "MCP server answered a request with 202 Accepted"
-            await self._fail(ids, message, _INVALID_REQUEST)
+            await self._fail(ids, message, outbox, _INVALID_REQUEST)
             return
         if 300 <= status < 400:
             where = response.headers.get("location", "?")
             message = f"MCP server redirects to {where}: use that URL"
-            await self._fail(ids, message, _INVALID_REQUEST)
+            await self._fail(ids, message, outbox, _INVALID_REQUEST)
             return
         ctype = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         if status >= 400:
-            await self._error_status(response, ctype, ids)
+            await self._error_status(response, ctype, ids, outbox)
             return
         if ctype == "text/event-stream":
-            await self._read_stream(response, ids)
+            await self._read_stream(response, ids, outbox)
         elif ctype == "application/json":
             body = await response.aread()
-            await self.feed(body)
+            await self.feed(body, outbox)
         elif ids:
-            await self._fail(ids, f"MCP server answered with content type {ctype!r}")
+            await self._fail(ids, f"MCP server answered with content type {ctype!r}", outbox)
             return
-        await self._fail(ids, "MCP server closed the stream before answering")
+        await self._fail(ids, "MCP server closed the stream before answering", outbox)
 
-    async def _error_status(self, response: httpx2.Response, ctype: str, ids: list[Any]) -> None:
+    async def _error_status(
+        self, response: httpx2.Response, ctype: str, ids: list[Any], outbox: Outbox[None]
+    ) -> None:
         status = response.status_code
         body = await response.aread()
         if ctype == "application/json":
             fixed = _error_body(body, ids)
             if fixed is not None:
                 # The server's own JSON-RPC error (its id restored if it said null).
-                await self.feed(fixed)
+                await self.feed(fixed, outbox)
         if not ids:
             _log(f"MCP server answered HTTP {status} to a notification")
             return
@@ -209,16 +235,18 @@ class _Upstream:
             if challenge:
                 message += f"; WWW-Authenticate: {challenge}"
             message += "; give credentials with --header 'Authorization: Bearer ${TOKEN}'"
-            await self._fail(ids, message, _INVALID_REQUEST)
+            await self._fail(ids, message, outbox, _INVALID_REQUEST)
         elif status == 404 and self.session_id is not None:
             self.session_id = None
             message = "MCP session expired (HTTP 404): reconnect to start a new one"
-            await self._fail(ids, message, _INVALID_REQUEST)
+            await self._fail(ids, message, outbox, _INVALID_REQUEST)
         else:
-            await self._fail(ids, f"MCP server answered HTTP {status}", _INTERNAL_ERROR)
+            await self._fail(ids, f"MCP server answered HTTP {status}", outbox, _INTERNAL_ERROR)
 
-    async def _read_stream(self, response: httpx2.Response, ids: list[Any]) -> None:
-        last_id, retry = await self._events(response, ids)
+    async def _read_stream(
+        self, response: httpx2.Response, ids: list[Any], outbox: Outbox[None]
+    ) -> None:
+        last_id, retry = await self._events(response, ids, outbox)
         attempts = 0
         while self._waiting(ids) and last_id and attempts < _RESUME_ATTEMPTS:
             # Dropped before the answer, but resumable: ask for the rest (SEP-1699 timing).
@@ -233,7 +261,7 @@ class _Upstream:
                     if again.status_code >= 300 or ctype != "text/event-stream":
                         continue  # not ready to replay yet: the next attempt asks again
                     before = last_id
-                    last_id, new_retry = await self._events(again, ids, last_id)
+                    last_id, new_retry = await self._events(again, ids, outbox, last_id)
                     retry = new_retry if new_retry is not None else retry
                     if last_id != before:
                         attempts = 0  # it made progress: the count starts over
@@ -241,7 +269,7 @@ class _Upstream:
                 continue
 
     async def _events(
-        self, response: httpx2.Response, ids: list[Any], last_id: str = ""
+        self, response: httpx2.Response, ids: list[Any], outbox: Outbox[None], last_id: str = ""
     ) -> tuple[str, int | None]:
         """Relay one SSE stream's messages until the answers to ``ids`` passed (or, for the
         GET stream, until it ends); returns the last event id and retry seen."""
@@ -261,7 +289,7 @@ class _Upstream:
                 if event.retry is not None:
                     retry = event.retry
                 if event.data and event.event in ("", "message"):
-                    await self.feed(event.data.encode("utf-8"))
+                    await self.feed(event.data.encode("utf-8"), outbox)
         except (StopAsyncIteration, asyncio.TimeoutError):
             pass
         except httpx2.HTTPError:
@@ -273,18 +301,20 @@ class _Upstream:
     def _waiting(self, ids: list[Any]) -> bool:
         return any(self.core.is_pending(i) for i in ids)
 
-    async def feed(self, body: bytes) -> None:
-        """Hand one message from the server to the core and its lines to the client."""
+    async def feed(self, body: bytes, outbox: Outbox[None]) -> None:
+        """Hand one message from the server to the core and its lines to ``outbox``."""
         line = one_line(body)
+        if self.capture is not None:
+            self.capture.from_server(line)
         if not self.warming.done() and self.core.expects_tool_result:
-            # The core warms up in a thread at start-up; it is not for two threads at once.
+            # Without a worker the core warms up in a thread at start-up; it is not for two
+            # threads at once.
             await asyncio.shield(self.warming)
         watched = [i for i in self.watch if self.core.is_pending(i)]
-        outputs = self.core.from_server(line)
+        outputs = await outbox.feed(line, None)
         for i in watched:
             if not self.core.is_pending(i):
                 self._learn(self.watch[i], outputs)
-        await self.deliver(outputs)
 
     def _learn(self, method: str, outputs: list[Output]) -> None:
         """What the shell keeps from an answer: the negotiated version, tools' header maps."""
@@ -308,9 +338,11 @@ class _Upstream:
                     if find_invalid_x_mcp_header(schema) is None:
                         self.param_headers[tool["name"]] = x_mcp_header_map(schema)
 
-    async def _fail(self, ids: list[Any], message: str, code: int = -32000) -> None:
+    async def _fail(
+        self, ids: list[Any], message: str, outbox: Outbox[None], code: int = -32000
+    ) -> None:
         for i in ids:
-            await self.deliver(self.core.fail_request(i, message, code))
+            await outbox.add(self.core.fail_request(i, message, code), None)
 
     # -- the GET stream (2025-11-25 and earlier) ---------------------------------------
 
@@ -323,6 +355,7 @@ class _Upstream:
         last_id = ""
         failures = 0
         retry: int | None = None
+        outbox = self.outbox()
         while failures < _RESUME_ATTEMPTS and self.session_id is not None:
             headers = self.headers_for(None)
             headers["accept"] = "text/event-stream"
@@ -333,7 +366,7 @@ class _Upstream:
                     ctype = response.headers.get("content-type", "").partition(";")[0].strip()
                     if response.status_code >= 300 or ctype.lower() != "text/event-stream":
                         return  # 405: this server sends nothing on its own
-                    last_id, new_retry = await self._events(response, [], last_id)
+                    last_id, new_retry = await self._events(response, [], outbox, last_id)
                     retry = new_retry if new_retry is not None else retry
                     failures = 0
             except httpx2.HTTPError:
@@ -391,29 +424,48 @@ async def run_upstream(
     ledger: Ledger | None = None,
     grace: float = DEFAULT_GRACE,
     read_timeout: float = DEFAULT_READ_TIMEOUT,
+    codec: Codec | None = None,
+    capture: Capture | None = None,
 ) -> int:
     """Relay ``stdin``/``stdout`` (default: this process's) to the MCP server at ``url``;
-    ``headers`` go on every HTTP request. Returns 0 once the client closed its side."""
+    ``headers`` go on every HTTP request. Returns 0 once the client closed its side.
+
+    Tool results are rewritten in a worker process (:mod:`gcfkit.transports.offload`), as
+    in the stdio shell; ``capture`` records the session as there (``--capture-dir``);
+    ``codec`` replaces the codec functions (tests; it must pickle by reference)."""
     config = config or ProxyConfig()
-    core = ProxyCore(config)
+    core = ProxyCore(config, codec)
     if config.stats and ledger is None:
         ledger = Ledger()
     lines, write_client, close_client = await client_pipes(stdin, stdout)
     loop = asyncio.get_running_loop()
-    warming = loop.run_in_executor(None, core.warm_up)
+    # One client, one session: one worker, as for stdio (it loads the tokenizer meanwhile);
+    # without one, results are rewritten here and the core warms up in a thread.
+    offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
+    lane = offload.session()
+    if await offload.start():
+        warming: asyncio.Future[None] = loop.create_future()
+        warming.set_result(None)
+    else:
+        warming = loop.run_in_executor(None, core.warm_up)
     timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=read_timeout)
+    # Streams answer concurrently; a line (up to 64 MB, written in slices) leaves whole.
+    writing = asyncio.Lock()
 
-    async def deliver(outputs: list[Output]) -> None:
-        for out in outputs:
-            await write_client(out.data)
+    def flush_records() -> None:
         if ledger is not None:
             for record in core.pop_records():
                 ledger.append(record)
 
+    async def deliver(data: bytes, _: None = None) -> None:
+        async with writing:
+            await write_client(data)
+        flush_records()
+
     async with httpx2.AsyncClient(
         headers=dict(headers or {}), timeout=timeout, follow_redirects=False
     ) as http:
-        upstream = _Upstream(url, http, core, deliver, warming)
+        upstream = _Upstream(url, http, core, deliver, warming, lane, capture)
 
         def finished(request_id: Any, task: asyncio.Task[None]) -> None:
             if upstream.in_flight.get(request_id) is task:
@@ -465,8 +517,13 @@ async def run_upstream(
                 with contextlib.suppress(BaseException):
                     await task
             await upstream.close()
-            await deliver([])
+            with contextlib.suppress(Exception):
+                await offload.close()
+            flush_records()
             close_client()
+            if capture is not None:
+                # The writer thread finishes the queue (bounded); the client is answered.
+                await loop.run_in_executor(None, capture.close)
             with contextlib.suppress(Exception):
                 await warming
     return 0

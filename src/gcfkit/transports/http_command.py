@@ -9,6 +9,12 @@ its ``progressToken``, come back on that POST's SSE stream. What the server send
 else to the most recent open request stream, else waits (bounded) for a GET stream.
 ``DELETE``, an hour without traffic, or the proxy's own shutdown stops the process.
 
+Tool results are rewritten in the server's pool of worker processes
+(:mod:`gcfkit.transports.offload`), in the order the stdio shell keeps
+(:mod:`gcfkit.proxy.sequencer`: an answer may overtake a result still being rewritten,
+nothing else does), so a large result never holds up a ping; ``--capture-dir`` records
+each session (and the shared process) in a directory of its own.
+
 The 2026-07-28 protocol has no session: its requests (no ``Mcp-Session-Id``, the version in
 ``MCP-Protocol-Version`` or their ``_meta``) all go to one shared server process, each with
 an id and progress token of the proxy's own, each answered on its own SSE stream
@@ -25,8 +31,8 @@ import contextlib
 import json
 import secrets
 import sys
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -34,12 +40,14 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ..ledger import Ledger
-from ..proxy.core import Output, ProxyConfig, ProxyCore
+from ..proxy.config import Codec
+from ..proxy.core import Output, ProxyConfig, ProxyCore, ToolJob
 from ..proxy.jsonrpc import RequestKey, request_key
 from .http import (
     DEFAULT_KEEPALIVE,
     MCP_PROTOCOL_VERSION,
     MCP_SESSION_ID,
+    Captures,
     is_modern,
     message_version,
     rebinding_refusal,
@@ -47,8 +55,12 @@ from .http import (
     with_keepalive,
 )
 from .http_shared import SharedServer
+from .offload import Lane, Offload, Outbox, server_pool, start_pool
 from .process import DEFAULT_GRACE, ServerProcess
 from .stdio import split_lines
+
+if TYPE_CHECKING:
+    from ..traffic.capture import Capture
 
 __all__ = ["IDLE_TIMEOUT", "build_command_app"]
 
@@ -76,13 +88,31 @@ def _json_error(
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
-class _Session:
-    """One HTTP session: one server process, one core, the streams waiting for its output."""
+#: Where a server line goes: the request stream it is for (None: the session's own), and
+#: whether it is the answer that ends that stream.
+_Tag = tuple[RequestKey | None, bool]
 
-    def __init__(self, session_id: str, process: ServerProcess, core: ProxyCore):
+
+class _Session:
+    """One HTTP session: one server process, one core and its lane in the worker pool, the
+    streams waiting for its output."""
+
+    def __init__(
+        self,
+        session_id: str,
+        process: ServerProcess,
+        core: ProxyCore,
+        lane: Lane,
+        ledger: Ledger | None,
+        capture: Capture | None = None,
+    ):
         self.id = session_id
         self.process = process
         self.core = core
+        self.lane = lane
+        self.ledger = ledger
+        self.capture = capture
+        self.outbox: Outbox[_Tag] = Outbox(core, lane, self._deliver)
         self.streams: dict[RequestKey, _Queue] = {}
         self.progress: dict[Any, RequestKey] = {}
         self.listener: _Queue | None = None
@@ -109,28 +139,38 @@ class _Session:
                 return False
         return True
 
-    async def read(self, ledger: Ledger | None) -> None:
+    async def read(self) -> None:
         stdout = self.process.stdout
         async for line in split_lines(stdout.read):
-            self.route(line, ledger)
+            if self.capture is not None:
+                self.capture.from_server(line)
+            await self.route(line)
+            del line  # not held while the next line is awaited: it may be 64 MB
         await self.process.exited(5)
+        # Results still being rewritten go out first (each within its deadline).
+        await self.outbox.drain()
         for out in self.core.server_exited(self.process.returncode):
             self.send(self._key_of(out.data), out.data, final=True)
         for queue in [*self.streams.values(), *([self.listener] if self.listener else [])]:
             queue.put_nowait(None)
 
-    def route(self, line: bytes, ledger: Ledger | None) -> None:
+    async def route(self, line: bytes) -> None:
         waiting = [k for k in self.streams if self.core.is_pending(k[1])]
-        outputs = self.core.from_server(line)
-        if ledger is not None:
-            for record in self.core.pop_records():
-                ledger.append(record)
+        got = self.outbox.receive(line)
+        # Decided now, as the line arrives: which request it answers.
         answered = next((k for k in waiting if not self.core.is_pending(k[1])), None)
-        for out in outputs:
-            if answered is not None:
-                self.send(answered, out.data, final=True)
-            else:
-                self.send(self._key_of(out.data), out.data)
+        if isinstance(got, ToolJob):
+            await self.outbox.put(got, (answered, True))
+            return
+        for out in got:
+            tag = (answered, True) if answered is not None else (self._key_of(out.data), False)
+            await self.outbox.put([out], tag)
+
+    async def _deliver(self, data: bytes, tag: _Tag) -> None:
+        self.send(tag[0], data, final=tag[1])
+        if self.ledger is not None:
+            for record in self.core.pop_records():
+                self.ledger.append(record)
 
     def _key_of(self, data: bytes) -> RequestKey | None:
         """The request stream a small message belongs to: the request it answers, or the one
@@ -170,6 +210,9 @@ class _Session:
         if self.reader is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self.reader, grace + 5)
+        with contextlib.suppress(Exception):
+            await self.outbox.drain(timeout=0)
+        self.lane.close()
 
 
 class _CommandServer:
@@ -181,6 +224,8 @@ class _CommandServer:
         grace: float,
         loopback: bool,
         keepalive: float,
+        codec: Codec | None = None,
+        capture: Callable[[], Capture] | None = None,
     ) -> None:
         self.command = list(command)
         self.config = config
@@ -188,8 +233,19 @@ class _CommandServer:
         self.grace = grace
         self.loopback = loopback
         self.keepalive = keepalive
+        self.codec = codec
         self.sessions: dict[str, _Session] = {}
-        self.shared = SharedServer(command, config, ledger, grace)
+        self.offload: Offload = server_pool(config, codec, ledger.path if ledger else None)
+        self.captures = Captures(capture)
+        self.shared = SharedServer(
+            command,
+            config,
+            ledger,
+            grace,
+            offload=self.offload,
+            codec=codec,
+            captures=self.captures,
+        )
 
     async def handle(self, request: Request) -> Response:
         refusal = rebinding_refusal(request.headers, self.loopback)
@@ -250,7 +306,11 @@ class _CommandServer:
             if token is not None:
                 session.progress[token] = key
         line = body.rstrip(b"\r\n").replace(b"\n", b" ").replace(b"\r", b" ") + b"\n"
-        if not await session.write(session.core.from_client(line)):
+        outputs = session.core.from_client(line)
+        if session.capture is not None:
+            for out in outputs:
+                session.capture.to_server(out.data)
+        if not await session.write(outputs):
             if key is not None:
                 session.streams.pop(key, None)
             return _json_error(502, request_id, -32000, "the MCP server is gone")
@@ -318,14 +378,22 @@ class _CommandServer:
         except OSError as e:
             _log(f"cannot start {self.command[0]!r}: {e.strerror or e}")
             return None
-        session = _Session(secrets.token_hex(16), process, ProxyCore(self.config))
-        session.reader = asyncio.create_task(session.read(self.ledger))
+        session = _Session(
+            secrets.token_hex(16),
+            process,
+            ProxyCore(self.config, self.codec),
+            self.offload.session(),
+            self.ledger,
+            self.captures.session(),
+        )
+        session.reader = asyncio.create_task(session.read())
         self.sessions[session.id] = session
         return session
 
     async def end(self, session: _Session) -> None:
         self.sessions.pop(session.id, None)
         await session.stop(self.grace)
+        self.captures.close(session.capture)
 
     async def reap(self) -> None:
         loop = asyncio.get_running_loop()
@@ -340,6 +408,8 @@ class _CommandServer:
         await asyncio.gather(
             self.shared.stop(), *(self.end(s) for s in list(self.sessions.values()))
         )
+        await self.offload.close()
+        await self.captures.aclose()
 
 
 def _progress_token(msg: Any) -> RequestKey | None:
@@ -357,8 +427,12 @@ def build_command_app(
     grace: float = DEFAULT_GRACE,
     loopback: bool = True,
     keepalive: float = DEFAULT_KEEPALIVE,
+    codec: Codec | None = None,
+    capture: Callable[[], Capture] | None = None,
 ) -> Starlette:
     """The ASGI app serving the stdio server ``command`` at ``/mcp`` (see the module doc).
+    ``capture`` opens a recording per session (``--capture-dir``); ``codec`` replaces the
+    codec functions (tests: it must pickle, by reference, to reach the workers).
 
     >>> type(build_command_app(["true"], ProxyConfig(stats=False))).__name__
     'Starlette'
@@ -366,11 +440,11 @@ def build_command_app(
     config = config or ProxyConfig()
     if config.stats and ledger is None:
         ledger = Ledger()
-    server = _CommandServer(command, config, ledger, grace, loopback, keepalive)
+    server = _CommandServer(command, config, ledger, grace, loopback, keepalive, codec, capture)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await asyncio.get_running_loop().run_in_executor(None, ProxyCore(config).warm_up)
+        await start_pool(server.offload)
         reaper = asyncio.create_task(server.reap())
         try:
             yield

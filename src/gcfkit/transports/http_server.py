@@ -19,6 +19,12 @@ the session's core when the request names a session; otherwise a core of its own
 one request (the 2026-07-28 protocol, and servers that give no session), which starts from
 the request's own ``_meta`` and holds no base for a delta.
 
+Tool results are rewritten in a pool of worker processes
+(:mod:`gcfkit.transports.offload`), as in the stdio shell: a large result holds up only
+its own stream, never the event loop, and past the time budget the original goes out.
+With ``--capture-dir`` each session is recorded in its own directory, as a stdio proxy's
+is (:class:`~gcfkit.transports.http.Captures`).
+
 Bound to a loopback address, the proxy refuses requests whose ``Host`` or ``Origin`` is not
 a loopback name (DNS rebinding); the host must be given, so serving beyond this machine is
 a decision, never a default.
@@ -33,8 +39,8 @@ import dataclasses
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import httpx2
@@ -45,10 +51,12 @@ from starlette.routing import Route
 
 from ..errors import ConfigError
 from ..ledger import Ledger
+from ..proxy.config import Codec
 from ..proxy.core import ProxyConfig, ProxyCore
 from .http import (
     DEFAULT_KEEPALIVE,
     MCP_SESSION_ID,
+    Captures,
     forwardable,
     is_loopback,
     one_line,
@@ -59,6 +67,10 @@ from .http import (
     sse_event,
     with_keepalive,
 )
+from .offload import Lane, Offload, answer, server_pool, start_pool
+
+if TYPE_CHECKING:
+    from ..traffic.capture import Capture
 
 __all__ = [
     "MAX_SESSIONS",
@@ -102,36 +114,65 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return host, int(port)
 
 
+@dataclasses.dataclass(eq=False)
+class _Peer:
+    """What the gateway keeps for one session (or one request of none): its core, its
+    lane in the worker pool, its recording."""
+
+    core: ProxyCore
+    lane: Lane
+    capture: Capture | None = None
+
+
 @dataclasses.dataclass
 class _Cores:
-    """The session cores (most recently used last) and the ledger their records go to."""
+    """The sessions (most recently used last), the worker pool that rewrites their
+    results, the ledger their records go to and their recordings."""
 
     config: ProxyConfig
     ledger: Ledger | None
-    sessions: collections.OrderedDict[str, ProxyCore] = dataclasses.field(
+    offload: Offload
+    captures: Captures
+    codec: Codec | None = None
+    sessions: collections.OrderedDict[str, _Peer] = dataclasses.field(
         default_factory=collections.OrderedDict
     )
 
-    def for_session(self, session_id: str | None) -> ProxyCore:
-        if session_id is None:
-            return ProxyCore(self.config)
-        core = self.sessions.get(session_id)
-        if core is None:
-            core = self.adopt(session_id, ProxyCore(self.config))
-        self.sessions.move_to_end(session_id)
-        return core
+    def fresh(self) -> _Peer:
+        """A peer for one request of no session: a core and a lane that keep nothing."""
+        return _Peer(ProxyCore(self.config, self.codec), self.offload.fresh())
 
-    def adopt(self, session_id: str, core: ProxyCore) -> ProxyCore:
-        self.sessions[session_id] = core
+    def for_session(self, session_id: str | None) -> _Peer:
+        if session_id is None:
+            return self.fresh()
+        peer = self.sessions.get(session_id)
+        if peer is None:
+            # Begun before this gateway started (or forgotten): its exchanges are recorded
+            # one by one, as those of no session (the ids may not be this client's alone).
+            peer = self.adopt(session_id, self.fresh(), record=False)
+        self.sessions.move_to_end(session_id)
+        return peer
+
+    def adopt(self, session_id: str, peer: _Peer, *, record: bool = True) -> _Peer:
+        """``peer`` (made for the ``initialize`` that opened the session) is the session's;
+        ``record``: in a recording of its own."""
+        peer.lane = self.offload.session()
+        peer.capture = self.captures.session() if record else None
+        self.sessions[session_id] = peer
         while len(self.sessions) > MAX_SESSIONS:
             _, old = self.sessions.popitem(last=False)
-            self.flush(old)
-        return core
+            self.retire(old)
+        return peer
 
     def end(self, session_id: str) -> None:
-        core = self.sessions.pop(session_id, None)
-        if core is not None:
-            self.flush(core)
+        peer = self.sessions.pop(session_id, None)
+        if peer is not None:
+            self.retire(peer)
+
+    def retire(self, peer: _Peer) -> None:
+        self.flush(peer.core)
+        peer.lane.close()
+        self.captures.close(peer.capture)
 
     def flush(self, core: ProxyCore) -> None:
         if self.ledger is None:
@@ -164,10 +205,21 @@ def _to_server(core: ProxyCore, body: bytes) -> bytes:
     return body if data == line else data
 
 
-def _to_client(core: ProxyCore, body: bytes) -> bytes | None:
-    """The core's version of one server message, or None when it is to pass unchanged."""
+async def _to_client(
+    peer: _Peer, body: bytes, captures: Captures, sent: bytes, ids: list[Any]
+) -> bytes | None:
+    """The core's version of one server message (a tool result rewritten in the worker
+    pool), or None when it is to pass unchanged. ``sent``: the request this stream
+    answers, recorded with its answer when it belongs to no session."""
     line = one_line(body)
-    data = b"".join(out.data for out in core.from_server(line) if out.to == "client")
+    core = peer.core
+    if peer.capture is not None:
+        peer.capture.from_server(line)
+    waiting = [i for i in ids if core.is_pending(i)] if captures.on else []
+    outputs = await answer(core, peer.lane, line)
+    if peer.capture is None and any(not core.is_pending(i) for i in waiting):
+        captures.exchange(sent, line)  # this line answered the request
+    data = b"".join(out.data for out in outputs if out.to == "client")
     return None if data == line else data
 
 
@@ -258,9 +310,13 @@ class _Gateway:
         msg = _message(body)
         ids = request_ids(msg)
         session_id = request.headers.get(MCP_SESSION_ID)
-        core = self.cores.for_session(session_id)
+        peer = self.cores.for_session(session_id)
+        core = peer.core
+        sent = _to_server(core, body)
+        if peer.capture is not None:
+            peer.capture.to_server(one_line(sent))
         try:
-            upstream = await self.open("POST", request, _to_server(core, body))
+            upstream = await self.open("POST", request, sent)
         except httpx2.HTTPError as e:
             detail = f"gcfkit proxy: MCP server at {self.url} unreachable: {type(e).__name__}"
             return Response(
@@ -268,16 +324,18 @@ class _Gateway:
             )
         given = upstream.headers.get(MCP_SESSION_ID)
         if given and isinstance(msg, dict) and msg.get("method") == "initialize":
-            self.cores.adopt(given, core)
-        return await self.answer(upstream, request, core, ids)
+            self.cores.adopt(given, peer)
+            if peer.capture is not None:
+                peer.capture.to_server(one_line(sent))
+        return await self.answer(upstream, request, peer, ids, one_line(sent))
 
     async def get(self, request: Request) -> Response:
-        core = self.cores.for_session(request.headers.get(MCP_SESSION_ID))
+        peer = self.cores.for_session(request.headers.get(MCP_SESSION_ID))
         try:
             upstream = await self.open("GET", request, None)
         except httpx2.HTTPError as e:
             return Response(f"MCP server unreachable: {type(e).__name__}", status_code=502)
-        return await self.answer(upstream, request, core, [])
+        return await self.answer(upstream, request, peer, [], b"")
 
     def public_headers(self, upstream: httpx2.Response, request: Request) -> list[tuple[str, str]]:
         """The upstream's end-to-end headers for the client, an OAuth challenge's link to the
@@ -289,13 +347,19 @@ class _Gateway:
         ]
 
     async def answer(
-        self, upstream: httpx2.Response, request: Request, core: ProxyCore, ids: list[Any]
+        self,
+        upstream: httpx2.Response,
+        request: Request,
+        peer: _Peer,
+        ids: list[Any],
+        sent: bytes,
     ) -> Response:
         headers = self.public_headers(upstream, request)
+        core = peer.core
         ctype = upstream.headers.get("content-type", "").partition(";")[0].strip().lower()
         if ctype == "text/event-stream":
             stream = StreamingResponse(
-                with_keepalive(self.events(upstream, core, ids), self.keepalive),
+                with_keepalive(self.events(upstream, peer, ids, sent), self.keepalive),
                 status_code=upstream.status_code,
             )
             _add_headers(stream, [(k, v) for k, v in headers if k.lower() not in _SSE_HEADERS])
@@ -311,16 +375,17 @@ class _Gateway:
         finally:
             await upstream.aclose()
         if ctype == "application/json" and body:
-            new = _to_client(core, body)
+            new = await _to_client(peer, body, self.cores.captures, sent, ids)
             self.cores.flush(core)
             if new is not None:
                 body = new
         return _response(upstream.status_code, headers, body)
 
     async def events(
-        self, upstream: httpx2.Response, core: ProxyCore, ids: list[Any]
+        self, upstream: httpx2.Response, peer: _Peer, ids: list[Any], sent: bytes
     ) -> AsyncIterator[bytes]:
         """The upstream's SSE stream, each message through the core, ids and retry kept."""
+        core = peer.core
         resumable = False
         sent_id = ""
         try:
@@ -330,7 +395,7 @@ class _Gateway:
                 resumable = resumable or bool(event.id)
                 data = event.data.encode("utf-8")
                 if data and event.event in ("", "message"):
-                    new = _to_client(core, data)
+                    new = await _to_client(peer, data, self.cores.captures, sent, ids)
                     self.cores.flush(core)
                     data = new if new is not None else one_line(data)
                 yield sse_event(data, event=event.event, event_id=event_id, retry=event.retry)
@@ -371,8 +436,12 @@ def build_gateway(
     ledger: Ledger | None = None,
     loopback: bool = True,
     keepalive: float = DEFAULT_KEEPALIVE,
+    codec: Codec | None = None,
+    capture: Callable[[], Capture] | None = None,
 ) -> Starlette:
     """The gateway's ASGI app in front of the MCP server at ``url`` (see the module doc).
+    ``capture`` opens a recording per session (``--capture-dir``); ``codec`` replaces the
+    codec functions (tests: it must pickle, by reference, to reach the workers).
 
     >>> app = build_gateway("http://127.0.0.1:9/mcp", ProxyConfig(stats=False))
     >>> type(app).__name__
@@ -381,20 +450,23 @@ def build_gateway(
     config = config or ProxyConfig()
     if config.stats and ledger is None:
         ledger = Ledger()
-    cores = _Cores(config, ledger)
+    offload = server_pool(config, codec, ledger.path if ledger is not None else None)
+    cores = _Cores(config, ledger, offload, Captures(capture), codec)
     state: dict[str, _Gateway] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
         async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as http:
-            await asyncio.get_running_loop().run_in_executor(None, ProxyCore(config).warm_up)
+            await start_pool(offload)
             state["gateway"] = _Gateway(url, http, cores, headers or {}, loopback, keepalive)
             try:
                 yield
             finally:
                 for session_id in list(cores.sessions):
                     cores.end(session_id)
+                await offload.close()
+                await cores.captures.aclose()
 
     async def endpoint(request: Request) -> Response:
         return await state["gateway"].handle(request)
@@ -412,6 +484,8 @@ async def serve_gateway(
     headers: Mapping[str, str] | None = None,
     ledger: Ledger | None = None,
     keepalive: float = DEFAULT_KEEPALIVE,
+    codec: Codec | None = None,
+    capture: Callable[[], Capture] | None = None,
 ) -> int:
     """Serve :func:`build_gateway` on ``host:port`` until SIGINT/SIGTERM; returns 0."""
     app = build_gateway(
@@ -421,6 +495,8 @@ async def serve_gateway(
         ledger=ledger,
         loopback=is_loopback(host),
         keepalive=keepalive,
+        codec=codec,
+        capture=capture,
     )
     return await _serve(app, host, port, urlsplit(url).path or "/")
 
@@ -482,6 +558,8 @@ async def serve_command(
     ledger: Ledger | None = None,
     grace: float = 2.0,
     keepalive: float = DEFAULT_KEEPALIVE,
+    codec: Codec | None = None,
+    capture: Callable[[], Capture] | None = None,
 ) -> int:
     """Serve the stdio server ``command`` over Streamable HTTP on ``host:port``."""
     from .http_command import build_command_app
@@ -493,5 +571,7 @@ async def serve_command(
         grace=grace,
         loopback=is_loopback(host),
         keepalive=keepalive,
+        codec=codec,
+        capture=capture,
     )
     return await _serve(app, host, port, "/mcp")

@@ -14,6 +14,8 @@ What one process for many clients takes, and nothing else is changed:
   name it. The answer and its progress go on that request's SSE stream, through a core of
   its own (:class:`~gcfkit.proxy.core.ProxyCore`: the request's ``_meta`` is all the state
   there is, so no delta base).
+* Its answer's tool result is rewritten in the worker pool (:mod:`gcfkit.transports.offload`)
+  while the process's other lines go on to their own streams.
 * Closing a stream before its answer is that protocol's cancellation: the server gets
   ``notifications/cancelled`` for the request.
 * The protocol has no channel from the server to a client outside a request's answer. A
@@ -41,14 +43,19 @@ import contextlib
 import itertools
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..ledger import Ledger
-from ..proxy.core import ProxyConfig, ProxyCore
+from ..proxy.config import Codec
+from ..proxy.core import Output, ProxyConfig, ProxyCore, ToolJob
 from ..proxy.jsonrpc import dump_message, error_response, parse_envelope, request_key
-from .http import one_line
+from .http import Captures, one_line
+from .offload import Lane, Offload, receive, settle
 from .process import DEFAULT_GRACE, ServerProcess
 from .stdio import split_lines
+
+if TYPE_CHECKING:
+    from ..traffic.capture import Capture
 
 __all__ = ["SharedServer", "rename_request"]
 
@@ -81,6 +88,7 @@ class _Exchange:
     request_id: Any
     token: Any
     core: ProxyCore
+    lane: Lane | None
     queue: Queue
     process: ServerProcess | None
 
@@ -94,11 +102,22 @@ class SharedServer:
         config: ProxyConfig,
         ledger: Ledger | None,
         grace: float = DEFAULT_GRACE,
+        *,
+        offload: Offload | None = None,
+        codec: Codec | None = None,
+        captures: Captures | None = None,
     ):
         self.command = list(command)
         self.config = config
         self.ledger = ledger
         self.grace = grace
+        self.offload = offload
+        self.codec = codec
+        # The process's traffic is recorded whole (``--capture-dir``): the ids it sees are
+        # the proxy's own, unique, so requests and answers pair as in a stdio session.
+        self.captures = captures or Captures(None)
+        self.capture: Capture | None = None
+        self.rewriting: set[asyncio.Task[None]] = set()
         self.process: ServerProcess | None = None
         self.reader: asyncio.Task[None] | None = None
         self.waiting: dict[str, _Exchange] = {}
@@ -124,6 +143,8 @@ class SharedServer:
                 self.process = await ServerProcess.start(self.command, grace=self.grace)
             except OSError:
                 return False
+            self.captures.close(self.capture)
+            self.capture = self.captures.session()
             self.reader = asyncio.create_task(self._read(self.process))
             return True
 
@@ -131,14 +152,17 @@ class SharedServer:
         """Send the client's request ``line`` (id ``request_id``): the proxy's id for it and
         the queue its answer and progress arrive on (:meth:`events`), or None when the
         server cannot be written to."""
-        core = ProxyCore(self.config)
+        core = ProxyCore(self.config, self.codec)
         proxy_id = f"{_PREFIX}{next(self.order)}"
-        exchange = _Exchange(request_id, None, core, asyncio.Queue(), self.process)
+        lane = self.offload.fresh() if self.offload is not None else None
+        exchange = _Exchange(request_id, None, core, lane, asyncio.Queue(), self.process)
         data = b""
         for out in core.from_client(one_line(line)):
             if out.to == "server":
                 renamed, exchange.token = rename_request(out.data, proxy_id)
                 data += renamed
+        if self.capture is not None:
+            self.capture.to_server(data)
         self.waiting[proxy_id] = exchange
         if not await self._write(data):
             self.waiting.pop(proxy_id, None)
@@ -200,6 +224,8 @@ class SharedServer:
             exchange.queue.put_nowait(None)
 
     async def _route(self, line: bytes) -> None:
+        if self.capture is not None:
+            self.capture.from_server(line)
         msg, _ = parse_envelope(line)
         if not isinstance(msg, dict):
             return  # not JSON-RPC: nothing here can say whose it is
@@ -236,7 +262,24 @@ class SharedServer:
         return exchange
 
     def _deliver(self, exchange: _Exchange, line: bytes, final: bool) -> None:
-        outputs = exchange.core.from_server(line)
+        got = receive(exchange.core, exchange.lane, line)
+        if isinstance(got, ToolJob):
+            # Rewritten in the pool while this process's other lines go on; the answer ends
+            # its stream, so nothing of that stream waits behind it.
+            task = asyncio.create_task(self._settle(exchange, got, final))
+            self.rewriting.add(task)
+            task.add_done_callback(self.rewriting.discard)
+            return
+        self._put(exchange, got, final)
+
+    async def _settle(self, exchange: _Exchange, job: ToolJob, final: bool) -> None:
+        outputs = [Output("client", job.line, response=True)]  # cancelled: the original
+        try:
+            outputs = await settle(exchange.core, exchange.lane, job, exchange.core.pop_events())
+        finally:
+            self._put(exchange, outputs, final)
+
+    def _put(self, exchange: _Exchange, outputs: list[Output], final: bool) -> None:
         if self.ledger is not None:
             for record in exchange.core.pop_records():
                 self.ledger.append(record)
@@ -249,3 +292,8 @@ class SharedServer:
         if self.reader is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self.reader, self.grace + 5)
+        if self.rewriting:  # each bounded by its deadline
+            await asyncio.wait(set(self.rewriting), timeout=self.config.time_budget + 1)
+        for task in list(self.rewriting):
+            task.cancel()
+        self.captures.close(self.capture)

@@ -1,0 +1,406 @@
+"""The HTTP shells rewrite tool results in the worker pool (gcfkit.transports.offload), as the
+stdio shell does, and record sessions with ``--capture-dir``.
+
+* While a result is being rewritten, a ping (another request of the same session) is
+  answered; a rewrite that overruns the time budget sends the original bytes. The codec
+  used (tests/fault_codec.py) never ends its encode and marks a file when it begins, so the
+  tests know the result is inside the proxy without sleeping; before the offload the encode
+  ran on the event loop and the ping waited for it (an hour).
+* The pool itself: one session's stuck result holds up neither another session's result
+  nor a later result of its own session.
+* ``--capture-dir`` with ``--upstream``, the gateway and ``--http -- COMMAND``: each session
+  in its own directory, the server's raw results, 2026-07-28 requests included.
+
+Loopback only; every wait is bounded; each process is stopped by the test that started it
+and the killed worker is checked to be gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+import httpx2
+
+from gcfkit.proxy.config import Codec, ProxyConfig
+from gcfkit.proxy.rewrite import Call
+from gcfkit.traffic.corpus import read_sessions
+from gcfkit.transports.offload import Offload, OffloadFailed
+from tests.fault_codec import stuck_dumps
+from tests.test_http import (
+    INIT,
+    START_TIMEOUT,
+    Servers,
+    _read_line,
+    _stop,
+    connect,
+    env,
+    gcfkit_http,
+    run,
+    servers,
+    text,
+    upstream_params,
+)
+from tests.test_proxy_faults import alive
+
+__all__ = ["servers"]  # the module-scoped fixture, shared with tests/test_http.py
+
+ROOT = Path(__file__).resolve().parent.parent
+FAULT_SERVER = str(ROOT / "tests" / "fault_server.py")
+#: The time budget of the stuck-encode tests: the margin a ping has to be answered while the
+#: result is held (a ping takes milliseconds; a loaded machine gets a thousandfold).
+BUDGET = 4.0
+
+# Runs one HTTP shell with the codec whose encode never ends (the worker imports it by name).
+_PROXY = """
+import asyncio, sys
+from gcfkit.proxy.config import Codec, ProxyConfig
+from fault_codec import marked_stuck_dumps
+config = ProxyConfig(primer=False, stats=False, time_budget=float(sys.argv[1]))
+codec = Codec(dumps=marked_stuck_dumps)
+shape, rest = sys.argv[2], sys.argv[3:]
+if shape == "upstream":
+    from gcfkit.transports.http_client import run_upstream
+    sys.exit(asyncio.run(run_upstream(rest[0], config, codec=codec)))
+from gcfkit.transports.http_server import serve_command, serve_gateway
+if shape == "gateway":
+    sys.exit(asyncio.run(serve_gateway(rest[0], "127.0.0.1", 0, config, codec=codec)))
+sys.exit(asyncio.run(serve_command(rest, "127.0.0.1", 0, config, codec=codec)))
+"""
+
+
+def _stuck_env(mark: Path) -> dict[str, str]:
+    environment = env(GCFKIT_TEST_MARK=str(mark))
+    environment["PYTHONPATH"] += os.pathsep + str(ROOT / "tests")
+    return environment
+
+
+def rpc(msg_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def tool_call(msg_id: Any, name: str, **arguments: Any) -> dict[str, Any]:
+    return rpc(msg_id, "tools/call", {"name": name, "arguments": arguments})
+
+
+async def post(
+    http: httpx2.AsyncClient, url: str, msg: dict[str, Any], headers: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The messages of one POST's answer (a JSON body or each SSE event's)."""
+    answer = await http.post(
+        url,
+        json=msg,
+        headers={"accept": "application/json, text/event-stream", **headers},
+    )
+    body = await answer.aread()
+    found: list[dict[str, Any]] = []
+    for line in body.splitlines():
+        data = line[6:] if line.startswith(b"data: ") else line
+        if data.startswith((b"{", b"[")):
+            found.append(json.loads(data))
+    return found
+
+
+async def start_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """The headers of a new, initialized 2025-11-25 session at ``url``."""
+    answer = await http.post(
+        url, json=INIT, headers={"accept": "application/json, text/event-stream"}
+    )
+    await answer.aread()
+    session = answer.headers.get("mcp-session-id")
+    headers = {"mcp-session-id": session} if session else {}
+    headers["mcp-protocol-version"] = "2025-11-25"
+    await post(http, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+    return headers
+
+
+async def wait_marked(mark: Path, timeout: float = START_TIMEOUT) -> int:
+    """The pid of the worker whose encode began (polled: the mark is a file)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if mark.exists() and mark.read_text().strip():
+            return int(mark.read_text().split()[0])
+        await asyncio.sleep(0.02)
+    raise AssertionError("the encode never began")
+
+
+def assert_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid), f"worker {pid} left behind"
+
+
+@contextlib.contextmanager
+def stuck_http(shape: str, *args: str, mark: Path) -> Iterator[str]:
+    """An HTTP server shell (``gateway``/``command``) with the stuck codec; yields its URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _PROXY, str(BUDGET), shape, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_stuck_env(mark),
+        cwd=str(ROOT),
+    )
+    try:
+        assert process.stderr is not None
+        yield _read_line(process.stderr, r"serving (http://\S+)", START_TIMEOUT).group(1)
+    finally:
+        _stop(process)
+
+
+async def ping_while_stuck(
+    url: str, call: dict[str, Any], mark: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """Send ``call``, then (once its encode began) a ping in the same session: the ping's
+    answer, the call's, and whether the call was still unanswered when the ping's came."""
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=120)) as http:
+        headers = await start_session(http, url)
+        called = asyncio.create_task(post(http, url, call, headers))
+        waiting = asyncio.create_task(wait_marked(mark))
+        await asyncio.wait({called, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        assert not called.done(), await called  # answered before its encode even began
+        await waiting
+        pinged = await post(http, url, rpc(99, "ping"), headers)
+        held = not called.done()
+        return pinged, await called, held
+
+
+def direct_orders(url: str) -> str:
+    async def ask() -> str:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            headers = await start_session(http, url)
+            answer = await post(http, url, tool_call(2, "orders", limit=12), headers)
+            return str(answer[-1]["result"]["content"][0]["text"])
+
+    return run(ask)
+
+
+def test_the_gateway_answers_a_ping_while_a_result_is_rewritten(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url = servers.url("stateful")
+    want = direct_orders(url)
+    mark = tmp_path / "mark"
+    with stuck_http("gateway", url, mark=mark) as gateway:
+        pinged, answer, held = run(
+            lambda: ping_while_stuck(gateway, tool_call(2, "orders", limit=12), mark)
+        )
+        assert pinged == [{"jsonrpc": "2.0", "id": 99, "result": {}}]
+        assert held  # the ping did not wait for the encode (before: an hour)
+        # Past the budget: the original bytes, as the server sent them.
+        assert answer[-1]["result"]["content"][0]["text"] == want
+        worker = int(mark.read_text().split()[0])
+    assert_gone(worker)
+
+
+def test_http_in_front_of_a_command_answers_a_ping_while_a_result_is_rewritten(
+    tmp_path: Path,
+) -> None:
+    rows = json.dumps([{"id": i, "v": i} for i in range(50)], indent=2)
+    mark = tmp_path / "mark"
+    with stuck_http("command", sys.executable, FAULT_SERVER, mark=mark) as url:
+        pinged, answer, held = run(
+            lambda: ping_while_stuck(url, tool_call(2, "text", text=rows), mark)
+        )
+        assert pinged == [{"jsonrpc": "2.0", "id": 99, "result": {}}]
+        assert held
+        assert answer[-1]["result"]["content"][0]["text"] == rows
+
+        # A 2026-07-28 request (the shared process) is rewritten in the pool too.
+        async def modern() -> list[dict[str, Any]]:
+            meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+            msg = rpc(3, "tools/call", {"name": "text", "arguments": {"text": rows}})
+            msg["params"]["_meta"] = meta
+            async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=120)) as http:
+                return await post(http, url, msg, {"mcp-protocol-version": "2026-07-28"})
+
+        answer = run(modern)
+        assert answer[-1]["id"] == 3
+        assert answer[-1]["result"]["content"][0]["text"] == rows
+        workers = [int(pid) for pid in mark.read_text().split()]
+        assert len(workers) == 2  # the first stuck worker was killed, another one started
+    for worker in workers:
+        assert_gone(worker)
+
+
+def test_upstream_answers_a_ping_while_a_result_is_rewritten(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url = servers.url("stateful")
+    want = direct_orders(url)
+    mark = tmp_path / "mark"
+
+    async def session() -> list[dict[str, Any]]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _PROXY,
+            str(BUDGET),
+            "upstream",
+            url,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_stuck_env(mark),
+            cwd=str(ROOT),
+            limit=1 << 24,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+
+            def send(msg: dict[str, Any]) -> None:
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps(msg).encode() + b"\n")
+
+            async def receive() -> dict[str, Any]:
+                assert proc.stdout is not None
+                got: dict[str, Any] = json.loads(await proc.stdout.readline())
+                return got
+
+            send(INIT)
+            assert (await receive())["id"] == 1
+            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            send(tool_call(2, "orders", limit=12))
+            await wait_marked(mark)
+            send(rpc(99, "ping"))
+            first, second = await receive(), await receive()
+            proc.stdin.close()
+            assert await asyncio.wait_for(proc.wait(), 30) == 0
+            return [first, second]
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+    first, second = run(session)
+    assert first == {"jsonrpc": "2.0", "id": 99, "result": {}}  # not held up by the encode
+    assert second["id"] == 2
+    assert second["result"]["content"][0]["text"] == want  # past the budget: the original
+    assert_gone(int(mark.read_text().split()[0]))
+
+
+def test_the_pool_holds_no_session_up_behind_another_ones_stuck_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session A's result never finishes encoding; session B's result, and A's next one,
+    are rewritten meanwhile by the pool's other worker; A's stuck one goes out as it came
+    at its deadline, and its worker is replaced."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests") + os.pathsep + str(ROOT / "src"))
+    budget = 8.0  # B's and A's second results may wait for the second worker to start
+    config = ProxyConfig(primer=False, stats=False, time_budget=budget, dense=())
+    rows = json.dumps([{"id": i, "v": i} for i in range(50)])
+
+    def line(msg_id: int, text: str) -> bytes:
+        result = {"content": [{"type": "text", "text": text}]}
+        return json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result}).encode() + b"\n"
+
+    async def scenario() -> dict[str, Any]:
+        offload = Offload(config, Codec(dumps=stuck_dumps), workers=2)
+        assert await offload.start()
+        first = set(offload.pids)
+        try:
+            a, b = offload.session(), offload.session()
+            started = time.monotonic()
+            stuck = asyncio.create_task(a.rewrite(line(1, rows), Call("t", "t"), "s"))
+            await asyncio.sleep(0)  # A's result reaches the pool first
+            other = await b.rewrite(line(2, "[1, 2]"), Call("t", "t"), "s")
+            again = await a.rewrite(line(3, "[3, 4]"), Call("u", "u"), "s")
+            meanwhile = time.monotonic() - started
+            held = not stuck.done()
+            with pytest.raises(OffloadFailed) as failed:
+                await stuck
+            # The stuck worker is killed and another one takes its place.
+            for _ in range(600):
+                if len(offload.pids) == 2 and set(offload.pids) != first:
+                    break
+                await asyncio.sleep(0.05)
+            replaced = len(offload.pids) == 2 and len(first - set(offload.pids)) == 1
+            return {
+                "other": other,
+                "again": again,
+                "held": held,
+                "meanwhile": meanwhile,
+                "reason": failed.value.reason,
+                "replaced": replaced,
+                "strays": offload.strays,
+            }
+        finally:
+            await offload.close()
+            assert offload.pids == []
+
+    got = asyncio.run(asyncio.wait_for(scenario(), 120))
+    # Rewritten (to compact JSON) meanwhile, by the other worker.
+    assert json.loads(got["other"])["result"]["content"][0]["text"] == "[1,2]"
+    assert json.loads(got["again"])["result"]["content"][0]["text"] == "[3,4]"  # stray
+    assert got["held"], got
+    assert got["reason"] == "time-budget"
+    assert got["strays"] == 1
+    assert got["replaced"]
+
+
+# -- --capture-dir ---------------------------------------------------------------------------
+
+
+def captured(root: Path) -> dict[str, list[tuple[str, Any]]]:
+    """Per recorded session directory: its calls (tool, result)."""
+    return {
+        s.path.name: [(c.tool, c.result) for c in s.calls]
+        for s in read_sessions(root)
+        if s.calls or s.initialize
+    }
+
+
+async def sdk_calls(target: Any, mode: str) -> str:
+    async with connect(target, mode) as client:
+        return text(await client.call_tool("orders", {"limit": 12}))
+
+
+def test_capture_dir_records_the_upstream_session(servers: Servers, tmp_path: Path) -> None:
+    url = servers.url("stateful")
+    want = direct_orders(url)
+    cap = tmp_path / "cap"
+    got = run(lambda: sdk_calls(upstream_params(url, "--capture-dir", str(cap)), "legacy"))
+    assert got != want and got.startswith("GCF")  # rewritten for the client
+    sessions = captured(cap)
+    assert len(sessions) == 1, sessions
+    [(tool, result)] = next(iter(sessions.values()))
+    assert tool == "orders" and result["content"][0]["text"] == want  # the server's own
+
+
+@pytest.mark.parametrize("shape", ["gateway", "command"])
+def test_capture_dir_records_each_http_session(
+    servers: Servers, tmp_path: Path, shape: str
+) -> None:
+    url = servers.url("stateful")
+    want = direct_orders(url)
+    cap = tmp_path / "cap"
+    if shape == "gateway":
+        args = ["--upstream", url]
+    else:
+        fixture = str(ROOT / "tests" / "http_fixture_server.py")
+        args = ["--", sys.executable, fixture, "--stdio"]
+    with gcfkit_http("--capture-dir", str(cap), *args) as proxy:
+        for mode in ("legacy", "legacy", "2026-07-28"):
+            assert run(functools.partial(sdk_calls, proxy, mode)).startswith("GCF")
+    sessions = captured(cap)
+    # Two sessions, each in its own directory, and the 2026-07-28 request in a third.
+    assert len(sessions) == 3, sessions
+    for calls in sessions.values():
+        assert [(tool, result["content"][0]["text"]) for tool, result in calls] == [
+            ("orders", want)
+        ]
