@@ -20,6 +20,14 @@ A second table does the same for a client that keeps its connection alive (plain
 JSON-RPC POSTs over one httpx2 connection, each response read to its end), for the HTTP
 paths. The SDK client opens a connection per call, which hides what a server socket without
 TCP_NODELAY costs a keep-alive client (Nagle and delayed ACK: some 40 ms a call).
+
+    python bench/http_latency.py --during-encode N [--rounds R]
+
+measures what a large result costs everyone else: one client calls ``orders(N)`` (N=10000:
+5.3 MB of JSON, rewritten to GCF) while the same session pings every 20 ms and a second
+session calls ``orders(12)``, directly and through the gateway (default time budget,
+0.5 s). Printed per path: the median and largest ping latency while the large call was in
+flight, the second session's call, the large call itself and what it came back as.
 """
 
 from __future__ import annotations
@@ -190,14 +198,122 @@ def table(result: dict[str, dict[str, list[float]]]) -> None:
             print(f"| {path} | {tool} | {statistics.median(samples):.2f} | {shown} |")
 
 
+async def _session(http: Any, url: str) -> dict[str, str]:
+    """Headers of a new initialized session at ``url`` (none for a stateless server)."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    answer = await http.post(url, json=init, headers=_ACCEPT)
+    await answer.aread()
+    session = answer.headers.get("mcp-session-id")
+    headers = {**_ACCEPT, **({"mcp-session-id": session} if session else {})}
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await (await http.post(url, json=done, headers=headers)).aread()
+    return headers
+
+
+def _answer_text(body: bytes) -> str:
+    """The first text block of the tools/call answer in a JSON or SSE body."""
+    import json
+
+    for line in body.splitlines():
+        data = line[6:] if line.startswith(b"data: ") else line
+        if data.startswith(b"{") and b'"result"' in data:
+            text: str = json.loads(data)["result"]["content"][0]["text"]
+            return text
+    return ""
+
+
+async def during_encode(url: str, size: int) -> dict[str, Any]:
+    """One round of the ``--during-encode`` measurement against ``url``."""
+    import httpx2
+
+    limits = httpx2.Limits(max_connections=8)
+    async with httpx2.AsyncClient(timeout=120, limits=limits) as http:
+        a = await _session(http, url)
+        b = await _session(http, url)
+
+        def call(n: int, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+            params = {"name": tool, "arguments": args}
+            return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+        warm = await http.post(url, json=call(1, "orders", {"limit": 12}), headers=b)
+        await warm.aread()
+
+        async def timed(body: dict[str, Any], headers: dict[str, str]) -> tuple[float, bytes]:
+            start = time.perf_counter()
+            answer = await http.post(url, json=body, headers=headers)
+            content = await answer.aread()
+            return (time.perf_counter() - start) * 1000, content
+
+        big = asyncio.create_task(timed(call(2, "orders", {"limit": size}), a))
+
+        async def meanwhile(make: Any, headers: dict[str, str]) -> list[float]:
+            """Each request sent, one after another (20 ms apart), while ``big`` runs."""
+            seen: list[float] = []
+            n = 100
+            while not big.done():
+                n += 1
+                seen.append((await timed(make(n), headers))[0])
+                if not big.done():
+                    await asyncio.sleep(0.02)
+            return seen
+
+        pings, others = await asyncio.gather(
+            meanwhile(lambda n: {"jsonrpc": "2.0", "id": n, "method": "ping"}, a),
+            meanwhile(lambda n: call(n, "orders", {"limit": 12}), b),
+        )
+        big_ms, body = await big
+    text = _answer_text(body)
+    form = "GCF" if text.startswith("GCF") else "JSON" if text.startswith(("[", "{")) else "?"
+    return {"pings": pings, "other": others, "big": big_ms, "form": form, "size": len(text)}
+
+
+def during_encode_table(results: dict[str, list[dict[str, Any]]]) -> None:
+    print(
+        "| path | pings: median ms | pings: max ms | other session's calls: median ms | "
+        "max ms | large call ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for path, rounds in results.items():
+        row = [path]
+        for what in ("pings", "other"):
+            row.append(f"{statistics.median(x for r in rounds for x in r[what]):.1f}")
+            row.append(f"{statistics.median(max(r[what]) for r in rounds):.1f}")
+        big = statistics.median(r["big"] for r in rounds)
+        forms = "/".join(sorted({r["form"] for r in rounds}))
+        print("| " + " | ".join(row) + f" | {big:.0f} ({forms}) |")
+    print("\n(max: the median over the rounds of each round's slowest)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--during-encode", type=int, metavar="N", default=0)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--kind", default="stateful", choices=["stateful", "json", "stateless"])
     parser.add_argument("--bare-relay", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_relay:
         bare_relay(args.bare_relay)
+        return
+    if args.during_encode:
+        with sdk_server() as base:
+            url = f"{base}/{args.kind}/mcp"
+            with gcfkit_http("--time-budget", "0.5", "--upstream", url) as gateway:
+                found: dict[str, list[dict[str, Any]]] = {"direct": [], "gateway": []}
+                for _ in range(args.rounds):
+                    for name, target in (("direct", url), ("gateway", gateway)):
+                        found[name].append(asyncio.run(during_encode(target, args.during_encode)))
+        print(f"server: the SDK's, {args.kind}; orders({args.during_encode}), {args.rounds} rounds")
+        during_encode_table(found)
         return
     with sdk_server() as base:
         url = f"{base}/{args.kind}/mcp"
