@@ -63,6 +63,7 @@ import contextlib
 import itertools
 import os
 import pickle
+import signal
 import sys
 import time
 from collections import deque
@@ -316,8 +317,7 @@ class Offload:
                 1.0,
             )
         for worker in workers:
-            with contextlib.suppress(ProcessLookupError):
-                worker.process.kill()
+            _sigkill(worker.process)
         readers = [w.reader for w in workers if w.reader is not None]
         if readers:
             await asyncio.wait(readers, timeout=5)
@@ -349,8 +349,7 @@ class Offload:
             return False
         worker = _Worker(process)
         if self._closed:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            _sigkill(process)
             await process.wait()
             return False
         self._workers.append(worker)
@@ -388,8 +387,7 @@ class Offload:
             pass
         finally:
             self._gone(worker)
-            with contextlib.suppress(ProcessLookupError):
-                worker.process.kill()
+            _sigkill(worker.process)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(worker.process.wait(), 5)
 
@@ -468,8 +466,7 @@ class Offload:
 
     def _kill(self, worker: _Worker) -> None:
         worker.killed = True  # by the proxy: not a crash
-        with contextlib.suppress(ProcessLookupError):
-            worker.process.kill()
+        _sigkill(worker.process)
 
     def _idle(self) -> list[_Worker]:
         return [w for w in self._workers if w.job is None and not w.killed]
@@ -628,6 +625,15 @@ class Offload:
             worker.job = None
             job.worker = None
             self._fail(job, "worker-exited")
+
+
+def _sigkill(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL, by pid: ``Process.kill`` polls first, and a poll that reaps a worker that
+    has just died races the child watcher (which then logs "Unknown child process" to
+    stderr). Until the watcher reaps it, a dead worker keeps its pid."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
 
 
 async def _exited(process: asyncio.subprocess.Process) -> Any:
