@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 import gcfkit
 from gcfkit import speedups
-from gcfkit.cli import main
+from gcfkit.cli import build_parser, main
 
 
 def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
@@ -118,6 +119,30 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage: gcfkit" in capsys.readouterr().out
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("name", sorted(_subparsers()))
+def test_every_help_text_reads_as_written(name: str) -> None:
+    # argparse %-formats option help but prints a description as written, so a "%%" meant as
+    # an escaped percent sign shows up doubled there.
+    parser = _subparsers()[name]
+    text = parser.format_help()
+    assert "%%" not in text
+    for action in parser._actions:
+        if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+            continue
+        label = action.option_strings or [action.dest]
+        assert action.help, f"gcfkit {name} {label[0]} has no help text"
+        usage = parser.format_usage()
+        if action.option_strings and "[OPTIONS]" not in usage:
+            # A hand-written usage line must still name every option.
+            assert action.option_strings[-1] in usage, label
 
 
 def test_graph_encode_and_decode_use_the_camelcase_model() -> None:

@@ -24,38 +24,79 @@ def register(sub: Any) -> None:
         description="Ask a model questions with deterministic answers about the same data in "
         "several formats (each with the primer the proxy would send); store every prompt and "
         "answer in OUT/run.jsonl; write OUT/report.md and OUT/report.html (accuracy with "
-        "95%% Wilson intervals, paired McNemar tests between formats, tokens per question). "
+        "95% Wilson intervals, paired McNemar tests between formats, tokens per question). "
         "Models: openai-compatible:URL:MODEL, anthropic:MODEL, anthropic:URL:MODEL, "
         "command:CMD (prompt on stdin). Needs the eval extra for HTTP models.",
     )
     p.add_argument("--model", help="the model to ask (see above)")
     p.add_argument(
-        "--formats", default=_FORMATS, help=f"comma list, FORMAT[:noprimer] ({_FORMATS})"
+        "--formats", default=_FORMATS, help="comma list, FORMAT[:noprimer] (default: %(default)s)"
     )
     p.add_argument(
         "--datasets",
         default="synthetic:records,synthetic:graph,toon:tabular,toon:nested",
         help="comma list: toon:NAME, mcp:SERVER[/NNN], synthetic:records[:N], "
-        "synthetic:graph[:SYMBOLS:EDGES], FILE.json",
+        "synthetic:graph[:SYMBOLS:EDGES], FILE.json (default: %(default)s)",
     )
     p.add_argument("--kinds", help="comma list of question kinds (default: all)")
-    p.add_argument("--questions", type=int, default=3, help="questions per kind per dataset")
-    p.add_argument("--rows", type=int, default=100, help="records sampled per collection")
-    p.add_argument("--seed", type=int, default=0, help="seed of data sampling and questions")
+    p.add_argument(
+        "--questions",
+        type=int,
+        default=3,
+        help="questions per kind per dataset (default %(default)s)",
+    )
+    p.add_argument(
+        "--rows", type=int, default=100, help="records sampled per collection (default %(default)s)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of data sampling and questions (default %(default)s)",
+    )
     p.add_argument(
         "--primer",
         choices=("proxy", "none", "both"),
         default="proxy",
-        help="primer as the proxy sends it, none, or both (paired)",
+        help="primer as the proxy sends it (default), none, or both (paired)",
     )
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
-    p.add_argument("--model-seed", type=int, default=0, help="sampling seed sent to the model")
-    p.add_argument("--max-tokens", type=int, default=1024, help="answer length limit")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    p.add_argument("--concurrency", type=int, default=4, help="requests in flight at most")
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (default %(default)s)"
+    )
+    p.add_argument(
+        "--model-seed",
+        type=int,
+        default=0,
+        help="sampling seed sent to the model (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=1024,
+        help="answer length limit, tokens (default %(default)s)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds per request (default %(default)s)"
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="requests in flight at most (default %(default)s)",
+    )
     p.add_argument("--rpm", type=float, help="requests per minute at most")
-    p.add_argument("--retries", type=int, default=4, help="retries after a failed attempt")
-    p.add_argument("--backoff", type=float, default=1.0, help="first backoff wait, seconds")
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=4,
+        help="retries after a failed attempt (default %(default)s)",
+    )
+    p.add_argument(
+        "--backoff",
+        type=float,
+        default=1.0,
+        help="first backoff wait, seconds (default %(default)s)",
+    )
     p.add_argument("--api-key-env", help="environment variable holding the API key")
     p.add_argument("--corpus", help="corpus folder with toon/ and mcp/ (../shared/corpus)")
     p.add_argument("--out", default="gcfkit-eval", help="output folder (default: gcfkit-eval)")

@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
         "gcfkit proxy --format off --no-primer --no-stats) and record its initialize, "
         "tools/list and every tools/call result under DIR in the corpus format, for "
         "gcfkit verify DIR. To record while compressing, use gcfkit proxy --capture-dir DIR.",
-        usage="gcfkit capture [--name NAME] DIR -- COMMAND [ARGS...]",
+        usage="gcfkit capture [--name NAME] [--capture-max-mb MB] DIR -- COMMAND [ARGS...]",
     )
     cap.add_argument("capture_dir", metavar="DIR", help="where the session directory goes")
     cap.add_argument("--name", default="", help="session name (default: the server's own)")
@@ -76,13 +76,17 @@ def register(sub: Any) -> None:
         action="store_true",
         help="play an agent that passes _since on every repeated call (relative answers)",
     )
-    ver.add_argument("--format", choices=("gcf", "json", "off"), default="gcf")
+    ver.add_argument(
+        "--format", choices=("gcf", "json", "off"), default="gcf", help="as for the proxy"
+    )
     ver.add_argument("--policy", metavar="FILE", help="per-tool policy file, as for the proxy")
     ver.add_argument("--no-join", action="store_true", help="as for the proxy")
     ver.add_argument(
         "--delta", nargs="?", const="keyed", choices=("keyed", "session"), help="as for the proxy"
     )
-    ver.add_argument("--refs", choices=("auto", "all", "off"), default="auto")
+    ver.add_argument(
+        "--refs", choices=("auto", "all", "off"), default="auto", help="as for the proxy"
+    )
     ver.add_argument(
         "--encoding",
         choices=("o200k_base", "cl100k_base"),
