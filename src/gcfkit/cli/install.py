@@ -54,10 +54,12 @@ def register(sub: Any) -> None:
     inst = sub.add_parser(
         "install-mcp",
         help="run a configured MCP server behind gcfkit proxy",
-        description="Wrap the stdio MCP server NAME in its client config so that the client "
-        "starts `gcfkit proxy -- COMMAND ARGS...` instead of COMMAND ARGS... Every other field "
-        "stays as it was; the original entry is recorded in gcfkit's state directory and a "
-        "backup of the file is made before writing. Running it again does not double-wrap.",
+        description="Wrap the MCP server NAME in its client config so that the client "
+        "starts `gcfkit proxy -- COMMAND ARGS...` instead of COMMAND ARGS... (a Streamable "
+        "HTTP entry's url and headers become `gcfkit proxy --upstream URL --header ...`). "
+        "Every other field stays as it was; the original entry is recorded in gcfkit's state "
+        "directory and a backup of the file is made before writing. Running it again does not "
+        "double-wrap.",
     )
     inst.add_argument("name", metavar="NAME", help="the server's name under mcpServers")
     _add_selection(inst)
