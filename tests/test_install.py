@@ -276,6 +276,52 @@ def test_round_trip_keeps_the_file_style(
     assert path.read_bytes() == text.encode("utf-8")
 
 
+# How people write configs by hand (and how the clients' own docs show them): short arrays and
+# objects on one line, aligned values, blank lines. No json.dumps layout reproduces that.
+HAND_WRITTEN = """{
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop"]
+    },
+
+    "time":   { "command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "Europe/Paris"} }
+  },
+  "globalShortcut": "",
+  "preferences": {"theme": "dark", "sizes": [1, 2.50, 1e3]}
+}
+"""
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_round_trip_of_a_hand_written_file_touches_only_the_entry(
+    home: Path, newline: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = home / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    text = HAND_WRITTEN.replace("\n", newline)
+    path.write_bytes(text.encode("utf-8"))
+    assert run(["install-mcp", "time", "--gcfkit", LAUNCHER], capsys)[0] == 0
+    wrapped = path.read_bytes().decode("utf-8")
+    assert servers(path)["time"]["args"] == [
+        "proxy",
+        "--name",
+        "time",
+        "--",
+        "uvx",
+        "mcp-server-time",
+    ]
+    # Only the wrapped entry's command and args changed; every other byte is where it was.
+    head, _, tail = text.partition('"command": "uvx", "args": ["mcp-server-time"]')
+    assert wrapped.startswith(head) and wrapped.endswith(tail)
+    assert wrapped[len(head) : len(wrapped) - len(tail)] == (
+        f'"command": "{LAUNCHER}", '
+        '"args": ["proxy", "--name", "time", "--", "uvx", "mcp-server-time"]'
+    )
+    assert run(["uninstall-mcp", "time"], capsys)[0] == 0
+    assert path.read_bytes() == text.encode("utf-8")
+
+
 def test_install_is_idempotent(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = claude_config(home)
     run(["install-mcp", "time", "--gcfkit", LAUNCHER], capsys)

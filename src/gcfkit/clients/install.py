@@ -4,9 +4,10 @@ ones (``command``/``args``) and Streamable HTTP ones (``url``/``headers``, wrapp
 
 Which files and where in them: :mod:`gcfkit.clients.locations`; what a wrapped entry looks
 like: :mod:`gcfkit.clients.entries`. (``--name NAME`` lets the savings ledger use the name the
-config knows the server by.) The rest of the file is rewritten in its own style
-(:mod:`gcfkit.clients.jsondoc`: indent, key order, newline at the end, CRLF, BOM), so an
-untouched part comes out byte-identical.
+config knows the server by.) The rest of the file keeps its bytes
+(:mod:`gcfkit.clients.jsondoc`: a file in a standard layout is rewritten in its own indent,
+key order, newline at the end, CRLF and BOM; in one laid out by hand only the values that
+changed are rewritten), so an untouched part comes out byte-identical.
 
 The original entry is kept in a sidecar, ``<state dir>/installed.json`` (see
 :func:`gcfkit.paths.state_dir`), not inside the config: clients that validate entries
@@ -375,7 +376,7 @@ def plan_uninstall(
 def _finish(plans: dict[Path, FilePlan], docs: dict[Path, JsonDocument]) -> list[FilePlan]:
     for path, plan in plans.items():
         if any(a.changes for a in plan.actions):
-            plan.after = docs[path].style.dump(plan._new_data)
+            plan.after = docs[path].dump(plan._new_data)
     return list(plans.values())
 
 

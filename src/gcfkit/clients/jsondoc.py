@@ -2,9 +2,11 @@
 
 :class:`JsonDocument` reads a JSON file strictly (duplicate keys, comments, NaN and a non-object
 top level are refused with :class:`~gcfkit.errors.ConfigError` ``malformed_config``) and
-remembers its :class:`JsonStyle` (indent, separators, ASCII escapes, CRLF, final newline, BOM),
-so writing the edited data back with :meth:`JsonStyle.dump` reproduces every part that did not
-change byte for byte.
+remembers its :class:`JsonStyle` (indent, separators, ASCII escapes, CRLF, final newline, BOM).
+:meth:`JsonDocument.dump` writes edited data back so that every part that did not change stays
+byte for byte: through the style when it reproduces the file, else (a file laid out by hand,
+short arrays on one line, blank lines, ``1e3``) by rewriting only the values that changed in
+the file's own text.
 
 >>> text = '{\\r\\n    "a": 1,\\r\\n    "b": [\\r\\n        true\\r\\n    ]\\r\\n}\\r\\n'
 >>> style = detect_style(text, {"a": 1, "b": [True]})
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..jsonio import same_value
 
 __all__ = ["JsonDocument", "JsonObject", "JsonStyle", "detect_style", "malformed"]
 
@@ -83,6 +86,57 @@ def detect_style(text: str, data: Any) -> JsonStyle:
     return JsonStyle(guess_indent, compact, escapes_non_ascii, newline, final_newline, bom)
 
 
+_WHITESPACE = " \t\n\r"
+_SCANNER = json.JSONDecoder()
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _WHITESPACE:
+        i += 1
+    return i
+
+
+def _member_spans(text: str, start: int) -> list[tuple[str, int, int]]:
+    """Each member of the object whose ``{`` is at ``start``: key, value start, value end."""
+    spans: list[tuple[str, int, int]] = []
+    i = _skip(text, start + 1)
+    if text[i] == "}":
+        return spans
+    while True:
+        key, i = _SCANNER.raw_decode(text, i)
+        i = _skip(text, _skip(text, i) + 1)  # past the colon
+        value_end = _SCANNER.raw_decode(text, i)[1]
+        spans.append((key, i, value_end))
+        i = _skip(text, value_end)
+        if text[i] != ",":
+            return spans
+        i = _skip(text, i + 1)
+
+
+def _splice(text: str, start: int, end: int, old: Any, new: Any, style: JsonStyle) -> str:
+    """The text for ``new`` where ``text[start:end]`` spells ``old``: the same bytes where the
+    value did not change, an object with the same keys member by member, else ``new`` written
+    as the value it replaces was (on one line, or indented from the line it starts on)."""
+    if same_value(old, new, number_types=True):
+        return text[start:end]
+    if isinstance(old, dict) and isinstance(new, dict) and list(old) == list(new):
+        parts: list[str] = []
+        pos = start
+        for key, value_start, value_end in _member_spans(text, start):
+            parts.append(text[pos:value_start])
+            parts.append(_splice(text, value_start, value_end, old[key], new[key], style))
+            pos = value_end
+        parts.append(text[pos:end])
+        return "".join(parts)
+    if "\n" not in text[start:end]:
+        separators = (",", ":") if style.compact else (", ", ": ")
+        return json.dumps(new, ensure_ascii=style.ensure_ascii, separators=separators)
+    line = text[text.rfind("\n", 0, start) + 1 : start]
+    lead = line[: len(line) - len(line.lstrip(" \t"))]
+    written = json.dumps(new, ensure_ascii=style.ensure_ascii, indent=style.indent or "  ")
+    return written.replace("\n", style.newline + lead)
+
+
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> JsonObject:
     result: JsonObject = {}
     for key, value in pairs:
@@ -109,6 +163,24 @@ class JsonDocument:
     def text(self) -> str:
         """The file's text ("" when missing)."""
         return "" if self.raw is None else self.raw.decode("utf-8")
+
+    def dump(self, data: JsonObject) -> str:
+        """``data`` as this file's new text: every value that did not change keeps its bytes.
+
+        >>> text = '{"a": [1, 2], "b": {"x": 1e3}}\\n'
+        >>> data = json.loads(text)
+        >>> doc = JsonDocument(Path("c.json"), text.encode(), data, detect_style(text, data))
+        >>> doc.dump({"a": [1, 2, 3], "b": {"x": 1e3}})
+        '{"a": [1, 2, 3], "b": {"x": 1e3}}\\n'
+        """
+        text = self.text
+        body = text[1:] if text.startswith("\ufeff") else text
+        if self.raw is None or not body.strip() or self.style.dump(self.data) == text:
+            return self.style.dump(data)
+        start = _skip(body, 0)
+        end = _SCANNER.raw_decode(body, start)[1]
+        spliced = body[:start] + _splice(body, start, end, self.data, data, self.style) + body[end:]
+        return ("\ufeff" + spliced) if self.style.bom else spliced
 
     @classmethod
     def load(cls, path: Path) -> JsonDocument:
