@@ -18,7 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from gcfkit import tokens
-from gcfkit.proxy.primer import PRIMER
+from gcfkit.proxy.primer import RELATIVE_PRIMER
 
 HERE = Path(__file__).resolve().parent
 SERVER = [sys.executable, str(HERE / "demo_server.py")]
@@ -51,6 +51,8 @@ def _form(before: str, after: str) -> str:
         return "GCF delta (only what changed)"
     if "unchanged=true" in head:
         return "GCF unchanged"
+    if "profile=dense" in head:
+        return "GCF dense profile"
     return "GCF"
 
 
@@ -82,9 +84,11 @@ async def main() -> int:
         f"\n{'total':<14} {total_sent:>8} {total_delivered:>10} "
         f"{100.0 * saved / total_sent:>6.1f}%  ({saved} tokens saved)"
     )
-    if instructions and instructions.endswith(PRIMER):
-        primer = tokens.count(PRIMER, enc)
-        print(f"The primer appended to the server's instructions: {primer} tokens, once.")
+    # The GCF explanation travels in each payload (--primer payload); only the sentence on
+    # asking with _since has to be in the instructions, before the first call.
+    if instructions and instructions.endswith(RELATIVE_PRIMER):
+        primer = tokens.count(RELATIVE_PRIMER, enc)
+        print(f"The server's instructions gained the _since sentence: {primer} tokens, once.")
     print("\nWhat the model reads for list_orders:\n")
     print("\n".join(delivered[0].splitlines()[:8]) + "\n...")
     return 0
