@@ -247,6 +247,92 @@ def test_a_server_crash_takes_its_children_down(tmp_path: Path) -> None:
         _assert_all_gone(pids)
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "fault-tests", "version": "1"},
+    },
+}
+
+
+def _initialize_over_http(proc: subprocess.Popen[bytes]) -> None:
+    """Read the URL the HTTP proxy serves from its stderr, POST ``initialize`` (which starts
+    the server) and check the answer."""
+    import select
+    import urllib.request
+
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    seen = b""
+    while (match := re.search(rb"serving (http://\S+)", seen)) is None:
+        left = deadline - time.monotonic()
+        assert left > 0 and select.select([proc.stderr], [], [], left)[0], seen
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        assert chunk, f"the proxy exited: {seen!r}"
+        seen += chunk
+    request = urllib.request.Request(
+        match.group(1).decode(),
+        data=json.dumps(INITIALIZE).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        assert answer.status == 200
+        assert b'"serverInfo"' in answer.read()
+
+
+@pytest.mark.parametrize("shell", ["stdio", "http"])
+@pytest.mark.parametrize("ignore_term", [False, True], ids=["plain", "ignores-term"])
+def test_a_sigkilled_proxy_takes_the_server_group_down(
+    tmp_path: Path, shell: str, ignore_term: bool
+) -> None:
+    """SIGKILL (a client that gives up, the OOM killer) lets the proxy run no stop sequence:
+    its watchdog sees the pipe only the proxy held close and stops the server's group.
+    Before, the server and its child ran on forever."""
+    pids = tmp_path / "pids.jsonl"
+    server_args = ["--pids", str(pids), "--children", "1", "--linger"]
+    if ignore_term:
+        server_args.append("--ignore-term")
+    options = ("--http", "127.0.0.1:0") if shell == "http" else ()
+    proc = subprocess.Popen(
+        proxy_command(*server_args, options=options),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if shell == "http" else None,
+        env=env(),
+    )
+    below: set[int] = set()  # the watchdog and the worker too, to kill if the test fails
+    try:
+        with cleanup(pids, proc):
+            if shell == "http":
+                _initialize_over_http(proc)
+            else:
+                send(proc, INITIALIZE)
+                assert receive(proc)["result"]["serverInfo"]["name"] == "fault"
+            wait_reported(pids, 2)
+            below = descendants(proc.pid)
+            everyone = sorted(below | {e["pid"] for e in reported(pids)})
+            proc.kill()
+            proc.wait(timeout=10)
+            # A group that ignores SIGTERM is SIGKILLed 1 s after it; 10 s for a slow machine.
+            left = wait_gone(everyone, 10.0)
+            assert left == [], f"left behind after SIGKILL: {left} of {reported(pids)}"
+    finally:
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
 # --------------------------------------------------------------------------------------
 # The fault suite: raw JSON-RPC over asyncio pipes, both directions logged by the server
 # --------------------------------------------------------------------------------------

@@ -16,6 +16,12 @@ Any shell that runs a local server (stdio today, the HTTP shell's ``--http -- CM
   client's 2 s.
 * The group outlives its leader when the leader exits (or crashes) and leaves children:
   :meth:`ServerProcess.stop` then takes the rest of the group down too (SIGTERM, SIGKILL).
+* A proxy that is SIGKILLed (a client that gives up, the OOM killer) runs no stop sequence,
+  so a watchdog does it for it (:func:`start_watchdog`): a tiny process of its own that
+  holds the read end of a pipe whose write end only the proxy holds. The kernel closes that
+  end whenever the proxy dies, however it dies; the watchdog reads EOF and stops the
+  server's group (SIGTERM, SIGKILL :data:`TERM_GRACE` later). Every normal stop ends by
+  killing the watchdog, so it never outlives a stop.
 
 Waits poll ``returncode`` rather than ``Process.wait()``, which before Python 3.12 also
 waits for the pipes to close: a stray grandchild holding stdout open would block it.
@@ -45,6 +51,7 @@ __all__ = [
     "TERM_GRACE",
     "ServerProcess",
     "exit_status",
+    "start_watchdog",
     "stop_signals",
     "widen_pipe",
 ]
@@ -68,6 +75,40 @@ _POLL_MAX: Final = 0.05
 _STOP_SIGNALS: Final = ("SIGTERM", "SIGINT", "SIGHUP")
 
 _GROUPS: Final = hasattr(os, "killpg")
+
+# The watchdog, run as ``python -I -S -c _WATCHDOG FD PGID GRACE`` (isolated, no site: it
+# starts in milliseconds, imports nothing of gcfkit and ignores PYTHON* variables). It waits
+# for its pipe: data or EOF. Data is never sent (a normal stop SIGKILLs the watchdog), so
+# anything readable means the proxy has died. Once a second it also checks that the group
+# still exists and leaves when it does not: a group id is only reused after its group has
+# ended, so the watchdog never signals a stranger's group unless the ids wrap around within
+# that second.
+_WATCHDOG: Final = """
+import os, select, signal, sys, time
+fd, pgid, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+def alive():
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+while not select.select([fd], [], [], 1.0)[0]:
+    if not alive():
+        sys.exit(0)
+try:
+    os.killpg(pgid, signal.SIGTERM)
+except OSError:
+    sys.exit(0)
+deadline = time.monotonic() + grace
+while alive() and time.monotonic() < deadline:
+    time.sleep(0.02)
+try:
+    os.killpg(pgid, signal.SIGKILL)
+except OSError:
+    pass
+"""
 
 
 #: Linux's F_SETPIPE_SZ (fcntl has the name only from Python 3.10 on some builds).
@@ -115,8 +156,10 @@ class ServerProcess:
         *,
         grace: float = DEFAULT_GRACE,
         term_grace: float = TERM_GRACE,
+        watchdog: Watchdog | None = None,
     ) -> None:
         self.process = process
+        self.watchdog = watchdog
         # The group id is the leader's pid (a new session). Never ask getpgid(): it fails
         # once the leader is reaped, even with live members left.
         self.pgid = process.pid if _GROUPS else None
@@ -135,7 +178,8 @@ class ServerProcess:
         term_grace: float = TERM_GRACE,
         stderr: int | IO[Any] | None = None,
     ) -> ServerProcess:
-        """Spawn ``command`` with piped stdin/stdout in a new session; raises ``OSError``."""
+        """Spawn ``command`` with piped stdin/stdout in a new session, and its watchdog
+        (:func:`start_watchdog`); raises ``OSError`` when the command cannot start."""
         process = await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.PIPE,
@@ -151,7 +195,8 @@ class ServerProcess:
             pipe = transport.get_extra_info("pipe") if transport is not None else None
             if pipe is not None:
                 widen_pipe(pipe.fileno())
-        return cls(process, grace=grace, term_grace=term_grace)
+        watchdog = await start_watchdog(process.pid)
+        return cls(process, grace=grace, term_grace=term_grace, watchdog=watchdog)
 
     @property
     def pid(self) -> int:
@@ -238,6 +283,14 @@ class ServerProcess:
         await asyncio.shield(self._begin())
 
     async def _stop_sequence(self) -> None:
+        try:
+            await self._stop_steps()
+        finally:
+            # The group is gone or SIGKILLed: nothing is left for the watchdog to guard.
+            if self.watchdog is not None:
+                await self.watchdog.dismiss()
+
+    async def _stop_steps(self) -> None:
         stdin = self.process.stdin
         if stdin is not None and not stdin.is_closing():
             # Closing never blocks; draining could (a server that reads no more), and EOF
@@ -264,6 +317,88 @@ class ServerProcess:
         """Wait until ``done()``, ``timeout`` or a :meth:`hurry`, whichever comes first."""
         level = self._level
         await _poll(lambda: done() or self._level != level, timeout)
+
+
+class Watchdog:
+    """A running watchdog (:func:`start_watchdog`): its process and the pipe's write end."""
+
+    def __init__(self, process: asyncio.subprocess.Process, fd: int) -> None:
+        self.process = process
+        self._fd: int | None = fd
+
+    @property
+    def armed(self) -> bool:
+        """Whether the watchdog still guards the group (not yet dismissed)."""
+        return self._fd is not None
+
+    async def dismiss(self) -> None:
+        """Kill the watchdog (it has nothing to do) and wait for it, at most a second."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        # Killed before the pipe closes, so it can never take the close for the proxy's
+        # death. It is our child until reaped, so its pid cannot belong to anyone else.
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+        os.close(fd)
+        await _poll(lambda: self.process.returncode is not None, _KILL_WAIT)
+
+
+async def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | None:
+    """Start the process that stops the group ``pgid`` (SIGTERM, then SIGKILL ``grace``
+    seconds later) once this process has died, however it died; None where it cannot
+    start (no interpreter to run it, or no process groups: Windows).
+
+    Why a process and not ``PR_SET_PDEATHSIG``: that signal reaches only the direct child
+    (the server, not what it started), fires when the *thread* that spawned it exits (not
+    the process), needs a ``preexec_fn`` (unsafe in a process with threads, which the proxy
+    has) and exists only on Linux. A pipe's EOF is POSIX, is delivered however the proxy
+    dies, and costs one small process that sleeps in ``select``.
+
+    The watchdog starts in a session of its own, so a signal to the proxy's group (a
+    client's SIGKILL) does not take it along with the proxy; it inherits only the pipe's
+    read end (``pass_fds``), and the write end is not inheritable, so no other child of the
+    proxy can keep the pipe open.
+
+    >>> import asyncio, subprocess
+    >>> async def demo() -> tuple[bool, bool]:
+    ...     group = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    ...     watchdog = await start_watchdog(group.pid)
+    ...     assert watchdog is not None and watchdog.armed
+    ...     await watchdog.dismiss()  # a normal stop: the watchdog goes, doing nothing
+    ...     untouched = group.poll() is None
+    ...     group.kill(), group.wait()
+    ...     return untouched, watchdog.process.returncode is not None
+    >>> asyncio.run(demo())
+    (True, True)
+    """
+    if not _GROUPS or not sys.executable:
+        return None
+    read_end, write_end = os.pipe()  # neither end is inheritable
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            _WATCHDOG,
+            str(read_end),
+            str(pgid),
+            repr(float(grace)),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            pass_fds=(read_end,),
+            start_new_session=True,
+            cwd="/",  # holds no directory of the user's
+        )
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    return Watchdog(process, write_end)
 
 
 async def _poll(done: Callable[[], bool], timeout: float | None) -> bool:
