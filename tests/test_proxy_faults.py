@@ -191,10 +191,14 @@ def test_the_sdk_client_shutdown_leaves_no_process(tmp_path: Path, ignore_term: 
         assert server["pgid"] == server["pid"]  # its own group, so the proxy can signal it
 
 
-def _assert_all_gone(pids: Path, timeout: float = 5.0) -> None:
+def _assert_all_gone(pids: Path, timeout: float = 5.0, below: set[int] | None = None) -> None:
+    """Every process the server reported is gone, and so is everything that was seen below
+    the proxy (``below``: the watchdog and the worker, which a normal stop ends too)."""
     everyone = [e["pid"] for e in reported(pids)]
     assert everyone, "the server reported no process"
     assert wait_gone(everyone, timeout) == [], f"left behind: {reported(pids)}"
+    left = wait_gone(sorted(below or ()), timeout)
+    assert left == [], f"helpers left behind: {left}"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
@@ -211,11 +215,12 @@ def test_a_signal_to_the_proxy_takes_the_server_group_down(
         wait_reported(pids, 3)
         send(proc, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert receive(proc) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        below = descendants(proc.pid)
         started = time.monotonic()
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == 128 + sig
         elapsed = time.monotonic() - started
-        _assert_all_gone(pids)
+        _assert_all_gone(pids, below=below)
         # A SIGTERM-ignoring group is SIGKILLed 1 s after its SIGTERM; a client kills the
         # proxy 2 s after its own SIGTERM. (Generous for a loaded machine.)
         assert elapsed < 10, elapsed
@@ -228,11 +233,12 @@ def test_client_eof_takes_the_server_group_down(tmp_path: Path, linger: bool) ->
     proc = start_proxy(*server_args, options=("--grace", "0.5"))
     with cleanup(pids, proc):
         wait_reported(pids, 3)
+        below = below_with_watchdog(proc.pid)
         assert proc.stdin is not None
         proc.stdin.close()
         status = proc.wait(timeout=30)
         assert status == (128 + signal.SIGTERM if linger else 0)
-        _assert_all_gone(pids)
+        _assert_all_gone(pids, below=below)
 
 
 def test_a_server_crash_takes_its_children_down(tmp_path: Path) -> None:
@@ -316,7 +322,7 @@ def test_a_sigkilled_proxy_takes_the_server_group_down(
                 send(proc, INITIALIZE)
                 assert receive(proc)["result"]["serverInfo"]["name"] == "fault"
             wait_reported(pids, 2)
-            below = descendants(proc.pid)
+            below = below_with_watchdog(proc.pid)  # it must be gone too once its work is done
             everyone = sorted(below | {e["pid"] for e in reported(pids)})
             proc.kill()
             proc.wait(timeout=10)
@@ -357,6 +363,27 @@ def descendants(root: int) -> set[int]:
                 found.add(pid)
                 stack.append(pid)
     return found
+
+
+def watchdogs(pids: set[int]) -> set[int]:
+    """Which of ``pids`` are a server's watchdog (by the code on their command line)."""
+    from gcfkit.transports.process import _WATCHDOG
+
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if _WATCHDOG.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                found.add(pid)
+    return found
+
+
+def below_with_watchdog(root: int, timeout: float = 10.0) -> set[int]:
+    """Every process below ``root`` once a watchdog is among them (bounded wait)."""
+    deadline = time.monotonic() + timeout
+    while not watchdogs(below := descendants(root)):
+        assert time.monotonic() < deadline, f"no watchdog below the proxy: {below}"
+        time.sleep(0.02)
+    return below
 
 
 def is_response(msg: Any) -> bool:
