@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any, Final
@@ -76,13 +77,13 @@ _STOP_SIGNALS: Final = ("SIGTERM", "SIGINT", "SIGHUP")
 
 _GROUPS: Final = hasattr(os, "killpg")
 
-# The watchdog, run as ``python -I -S -c _WATCHDOG FD PGID GRACE`` (isolated, no site: it
-# starts in milliseconds, imports nothing of gcfkit and ignores PYTHON* variables). It waits
-# for its pipe: data or EOF. Data is never sent (a normal stop SIGKILLs the watchdog), so
-# anything readable means the proxy has died. Once a second it also checks that the group
-# still exists and leaves when it does not: a group id is only reused after its group has
-# ended, so the watchdog never signals a stranger's group unless the ids wrap around within
-# that second.
+# The watchdog's work, run as ``python -I -S -c _WATCHDOG FD PGID GRACE`` (isolated, no
+# site: it imports nothing of gcfkit and ignores PYTHON* variables). It waits for its pipe:
+# data or EOF. Data is never sent (a normal stop SIGKILLs the watchdog), so anything
+# readable means the proxy has died. While it waits it checks once a second that the group
+# still exists, and leaves when it does not. Before it signals, it checks that the id still
+# names the server's session: a group id is reused only after every process of the group
+# has gone, and then by a stranger, whose leader is not the leader of a session of that id.
 _WATCHDOG: Final = """
 import os, select, signal, sys, time
 fd, pgid, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
@@ -98,6 +99,11 @@ while not select.select([fd], [], [], 1.0)[0]:
     if not alive():
         sys.exit(0)
 try:
+    if os.getsid(pgid) != pgid:
+        sys.exit(0)
+except OSError:
+    pass
+try:
     os.killpg(pgid, signal.SIGTERM)
 except OSError:
     sys.exit(0)
@@ -110,6 +116,12 @@ except OSError:
     pass
 """
 
+# The watchdog waits in a shell's ``read`` and starts the interpreter only at EOF: a shell
+# starts in a millisecond, an interpreter in 13, and those would be taken from the server's
+# own start on a busy machine (+3 to +10 ms to the first answer here, on 155 ms). Without a
+# shell, the interpreter waits itself.
+_SHELL: Final = "/bin/sh"
+_SHELL_WAIT: Final = 'read _ <&{fd} || exec "$@"'
 
 #: Linux's F_SETPIPE_SZ (fcntl has the name only from Python 3.10 on some builds).
 _F_SETPIPE_SZ: Final = 1031
@@ -195,7 +207,7 @@ class ServerProcess:
             pipe = transport.get_extra_info("pipe") if transport is not None else None
             if pipe is not None:
                 widen_pipe(pipe.fileno())
-        watchdog = await start_watchdog(process.pid)
+        watchdog = start_watchdog(process.pid)
         return cls(process, grace=grace, term_grace=term_grace, watchdog=watchdog)
 
     @property
@@ -322,7 +334,7 @@ class ServerProcess:
 class Watchdog:
     """A running watchdog (:func:`start_watchdog`): its process and the pipe's write end."""
 
-    def __init__(self, process: asyncio.subprocess.Process, fd: int) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], fd: int) -> None:
         self.process = process
         self._fd: int | None = fd
 
@@ -332,20 +344,21 @@ class Watchdog:
         return self._fd is not None
 
     async def dismiss(self) -> None:
-        """Kill the watchdog (it has nothing to do) and wait for it, at most a second."""
+        """Kill the watchdog (it has nothing to do) and reap it, waiting at most a second."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
         # Killed before the pipe closes, so it can never take the close for the proxy's
         # death. It is our child until reaped, so its pid cannot belong to anyone else.
-        if self.process.returncode is None:
+        if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
         os.close(fd)
-        await _poll(lambda: self.process.returncode is not None, _KILL_WAIT)
+        # poll() is a non-blocking waitpid: the loop never waits on a child here.
+        await _poll(lambda: self.process.poll() is not None, _KILL_WAIT)
 
 
-async def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | None:
+def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | None:
     """Start the process that stops the group ``pgid`` (SIGTERM, then SIGKILL ``grace``
     seconds later) once this process has died, however it died; None where it cannot
     start (no interpreter to run it, or no process groups: Windows).
@@ -354,7 +367,7 @@ async def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | Non
     (the server, not what it started), fires when the *thread* that spawned it exits (not
     the process), needs a ``preexec_fn`` (unsafe in a process with threads, which the proxy
     has) and exists only on Linux. A pipe's EOF is POSIX, is delivered however the proxy
-    dies, and costs one small process that sleeps in ``select``.
+    dies, and costs one small process that sleeps in ``read``.
 
     The watchdog starts in a session of its own, so a signal to the proxy's group (a
     client's SIGKILL) does not take it along with the proxy; it inherits only the pipe's
@@ -364,7 +377,7 @@ async def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | Non
     >>> import asyncio, subprocess
     >>> async def demo() -> tuple[bool, bool]:
     ...     group = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    ...     watchdog = await start_watchdog(group.pid)
+    ...     watchdog = start_watchdog(group.pid)
     ...     assert watchdog is not None and watchdog.armed
     ...     await watchdog.dismiss()  # a normal stop: the watchdog goes, doing nothing
     ...     untouched = group.poll() is None
@@ -376,19 +389,17 @@ async def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | Non
     if not _GROUPS or not sys.executable:
         return None
     read_end, write_end = os.pipe()  # neither end is inheritable
+    work = [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read_end), str(pgid), repr(grace)]
+    if os.access(_SHELL, os.X_OK):
+        work = [_SHELL, "-c", _SHELL_WAIT.format(fd=read_end), "gcfkit-watchdog", *work]
     try:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            "-c",
-            _WATCHDOG,
-            str(read_end),
-            str(pgid),
-            repr(float(grace)),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+        # A plain Popen, not the event loop's subprocess: it forks in 0.2 ms where an
+        # awaited asyncio spawn takes 4 ms, and that is on the way to the first answer.
+        process = subprocess.Popen(
+            work,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             pass_fds=(read_end,),
             start_new_session=True,
             cwd="/",  # holds no directory of the user's
