@@ -339,6 +339,92 @@ def test_a_sigkilled_proxy_takes_the_server_group_down(
                     stream.close()
 
 
+# A process that starts a watchdog for the group given, prints the watchdog's pid and
+# waits to be killed: the proxy's part, without the proxy. "no-shell" takes the path of a
+# system without /bin/sh (the interpreter waits itself).
+_HOLDER = """
+import sys
+from gcfkit.transports import process
+if sys.argv[2] == "no-shell":
+    process._SHELL = "/nonexistent/sh"
+watchdog = process.start_watchdog(int(sys.argv[1]))
+print(watchdog.process.pid if watchdog else 0, flush=True)
+sys.stdin.read()
+"""
+
+
+def _group_and_watchdog(
+    tmp_path: Path, stage: str, ignore_term: bool
+) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], Path]:
+    """A lingering fault server with a child, in its own session, and a holder process
+    whose watchdog guards it."""
+    pids = tmp_path / "pids.jsonl"
+    server_args = ["--pids", str(pids), "--children", "1", "--linger"]
+    if ignore_term:
+        server_args.append("--ignore-term")
+    server = subprocess.Popen(
+        [sys.executable, FAULT_SERVER, *server_args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(server.pid), stage],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env(),
+    )
+    return server, holder, pids
+
+
+@pytest.mark.parametrize("stage", ["shell", "no-shell"])
+@pytest.mark.parametrize("ignore_term", [False, True], ids=["plain", "ignores-term"])
+def test_the_watchdog_stops_the_group_once_its_holder_dies(
+    tmp_path: Path, stage: str, ignore_term: bool
+) -> None:
+    server, holder, pids = _group_and_watchdog(tmp_path, stage, ignore_term)
+    watchdog = 0
+    try:
+        with cleanup(pids, holder, server):
+            wait_reported(pids, 2)
+            assert holder.stdout is not None
+            watchdog = int(holder.stdout.readline())
+            assert watchdog > 0
+            assert server.poll() is None  # armed, it does nothing
+            holder.kill()
+            holder.wait(timeout=10)
+            everyone = [watchdog, *(e["pid"] for e in reported(pids))]
+            assert wait_gone(everyone, 10.0) == [], f"left: {wait_gone(everyone, 0)}"
+            # SIGTERM first; SIGKILL (1 s later) only for what ignores it.
+            assert server.wait(timeout=10) == -(signal.SIGKILL if ignore_term else signal.SIGTERM)
+    finally:
+        if watchdog:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(watchdog, signal.SIGKILL)
+
+
+def test_a_waiting_watchdog_without_a_shell_leaves_once_the_group_is_gone(
+    tmp_path: Path,
+) -> None:
+    """Nobody stopped the server (it ended on its own): the watchdog does not wait for the
+    proxy's death to find that out, so it never outlives the group by more than a second."""
+    server, holder, pids = _group_and_watchdog(tmp_path, "no-shell", False)
+    watchdog = 0
+    try:
+        with cleanup(pids, holder, server):
+            wait_reported(pids, 2)
+            assert holder.stdout is not None
+            watchdog = int(holder.stdout.readline())
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+            assert wait_gone([watchdog], 10.0) == []
+            assert holder.poll() is None  # the holder (the proxy) still runs
+    finally:
+        if watchdog:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(watchdog, signal.SIGKILL)
+
+
 # --------------------------------------------------------------------------------------
 # The fault suite: raw JSON-RPC over asyncio pipes, both directions logged by the server
 # --------------------------------------------------------------------------------------
