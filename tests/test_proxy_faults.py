@@ -341,10 +341,12 @@ def test_a_sigkilled_proxy_takes_the_server_group_down(
 
 # A process that starts a watchdog for the group given, prints the watchdog's pid and
 # waits to be killed: the proxy's part, without the proxy. "no-shell" takes the path of a
-# system without /bin/sh (the interpreter waits itself).
+# system without /bin/sh (the interpreter waits itself). Its pipe's ends are above fd 9, as
+# in a proxy with a few sessions open (dash refuses to redirect from those by number).
 _HOLDER = """
-import sys
+import os, sys
 from gcfkit.transports import process
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(16)]
 if sys.argv[2] == "no-shell":
     process._SHELL = "/nonexistent/sh"
 watchdog = process.start_watchdog(int(sys.argv[1]))

@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "TERM_GRACE",
     "ServerProcess",
+    "Watchdog",
     "exit_status",
     "start_watchdog",
     "stop_signals",
@@ -77,16 +78,17 @@ _STOP_SIGNALS: Final = ("SIGTERM", "SIGINT", "SIGHUP")
 
 _GROUPS: Final = hasattr(os, "killpg")
 
-# The watchdog's work, run as ``python -I -S -c _WATCHDOG FD PGID GRACE`` (isolated, no
-# site: it imports nothing of gcfkit and ignores PYTHON* variables). It waits for its pipe:
-# data or EOF. Data is never sent (a normal stop SIGKILLs the watchdog), so anything
-# readable means the proxy has died. While it waits it checks once a second that the group
-# still exists, and leaves when it does not. Before it signals, it checks that the id still
-# names the server's session: a group id is reused only after every process of the group
-# has gone, and then by a stranger, whose leader is not the leader of a session of that id.
+# The watchdog's work, run as ``python -I -S -c _WATCHDOG PGID GRACE`` with the pipe's read
+# end as its stdin (isolated, no site: it imports nothing of gcfkit and ignores PYTHON*
+# variables). It waits for its pipe: data or EOF. Data is never sent (a normal stop SIGKILLs
+# the watchdog), so anything readable means the proxy has died. Where it waits itself (no
+# shell), it checks once a second that the group still exists, and leaves when it does not.
+# Before it signals, it checks that the id still names the server's session: a group id is
+# reused only after every process of the group has gone, and then by a stranger, whose
+# leader is not the leader of a session of that id.
 _WATCHDOG: Final = """
 import os, select, signal, sys, time
-fd, pgid, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+fd, pgid, grace = 0, int(sys.argv[1]), float(sys.argv[2])
 def alive():
     try:
         os.killpg(pgid, 0)
@@ -119,9 +121,10 @@ except OSError:
 # The watchdog waits in a shell's ``read`` and starts the interpreter only at EOF: a shell
 # starts in a millisecond, an interpreter in 13, and those would be taken from the server's
 # own start on a busy machine (+3 to +10 ms to the first answer here, on 155 ms). Without a
-# shell, the interpreter waits itself.
+# shell, the interpreter waits itself. The pipe is the watchdog's stdin, not a descriptor
+# passed by number: dash refuses ``<&N`` above 9 ("Bad fd number").
 _SHELL: Final = "/bin/sh"
-_SHELL_WAIT: Final = 'read _ <&{fd} || exec "$@"'
+_SHELL_WAIT: Final = 'read _ || exec "$@"'
 
 #: Linux's F_SETPIPE_SZ (fcntl has the name only from Python 3.10 on some builds).
 _F_SETPIPE_SZ: Final = 1031
@@ -371,7 +374,7 @@ def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | None:
 
     The watchdog starts in a session of its own, so a signal to the proxy's group (a
     client's SIGKILL) does not take it along with the proxy; it inherits only the pipe's
-    read end (``pass_fds``), and the write end is not inheritable, so no other child of the
+    read end (as its stdin), and the write end is not inheritable, so no other child of the
     proxy can keep the pipe open.
 
     >>> import asyncio, subprocess
@@ -389,18 +392,17 @@ def start_watchdog(pgid: int, grace: float = TERM_GRACE) -> Watchdog | None:
     if not _GROUPS or not sys.executable:
         return None
     read_end, write_end = os.pipe()  # neither end is inheritable
-    work = [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read_end), str(pgid), repr(grace)]
+    work = [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(pgid), repr(grace)]
     if os.access(_SHELL, os.X_OK):
-        work = [_SHELL, "-c", _SHELL_WAIT.format(fd=read_end), "gcfkit-watchdog", *work]
+        work = [_SHELL, "-c", _SHELL_WAIT, "gcfkit-watchdog", *work]
     try:
         # A plain Popen, not the event loop's subprocess: it forks in 0.2 ms where an
         # awaited asyncio spawn takes 4 ms, and that is on the way to the first answer.
         process = subprocess.Popen(
             work,
-            stdin=subprocess.DEVNULL,
+            stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            pass_fds=(read_end,),
             start_new_session=True,
             cwd="/",  # holds no directory of the user's
         )
