@@ -907,3 +907,40 @@ def test_a_file_read_through_the_worker_is_byte_for_byte(tmp_path: Path) -> None
         check_relay(s.server_wrote(), s.received)
 
     in_session(body, tmp_path)
+
+
+def test_a_replaced_shared_server_s_leftovers_are_stopped(tmp_path: Path) -> None:
+    """The shared 2026-07-28 process of ``--http -- COMMAND`` dies leaving a child in its
+    group; the next request starts another process, and the dead one's group is stopped then
+    (it used to wait for the proxy's exit)."""
+    from gcfkit.proxy.core import ProxyConfig
+    from gcfkit.transports.http_shared import SharedServer
+
+    pids_file = tmp_path / "pids"
+    command = [sys.executable, FAULT_SERVER, "--children", "1", "--pids", str(pids_file)]
+
+    async def body() -> list[int]:
+        shared = SharedServer(command, ProxyConfig(), None, grace=0.2)
+        try:
+            assert await shared.start()
+            first = await asyncio.to_thread(wait_reported, pids_file, 2)
+            server = next(p["pid"] for p in first if p["role"] == "server")
+            os.kill(server, signal.SIGKILL)  # its child is not signalled: it lingers
+            old = shared.process
+            assert old is not None
+            for _ in range(500):  # the exit is seen within seconds; bounded either way
+                if old.returncode is not None:
+                    break
+                await asyncio.sleep(0.02)
+            assert not shared.alive
+            assert await shared.start()  # the next request's start
+            assert shared.process is not old
+            await asyncio.to_thread(wait_reported, pids_file, 4)
+            child = next(p["pid"] for p in first if p["role"] == "child")
+            return await asyncio.to_thread(wait_gone, [child], 10.0)
+        finally:
+            await shared.stop()
+
+    with cleanup(pids_file):
+        left = asyncio.run(body())
+    assert not left, f"the dead server's child still runs: {left}"

@@ -120,6 +120,7 @@ class SharedServer:
         self.rewriting: set[asyncio.Task[None]] = set()
         self.process: ServerProcess | None = None
         self.reader: asyncio.Task[None] | None = None
+        self.retired: set[asyncio.Task[None]] = set()
         self.waiting: dict[str, _Exchange] = {}
         self.order = itertools.count(1)
         self.starting = asyncio.Lock()
@@ -139,6 +140,8 @@ class SharedServer:
         async with self.starting:
             if self.alive:
                 return True
+            if self.process is not None:
+                self._retire(self.process)
             try:
                 self.process = await ServerProcess.start(self.command, grace=self.grace)
             except OSError:
@@ -147,6 +150,13 @@ class SharedServer:
             self.capture = self.captures.session()
             self.reader = asyncio.create_task(self._read(self.process))
             return True
+
+    def _retire(self, process: ServerProcess) -> None:
+        # The process has exited, but what it started may still run in its group (and its
+        # watchdog waits): stop them beside the new process, not when the proxy exits.
+        task = asyncio.create_task(process.stop())
+        self.retired.add(task)
+        task.add_done_callback(self.retired.discard)
 
     async def send(self, line: bytes, request_id: Any) -> tuple[str, Queue] | None:
         """Send the client's request ``line`` (id ``request_id``): the proxy's id for it and
@@ -289,6 +299,8 @@ class SharedServer:
     async def stop(self) -> None:
         if self.process is not None:
             await self.process.stop()
+        if self.retired:  # each bounded by its own stop sequence
+            await asyncio.wait(set(self.retired))
         if self.reader is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self.reader, self.grace + 5)
