@@ -226,3 +226,33 @@ def test_ledger_view_table_and_since(
     assert "git_log" in capsys.readouterr().out
     assert main(["stats", "--ledger-file", str(path), "--since", "2026-06-01", "--json"]) == 0
     assert _json_out(capsys)["total"]["calls"] == 0
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_the_savings_table_folds_names_never_numbers(tmp_path: Path, width: int) -> None:
+    from rich.console import Console
+
+    from gcfkit import ledger
+    from gcfkit.measure.savings import summarize
+
+    path = tmp_path / "ledger.jsonl"
+    for tool, before, after in [("read_graph", 139220, 65870), ("get_file_text_by_path", 9, 9)]:
+        rec = ledger.LedgerRecord(
+            server="memory-server-npm",
+            tool=tool,
+            bytes_before=before * 3,
+            bytes_after=after * 3,
+            tokens_before=before,
+            tokens_after=after,
+            encoding="o200k_base",
+            decision="gcf",
+            encode_ms=1.0,
+        )
+        assert ledger.Ledger(path).append(rec, time="2026-01-02T03:04:05.000Z")
+    buf = io.StringIO()
+    summary = summarize(ledger.read_entries(path))
+    stats_cli.render_summary(summary, console=Console(file=buf, width=width))
+    out = buf.getvalue()
+    assert "tokens → gcfkit" in out
+    assert "139,220 → 65,870" in out
+    assert "139,229 → 65,879" in out  # the total

@@ -287,7 +287,7 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     table.add_column("server", footer="total", overflow="fold", ratio=1)
     table.add_column("tool", overflow="fold", ratio=2)
     table.add_column("calls", justify="right", footer=str(total.calls), no_wrap=True)
-    table.add_column("tokens → gcfkit", justify="right", footer=_before_after(total))
+    table.add_column("tokens → gcfkit", justify="right", footer=_before_after(total), no_wrap=True)
     table.add_column("saved", justify="right", footer=_saved(total), no_wrap=True)
     if bar:
         table.add_column("", footer=_bar(total.token_savings), no_wrap=True)
