@@ -138,6 +138,10 @@ class _Job:
     worker: _Worker | None = None
     timer: asyncio.TimerHandle | None = None
     stray: bool = False
+    #: Its events reached a worker (they went with it).
+    sent: bool = False
+    #: Ended without its answer: the session's home was told so (:meth:`Offload._owe`).
+    owed: bool = False
 
 
 @dataclass(eq=False)
@@ -512,18 +516,35 @@ class Offload:
         self._dispatch()
 
     def _abandon(self, job: _Job) -> None:
-        """The caller stopped waiting (shutdown): a job not started is dropped."""
+        """The caller stopped waiting (shutdown, a client that closed its stream): a job
+        not started is dropped; one started still runs, but its answer goes nowhere."""
         if job in self._queue:
             self._queue.remove(job)
         if job.timer is not None and job.worker is None:
             job.timer.cancel()
+        self._owe(job)
 
     def _fail(self, job: _Job, reason: str) -> None:
         if job.timer is not None:
             job.timer.cancel()
+        self._owe(job)
         if not job.future.done():
             job.future.set_exception(OffloadFailed(reason))
             job.future.exception()  # retrieved here: a caller that went away must not warn
+
+    def _owe(self, job: _Job) -> None:
+        """``job`` ends without its answer reaching the client (which gets the original, or
+        nothing): its session's home must hold no delta base for that call (the rewrite may
+        still finish there, or never have started), and still hear the events that went
+        with a job it never saw. (A stray job's debt is paid when it starts; a home that
+        dies takes the state, and with it the debt.)"""
+        lane = job.lane
+        if lane.key is None or job.stray or job.owed:
+            return
+        job.owed = True
+        if not job.sent:
+            lane.owed.extend(job.events)
+        lane.owed.append(("forget", job.call.slot))
 
     def _fail_queue(self, reason: str) -> None:
         jobs, self._queue = self._queue, deque()
@@ -621,6 +642,7 @@ class Offload:
         )
         worker.job = job
         job.worker = worker
+        job.sent = True
         if not worker.send(frame):
             worker.job = None
             job.worker = None

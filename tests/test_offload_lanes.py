@@ -1,0 +1,89 @@
+"""A session's state in the worker pool (gcfkit.transports.offload) stays what its client
+holds when a result does not end with the worker's answer.
+
+* A rewrite the shell stopped waiting for (the gateway's SSE stream closed by its client:
+  the task is cancelled) or one that never started (cancelled or past its deadline while
+  queued: the original goes out) left the session's worker with a delta base the client
+  does not hold, and the next delta was against it (the client could not apply it).
+
+Real worker processes, no network; every wait is bounded and the pool is closed by the test
+that started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from gcfkit.proxy.config import ProxyConfig
+from gcfkit.proxy.policy import Policy, ToolPolicy
+from gcfkit.proxy.rewrite import Call
+from gcfkit.transports.offload import Offload
+from tests.test_proxy_budget import Client, by_id
+
+CONFIG = ProxyConfig(
+    primer=False,
+    stats=False,
+    dense=(),
+    time_budget=30.0,  # a loaded machine must not turn rewrites into fallbacks
+    policy=Policy(defaults=ToolPolicy(delta=True)),
+)
+
+
+def stock(turn: int) -> list[dict[str, Any]]:
+    """Row ``turn`` differs from the base each turn (and the previous turn's is back), so a
+    delta against the wrong turn gives wrong rows."""
+    return [{"id": f"S-{i}", "qty": 50 + i + (100 if i == turn else 0)} for i in range(30)]
+
+
+def line(msg_id: int, value: Any) -> bytes:
+    result = {"content": [{"type": "text", "text": json.dumps(value)}]}
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result}).encode() + b"\n"
+
+
+def text_of(data: bytes | None, original: bytes) -> str:
+    got: str = json.loads(data if data is not None else original)["result"]["content"][0]["text"]
+    return got
+
+
+CALL = Call("stock", "stock")
+
+
+@pytest.mark.parametrize("where", ["running", "queued"])
+def test_a_result_the_shell_gave_up_on_leaves_no_stale_delta_base(where: str) -> None:
+    """``running``: the client's stream closed while the worker rewrote turn 2 (the worker
+    finishes it: its base is turn 2, the client never got it). ``queued``: turn 2 was given
+    up before a worker took it (its original went out: the base is still turn 1)."""
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        offload = Offload(CONFIG)  # one worker: it is the session's home throughout
+        assert await offload.start()
+        try:
+            lane, other = offload.session(), offload.session()
+            client = Client()
+            first = line(1, stock(1))
+            client.read(text_of(await lane.rewrite(first, CALL, "s"), first))
+            second = line(2, stock(2))
+            busy = None
+            if where == "queued":
+                # The only worker is busy with another session's result when turn 2 comes.
+                busy = asyncio.create_task(other.rewrite(line(9, stock(9)), CALL, "s"))
+            given_up = asyncio.create_task(lane.rewrite(second, CALL, "s"))
+            await asyncio.sleep(0)  # submitted (and, with the worker idle, sent to it)
+            given_up.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await given_up
+            if busy is not None:
+                await busy
+            if where == "queued":
+                client.read(text_of(None, second))  # the shell sent the original
+            third = line(3, stock(3))
+            return client.read(text_of(await lane.rewrite(third, CALL, "s"), third)), stock(3)
+        finally:
+            await offload.close()
+
+    got, want = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert got == by_id(want)
