@@ -1,10 +1,12 @@
 """A session's state in the worker pool (gcfkit.transports.offload) stays what its client
-holds when a result does not end with the worker's answer.
+holds when a result does not end with the worker's answer, and ends with the session.
 
 * A rewrite the shell stopped waiting for (the gateway's SSE stream closed by its client:
   the task is cancelled) or one that never started (cancelled or past its deadline while
   queued: the original goes out) left the session's worker with a delta base the client
   does not hold, and the next delta was against it (the client could not apply it).
+* A session closed while one of its results was still queued (``DELETE`` during a call)
+  was created again in the worker that rewrote that result, where nothing dropped it.
 
 Real worker processes, no network; every wait is bounded and the pool is closed by the test
 that started it.
@@ -87,3 +89,26 @@ def test_a_result_the_shell_gave_up_on_leaves_no_stale_delta_base(where: str) ->
 
     got, want = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert got == by_id(want)
+
+
+def test_a_session_closed_with_a_result_queued_is_not_kept_in_a_worker() -> None:
+    async def scenario() -> tuple[str, list[set[int]]]:
+        offload = Offload(CONFIG)
+        assert await offload.start()
+        try:
+            lane, other = offload.session(), offload.session()
+            busy = asyncio.create_task(other.rewrite(line(9, stock(9)), CALL, "s"))
+            queued = asyncio.create_task(lane.rewrite(line(1, [1, 2]), CALL, "s"))
+            await asyncio.sleep(0)  # both submitted; the second waits (the first may too)
+            lane.close()  # DELETE: the session is over while its result waits
+            other.close()
+            await busy
+            got = text_of(await queued, line(1, [1, 2]))
+            # What each worker keeps a session's state for (``Offload._workers``).
+            return got, [set(w.homes) for w in offload._workers]
+        finally:
+            await offload.close()
+
+    got, homes = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert got == "[1,2]"  # still rewritten, as a request of no session is
+    assert homes == [set()]

@@ -612,7 +612,7 @@ class Offload:
             lane.owed.extend(job.events)
             lane.owed.append(("forget", job.call.slot))
             events = []
-        elif lane.key is not None:
+        elif lane.key is not None and not lane.closed:
             if lane.home is not worker:
                 old = lane.home
                 if old is not None:
@@ -631,7 +631,9 @@ class Offload:
         frame = (
             "job",
             job.id,
-            lane.key,
+            # A session closed while this waited is rewritten as one of no session: its
+            # state is gone, and nothing would drop it from this worker again.
+            None if lane.closed else lane.key,
             job.stray,
             spent,
             events,
