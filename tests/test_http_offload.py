@@ -25,6 +25,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,12 +38,16 @@ import httpx2
 
 from gcfkit.proxy.config import Codec, ProxyConfig
 from gcfkit.proxy.rewrite import Call
+from gcfkit.traffic.capture import Capture
 from gcfkit.traffic.corpus import read_sessions
+from gcfkit.transports.http_server import build_gateway
 from gcfkit.transports.offload import Offload, OffloadFailed
 from tests.fault_codec import stuck_dumps
 from tests.test_http import (
+    CONFIG,
     INIT,
     START_TIMEOUT,
+    Background,
     Servers,
     _read_line,
     _stop,
@@ -409,3 +414,39 @@ def test_capture_dir_records_each_http_session(
         assert [(tool, result["content"][0]["text"]) for tool, result in calls] == [
             ("orders", want)
         ]
+
+
+def test_an_initialize_again_in_a_gateway_session_leaves_no_recording_open(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """A client may start over in its session (``initialize`` with its ``Mcp-Session-Id``:
+    the SDK's server answers it in the same session). The gateway opened a new recording
+    and lane for it and left the first ones open (a writer thread, a worker's state) with
+    nothing to ever close them; ``DELETE`` must leave no recording of the session open."""
+    url = servers.url("stateful")
+    before = {t for t in threading.enumerate() if t.name == "gcfkit-capture"}
+    app = build_gateway(url, CONFIG, capture=lambda: Capture(tmp_path / "cap"))
+    background = Background()
+    try:
+        gateway = background.serve(app) + "/stateful/mcp"
+
+        async def twice() -> int:
+            async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=120)) as http:
+                headers = await start_session(http, gateway)
+                again = await post(http, gateway, INIT, headers)
+                assert again[-1]["result"]["serverInfo"], again
+                ended = await http.delete(gateway, headers=headers)
+                status: int = ended.status_code
+                return status
+
+        assert run(twice) in (200, 204)
+        # Recordings are closed in a thread (bounded): wait for their writers to end.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            left = [t for t in threading.enumerate() if t.name == "gcfkit-capture"]
+            if not set(left) - before:
+                break
+            time.sleep(0.05)
+        assert not set(left) - before, "a recording of the ended session is still open"
+    finally:
+        background.close()

@@ -156,8 +156,18 @@ class _Cores:
     def adopt(self, session_id: str, peer: _Peer, *, record: bool = True) -> _Peer:
         """``peer`` (made for the ``initialize`` that opened the session) is the session's;
         ``record``: in a recording of its own."""
-        peer.lane = self.offload.session()
-        peer.capture = self.captures.session() if record else None
+        known = self.sessions.get(session_id)
+        if known is not None and known is not peer:
+            self.retire(known)  # the id names this session now
+        if peer.lane.key is None:
+            peer.lane = self.offload.session()
+            peer.capture = self.captures.session() if record else None
+        else:
+            # An initialize sent in a session already (the client starts over in it): the
+            # session goes on, its lane and recording too (the core's reset reaches the
+            # lane's state); a new lane here would leave the old one open for good.
+            for alias in [k for k, p in self.sessions.items() if p is peer and k != session_id]:
+                del self.sessions[alias]
         self.sessions[session_id] = peer
         while len(self.sessions) > MAX_SESSIONS:
             _, old = self.sessions.popitem(last=False)
