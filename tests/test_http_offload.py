@@ -9,7 +9,9 @@ stdio shell does, and record sessions with ``--capture-dir``.
 * The pool itself: one session's stuck result holds up neither another session's result
   nor a later result of its own session.
 * ``--capture-dir`` with ``--upstream``, the gateway and ``--http -- COMMAND``: each session
-  in its own directory, the server's raw results, 2026-07-28 requests included.
+  in its own directory, the server's raw results, 2026-07-28 requests included; a session
+  that starts over (``initialize`` again) keeps one recording, closed when it ends.
+* The shared 2026-07-28 process: a cancelled request's late progress reaches no other client.
 
 Loopback only; every wait is bounded; each process is stopped by the test that started it
 and the killed worker is checked to be gone.
@@ -41,6 +43,7 @@ from gcfkit.proxy.rewrite import Call
 from gcfkit.traffic.capture import Capture
 from gcfkit.traffic.corpus import read_sessions
 from gcfkit.transports.http_server import build_gateway
+from gcfkit.transports.http_shared import SharedServer
 from gcfkit.transports.offload import Offload, OffloadFailed
 from tests.fault_codec import stuck_dumps
 from tests.test_http import (
@@ -450,3 +453,61 @@ def test_an_initialize_again_in_a_gateway_session_leaves_no_recording_open(
         assert not set(left) - before, "a recording of the ended session is still open"
     finally:
         background.close()
+
+
+# A stdio server that reports progress on a request after the client cancelled it (its
+# notification crosses the cancellation), then answers the other request in flight.
+_LATE_PROGRESS_SERVER = r"""
+import json, sys
+waiting = []
+for raw in sys.stdin:
+    msg = json.loads(raw)
+    if msg.get("method") == "tools/call":
+        waiting.append(msg)
+    elif msg.get("method") == "notifications/cancelled":
+        token = msg["params"]["requestId"]
+        note = {"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": 1, "message": "secret"}}
+        print(json.dumps(note), flush=True)
+        for other in waiting:
+            if other["id"] != token:
+                result = {"content": [{"type": "text", "text": "done"}]}
+                print(json.dumps({"jsonrpc": "2.0", "id": other["id"], "result": result}),
+                      flush=True)
+"""
+
+
+def test_a_cancelled_2026_requests_late_progress_goes_to_no_other_client() -> None:
+    """Two clients' 2026-07-28 requests share the process; A closes its stream (the proxy
+    cancels the request) while the server is reporting progress on it. That notification
+    names A's request: it went to B, the one request left in flight, as if it named none."""
+
+    def call(token: str) -> str:
+        params = {"name": "t", "arguments": {}, "_meta": {"progressToken": token}}
+        return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+
+    async def scenario() -> list[bytes]:
+        shared = SharedServer([sys.executable, "-c", _LATE_PROGRESS_SERVER], CONFIG, None)
+        assert await shared.start()
+        try:
+            a = await shared.send(call("a").encode(), 1)
+            b = await shared.send(call("b").encode(), 1)  # clients number alike
+            assert a is not None and b is not None
+            stream = shared.events(*a)
+            closed = asyncio.create_task(stream.__anext__())
+            await asyncio.sleep(0)  # A's stream is open, waiting
+            closed.cancel()  # A's client goes away: its request is cancelled
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await closed
+            await stream.aclose()
+            got = []
+            async for data in shared.events(*b):
+                got.append(data)
+            return got
+        finally:
+            await shared.stop()
+
+    got = run(scenario)
+    assert [json.loads(d) for d in got] == [
+        {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "done"}]}}
+    ]

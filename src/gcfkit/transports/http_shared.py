@@ -253,9 +253,11 @@ class SharedServer:
             await self._write(error_response(key, _NO_BACK_CHANNEL, reason))
         else:
             exchange = self._progress_of(msg)
-            if exchange is None and len(self.waiting) == 1:
+            if exchange is None and len(self.waiting) == 1 and not _reports_progress(msg):
                 # Naming no request, it can only be for the one in flight (or for anyone):
-                # with several, it goes to none rather than maybe to another client.
+                # with several, it goes to none rather than maybe to another client. A
+                # progress notification names one (its token is always the proxy's): one
+                # nobody waits for any more (cancelled) is dropped, as its answer would be.
                 exchange = next(iter(self.waiting.values()))
             if exchange is not None:
                 self._deliver(exchange, dump_message(msg), final=False)
@@ -309,3 +311,13 @@ class SharedServer:
         for task in list(self.rewriting):
             task.cancel()
         self.captures.close(self.capture)
+
+
+def _reports_progress(msg: dict[str, Any]) -> bool:
+    """Whether ``msg`` is a progress notification naming a token (so a request)."""
+    params = msg.get("params")
+    return (
+        msg.get("method") == "notifications/progress"
+        and isinstance(params, dict)
+        and "progressToken" in params
+    )
