@@ -12,6 +12,7 @@ stdio shell does, and record sessions with ``--capture-dir``.
   in its own directory, the server's raw results, 2026-07-28 requests included; a session
   that starts over (``initialize`` again) keeps one recording, closed when it ends.
 * The shared 2026-07-28 process: a cancelled request's late progress reaches no other client.
+* ``DELETE`` ends every stream of the session, even when its server's stdout stays open.
 
 Loopback only; every wait is bounded; each process is stopped by the test that started it
 and the killed worker is checked to be gone.
@@ -511,3 +512,62 @@ def test_a_cancelled_2026_requests_late_progress_goes_to_no_other_client() -> No
     assert [json.loads(d) for d in got] == [
         {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "done"}]}}
     ]
+
+
+# A stdio server whose child leaves its process group with the server's stdout: stopping
+# the server's group leaves the pipe open. It answers initialize, never a tools/call.
+_STRAY_CHILD_SERVER = r"""
+import json, os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                         start_new_session=True)
+with open(os.environ["GCFKIT_TEST_CHILD"], "w") as f:
+    f.write(str(child.pid))
+for raw in sys.stdin:
+    msg = json.loads(raw)
+    if msg.get("method") == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "stray", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+def test_delete_ends_the_sessions_streams_when_a_stray_holds_the_servers_stdout(
+    tmp_path: Path,
+) -> None:
+    """``DELETE`` stops the session's process; its stdout stays open (a child that left the
+    group holds it), so the session's reader is given up on. The request still waiting on
+    its stream got nothing, and its stream stayed open for good (kept alive by comments)."""
+    pidfile = tmp_path / "child.pid"
+    script = str(tmp_path / "server.py")
+    Path(script).write_text(_STRAY_CHILD_SERVER)
+    proxy = gcfkit_http(
+        "--grace",
+        "0.5",
+        "--",
+        sys.executable,
+        script,
+        extra_env={"GCFKIT_TEST_CHILD": str(pidfile)},
+    )
+    try:
+        with proxy as url:
+
+            async def session() -> list[dict[str, Any]]:
+                async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=120)) as http:
+                    headers = await start_session(http, url)
+                    accept = {"accept": "application/json, text/event-stream", **headers}
+                    call = tool_call(2, "t")
+                    async with http.stream("POST", url, json=call, headers=accept) as stream:
+                        # Its headers came: the call is written to the server (no answer).
+                        ended = await http.delete(url, headers=headers)
+                        assert ended.status_code == 200
+                        body = await asyncio.wait_for(stream.aread(), 30)
+                lines = [line[6:] for line in body.splitlines() if line.startswith(b"data: ")]
+                return [json.loads(line) for line in lines]
+
+            answer = run(session)
+        assert [m.get("id") for m in answer] == [2]
+        assert "error" in answer[0], answer
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), 9)

@@ -121,6 +121,7 @@ class _Session:
         self.last_used = asyncio.get_running_loop().time()
         self.reader: asyncio.Task[None] | None = None
         self.write_lock = asyncio.Lock()
+        self.ended = False
 
     @property
     def alive(self) -> bool:
@@ -149,6 +150,13 @@ class _Session:
         await self.process.exited(5)
         # Results still being rewritten go out first (each within its deadline).
         await self.outbox.drain()
+        self._end_streams()
+
+    def _end_streams(self) -> None:
+        """The server can say no more: an error for each request left, every stream ends."""
+        if self.ended:
+            return
+        self.ended = True
         for out in self.core.server_exited(self.process.returncode):
             self.send(self._key_of(out.data), out.data, final=True)
         for queue in [*self.streams.values(), *([self.listener] if self.listener else [])]:
@@ -212,6 +220,9 @@ class _Session:
                 await asyncio.wait_for(self.reader, grace + 5)
         with contextlib.suppress(Exception):
             await self.outbox.drain(timeout=0)
+        # A reader given up on (a child that left the group holds the server's stdout) did
+        # not end them: the client's streams would stay open, kept alive, for good.
+        self._end_streams()
         self.lane.close()
 
 
