@@ -15,7 +15,11 @@ that started it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import shlex
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,3 +116,34 @@ def test_a_session_closed_with_a_result_queued_is_not_kept_in_a_worker() -> None
     got, homes = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert got == "[1,2]"  # still rewritten, as a request of no session is
     assert homes == [set()]
+
+
+def test_a_result_after_a_kill_waits_for_the_next_worker_before_its_clock_runs(
+    tmp_path: Path,
+) -> None:
+    """A worker killed at a deadline stays in the pool until its reader sees it go; a
+    result that arrived in between started its clock as if a worker were ready, so the
+    replacement's start-up (here a wrapper that sleeps longer than the budget) was charged
+    to it and it fell back. Its clock starts when the replacement is ready."""
+    slow_python = tmp_path / "slow-python"
+    slow_python.write_text(f'#!/bin/sh\nsleep 3\nexec {shlex.quote(sys.executable)} "$@"\n')
+    slow_python.chmod(0o755)
+    config = dataclasses.replace(CONFIG, time_budget=1.5)
+
+    async def scenario() -> str:
+        offload = Offload(config, python=str(slow_python))
+        assert await offload.start()
+        try:
+            lane = offload.session()
+            first = line(1, [1, 2])
+            assert await lane.rewrite(first, CALL, "s") is not None  # the first worker is ready
+            [worker] = offload._workers
+            offload._kill(worker)  # as a deadline does; its reader has not seen it go yet
+            second = line(2, [3, 4])
+            got = await lane.rewrite(second, CALL, "s")
+            return text_of(got, second)
+        finally:
+            await offload.close()
+
+    # Rewritten by the replacement, not the original past its budget.
+    assert asyncio.run(asyncio.wait_for(scenario(), 120)) == "[3,4]"

@@ -398,7 +398,7 @@ class Offload:
     def _ready(self, worker: _Worker) -> None:
         if worker.starting is not None:
             worker.starting.cancel()
-        first = not any(w.ready for w in self._workers)
+        first = not self._any_ready()
         worker.ready = True
         self._crashes = 0
         if first:
@@ -472,6 +472,10 @@ class Offload:
         worker.killed = True  # by the proxy: not a crash
         _sigkill(worker.process)
 
+    def _any_ready(self) -> bool:
+        # A killed worker stays in the pool until its reader sees it go: it takes nothing.
+        return any(w.ready and not w.killed for w in self._workers)
+
     def _idle(self) -> list[_Worker]:
         return [w for w in self._workers if w.job is None and not w.killed]
 
@@ -484,7 +488,7 @@ class Offload:
         future: asyncio.Future[bytes | None] = loop.create_future()
         job = _Job(next(self._ids), lane, line, call, server, events, future, time.monotonic())
         self._queue.append(job)
-        if any(w.ready for w in self._workers):
+        if self._any_ready():
             self._start_clock(job)
         else:
             job.timer = loop.call_later(_STARTUP_TIMEOUT, self._expire, job, "worker-start")
