@@ -147,3 +147,25 @@ def test_a_result_after_a_kill_waits_for_the_next_worker_before_its_clock_runs(
 
     # Rewritten by the replacement, not the original past its budget.
     assert asyncio.run(asyncio.wait_for(scenario(), 120)) == "[3,4]"
+
+
+def test_a_worker_that_dies_with_a_result_queued_is_replaced_once() -> None:
+    """The replacement joins the pool only once it has been spawned: until then the pool
+    looked empty to the dispatch that follows, which started a second one (two workers in a
+    pool of at most one)."""
+
+    async def scenario() -> tuple[int, int]:
+        offload = Offload(CONFIG)
+        assert await offload.start()
+        try:
+            lane = offload.session()
+            assert await lane.rewrite(line(1, [1, 2]), CALL, "s") is not None
+            [worker] = offload._workers
+            offload._kill(worker)
+            await lane.rewrite(line(2, [3, 4]), CALL, "s")
+            await asyncio.wait_for(asyncio.gather(*offload._background), 30)
+            return len(offload._workers), offload.restarts
+        finally:
+            await offload.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 120)) == (1, 1)

@@ -253,6 +253,8 @@ class Offload:
         self._closed = False
         self._wake: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        #: Workers :meth:`_grow` asked for that are not in ``_workers`` yet (being spawned).
+        self._spawning = 0
         #: Workers started after the first ones (a deadline, a crash, growth).
         self.restarts = 0
         #: Results that moved to another worker (a new home) because theirs was busy.
@@ -367,9 +369,14 @@ class Offload:
     def _grow(self) -> None:
         """Start a worker in the background (counted in the pool at once)."""
         task = asyncio.ensure_future(self._spawn())
+        self._spawning += 1
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._spawned)
         self.restarts += 1
+
+    def _spawned(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        self._spawning -= 1
 
     def _too_slow(self, worker: _Worker) -> None:
         if not worker.ready:
@@ -456,7 +463,10 @@ class Offload:
         if not self.available:
             self._fail_queue("no-worker")
             return
-        if len(self._workers) < self.min_workers or (self._queue and not self._idle()):
+        size = self._size()
+        if size < self.min_workers or (
+            self._queue and not self._idle() and size < self.max_workers
+        ):
             self._grow()
         self._dispatch()
 
@@ -471,6 +481,9 @@ class Offload:
     def _kill(self, worker: _Worker) -> None:
         worker.killed = True  # by the proxy: not a crash
         _sigkill(worker.process)
+
+    def _size(self) -> int:
+        return len(self._workers) + self._spawning
 
     def _any_ready(self) -> bool:
         # A killed worker stays in the pool until its reader sees it go: it takes nothing.
@@ -492,7 +505,7 @@ class Offload:
             self._start_clock(job)
         else:
             job.timer = loop.call_later(_STARTUP_TIMEOUT, self._expire, job, "worker-start")
-            if not self._workers and self.available:
+            if not self._size() and self.available:
                 self._grow()
         self._dispatch()
         return job
@@ -596,7 +609,7 @@ class Offload:
             idle.remove(worker)
             self._start(worker, job)
         self._queue = kept
-        if kept and not self._idle() and len(self._workers) < self.max_workers and self.available:
+        if kept and not self._idle() and self._size() < self.max_workers and self.available:
             self._grow()
         if self._wake is not None:
             self._wake.cancel()
