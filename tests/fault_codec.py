@@ -28,3 +28,14 @@ def marked_stuck_dumps(value: Any) -> str:
                 f.write(f"{os.getpid()}\n")
         time.sleep(3600)
     return gcfkit.dumps(value)
+
+
+def slow_marked_count(text: str, encoding: str) -> int:
+    """:func:`gcfkit.tokens.count` that takes 3 s on a text containing ``SLOW-COUNT`` (a
+    large text on a loaded machine): only the ledger counts such a text (it is delivered
+    unchanged)."""
+    if "SLOW-COUNT" in text:
+        time.sleep(3)
+    from gcfkit import tokens
+
+    return tokens.count(text, encoding)

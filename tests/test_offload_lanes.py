@@ -15,6 +15,7 @@ that started it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import shlex
@@ -24,10 +25,11 @@ from typing import Any
 
 import pytest
 
-from gcfkit.proxy.config import ProxyConfig
+from gcfkit.proxy.config import Codec, ProxyConfig
 from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.proxy.rewrite import Call
-from gcfkit.transports.offload import Offload
+from gcfkit.transports.offload import Offload, OffloadFailed
+from tests import fault_codec
 from tests.test_proxy_budget import Client, by_id
 
 CONFIG = ProxyConfig(
@@ -169,3 +171,40 @@ def test_a_worker_that_dies_with_a_result_queued_is_replaced_once() -> None:
             await offload.close()
 
     assert asyncio.run(asyncio.wait_for(scenario(), 120)) == (1, 1)
+
+
+def test_the_ledger_count_after_an_answer_is_charged_to_no_other_result(
+    tmp_path: Path,
+) -> None:
+    """The worker counts a result's tokens for the ledger after its answer is out. The pool
+    took the worker for idle meanwhile and sent it the next result, whose clock ran out
+    during that count: the worker was killed (and with it the state of the sessions it
+    held) and another started. The next result waits for the count in the pool instead."""
+    config = dataclasses.replace(CONFIG, time_budget=1.5)
+    codec = Codec(count=fault_codec.slow_marked_count)
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.touch()
+
+    async def scenario() -> tuple[int, list[int], list[int]]:
+        offload = Offload(config, codec, ledger_path=ledger)
+        assert await offload.start()
+        try:
+            lane = offload.session()
+            assert await lane.rewrite(line(1, [1, 2]), CALL, "s") is not None  # ready
+            pids = offload.pids
+            prose = line(2, "SLOW-COUNT, and not JSON: delivered unchanged")
+            assert await lane.rewrite(prose, CALL, "s") is None
+            with contextlib.suppress(OffloadFailed):  # its budget is shorter than the count
+                await lane.rewrite(line(3, [3, 4]), CALL, "s")
+            for _ in range(300):  # the prose's record: the count is over (a killed one never is)
+                if len(ledger.read_text().splitlines()) >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)  # a worker that died would be gone from the pool by now
+            return offload.restarts, pids, offload.pids
+        finally:
+            await offload.close()
+
+    restarts, before, after = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert (restarts, after) == (0, before)
+    assert [json.loads(r)["tool"] for r in ledger.read_text().splitlines()] == ["stock"] * 2

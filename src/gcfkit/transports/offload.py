@@ -152,6 +152,8 @@ class _Worker:
     #: The keys of the sessions whose state lives here.
     homes: set[int] = field(default_factory=set)
     killed: bool = False
+    #: Answered its last job, still writing that job's ledger record (counting its tokens).
+    booking: bool = False
     done: int = 0
     reader: asyncio.Task[None] | None = None
     starting: asyncio.TimerHandle | None = None
@@ -394,6 +396,9 @@ class Offload:
                     self._ready(worker)
                 elif frame[0] == "answer":
                     self._answered(worker, frame[1], frame[2], frame[3])
+                elif frame[0] == "idle":
+                    worker.booking = False
+                    self._dispatch()
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass
         finally:
@@ -422,6 +427,7 @@ class Offload:
         if job is None or job.id != job_id:
             return
         worker.job = None
+        worker.booking = True
         worker.done += 1
         job.worker = None
         if not job.stray:
@@ -490,7 +496,7 @@ class Offload:
         return any(w.ready and not w.killed for w in self._workers)
 
     def _idle(self) -> list[_Worker]:
-        return [w for w in self._workers if w.job is None and not w.killed]
+        return [w for w in self._workers if w.job is None and not w.booking and not w.killed]
 
     # -- jobs --------------------------------------------------------------------------
 

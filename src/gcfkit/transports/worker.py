@@ -26,7 +26,8 @@ first, then ``("job", id, session, stray, spent, events, line, call, deadline, s
 here, the result handles its earlier workers issued; ``events``: what the core saw happen to
 the session since its last job, ``("forget", slot)`` and ``("reset",)``) and
 ``("drop", session)``. From the worker: ``("ready",)`` once warmed up, then ``("answer",
-id, line or None, handles minted)`` per job, in order.
+id, line or None, handles minted)`` per job, in order, each followed by ``("idle",)`` once
+its ledger record is written (the pool sends the next job only then).
 
 >>> import io
 >>> buf = io.BytesIO()
@@ -201,6 +202,8 @@ def main() -> None:
                     encode_ms=(time.monotonic() - started) * 1000.0,
                 )
             )
+        # Free for the next job only now: its clock must not run during this bookkeeping.
+        write_frame(channel, ("idle",))
 
 
 def _answer(
