@@ -208,3 +208,47 @@ def test_the_ledger_count_after_an_answer_is_charged_to_no_other_result(
     restarts, before, after = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert (restarts, after) == (0, before)
     assert [json.loads(r)["tool"] for r in ledger.read_text().splitlines()] == ["stock"] * 2
+
+
+def test_a_worker_that_cannot_be_spawned_once_is_spawned_again_later(tmp_path: Path) -> None:
+    """A spawn that failed with OSError (a fork refused under load) after the pool had
+    started turned the pool off for good: every shell then rewrote results in its event
+    loop. Now a result meanwhile passes unrewritten at once (no worker to wait for), and
+    one after the backoff starts a worker again."""
+
+    async def scenario() -> tuple[bool, str, float, str, int]:
+        offload = Offload(CONFIG)
+        assert await offload.start()
+        try:
+            lane = offload.session()
+            assert await lane.rewrite(line(1, [1, 2]), CALL, "s") is not None
+            python, offload._python = offload._python, str(tmp_path / "no-such-python")
+            [worker] = offload._workers
+            offload._kill(worker)  # its replacement cannot be spawned
+            for _ in range(600):
+                if not offload._workers and not offload._background:
+                    break
+                await asyncio.sleep(0.05)
+            offload._python = python  # the fork would succeed again
+            available = lane.available
+            started = asyncio.get_running_loop().time()
+            reason = ""
+            try:
+                await lane.rewrite(line(2, [3, 4]), CALL, "s")
+            except OffloadFailed as e:
+                reason = e.reason
+            waited = asyncio.get_running_loop().time() - started
+            got = ""
+            for _ in range(100):  # past the backoff, a result spawns a worker again
+                try:
+                    got = text_of(await lane.rewrite(line(3, [5, 6]), CALL, "s"), b"")
+                    break
+                except OffloadFailed:
+                    await asyncio.sleep(0.2)
+            return available, reason, waited, got, len(offload._workers)
+        finally:
+            await offload.close()
+
+    available, reason, waited, got, workers = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert (available, reason, got, workers) == (True, "no-worker", "[5,6]", 1)
+    assert waited < 5  # it did not wait for a worker's start-up deadline (30 s)

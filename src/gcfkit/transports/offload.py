@@ -18,7 +18,9 @@ when the pool first has a worker ready (loading the tokenizer is not the result'
 Past it the original is sent: a result still waiting for a worker is never started, and a
 worker still busy with it is killed (SIGKILL: whatever it is doing cannot be interrupted
 more gently), and another is started. A worker that cannot start, or keeps dying, leaves
-every result as the server wrote it.
+every result as the server wrote it; one that cannot be spawned (OSError) once the pool has
+started is tried again by a later result, after a backoff (results meanwhile pass as the
+server wrote them: none waits for a worker that does not exist).
 
 **Sessions and workers.** A session's state (what its client holds for deltas and relative
 answers) lives in the worker that rewrote its last result, its *home*: state carried with
@@ -101,6 +103,11 @@ _SLACK: Final = 0.02
 
 #: Deaths the proxy did not cause, in a row, after which no worker is started again.
 _MAX_CRASHES: Final = 3
+
+#: Seconds after a worker could not be spawned (OSError: a fork refused under load) before a
+#: result tries again, doubled at each failure up to the second figure; meanwhile results
+#: pass unrewritten.
+_RESPAWN_AFTER: Final = (0.5, 30.0)
 
 #: Seconds a result waits for its session's worker while that is busy, before it goes to an
 #: idle one (see the module docstring); never more than a quarter of the time budget.
@@ -253,6 +260,10 @@ class Offload:
         self._ids = itertools.count()
         self._crashes = 0
         self._closed = False
+        self._started = False
+        #: When a failed spawn may be tried again (monotonic), and the wait after the next.
+        self._respawn_at = 0.0
+        self._respawn_wait = _RESPAWN_AFTER[0]
         self._wake: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task[Any]] = set()
         #: Workers :meth:`_grow` asked for that are not in ``_workers`` yet (being spawned).
@@ -289,6 +300,7 @@ class Offload:
             if not await self._spawn():
                 return False
         self.restarts = 0
+        self._started = True
         return True
 
     def session(self) -> Lane:
@@ -352,9 +364,15 @@ class Offload:
                 stderr=None,
             )
         except OSError:
-            self._crashes = _MAX_CRASHES
-            self._fail_queue("no-worker")
+            if not self._started:  # no worker at all: the shell rewrites results itself
+                self._crashes = _MAX_CRASHES
+            else:  # a transient refusal must not end the pool: a later result tries again
+                self._respawn_at = time.monotonic() + self._respawn_wait
+                self._respawn_wait = min(self._respawn_wait * 2, _RESPAWN_AFTER[1])
+            if not self._workers:
+                self._fail_queue("no-worker")
             return False
+        self._respawn_wait = _RESPAWN_AFTER[0]
         worker = _Worker(process)
         if self._closed:
             _sigkill(process)
@@ -369,7 +387,10 @@ class Offload:
         return True
 
     def _grow(self) -> None:
-        """Start a worker in the background (counted in the pool at once)."""
+        """Start a worker in the background (counted in the pool at once); none while a
+        failed spawn waits to be tried again."""
+        if time.monotonic() < self._respawn_at:
+            return
         task = asyncio.ensure_future(self._spawn())
         self._spawning += 1
         self._background.add(task)
@@ -506,13 +527,16 @@ class Offload:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bytes | None] = loop.create_future()
         job = _Job(next(self._ids), lane, line, call, server, events, future, time.monotonic())
+        if not self._size():
+            if time.monotonic() < self._respawn_at:  # a spawn just failed: no worker to wait for
+                self._fail(job, "no-worker")
+                return job
+            self._grow()
         self._queue.append(job)
         if self._any_ready():
             self._start_clock(job)
         else:
             job.timer = loop.call_later(_STARTUP_TIMEOUT, self._expire, job, "worker-start")
-            if not self._size() and self.available:
-                self._grow()
         self._dispatch()
         return job
 
