@@ -18,17 +18,21 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import shlex
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gcfkit.proxy.config import Codec, ProxyConfig
+from gcfkit.proxy.core import ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.proxy.rewrite import Call
-from gcfkit.transports.offload import Offload, OffloadFailed
+from gcfkit.transports.offload import Offload, OffloadFailed, Outbox
+from gcfkit.transports.stdio import write_chunked
 from tests import fault_codec
 from tests.test_proxy_budget import Client, by_id
 
@@ -252,3 +256,64 @@ def test_a_worker_that_cannot_be_spawned_once_is_spawned_again_later(tmp_path: P
     available, reason, waited, got, workers = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert (available, reason, got, workers) == (True, "no-worker", "[5,6]", 1)
     assert waited < 5  # it did not wait for a worker's start-up deadline (30 s)
+
+
+def test_a_write_the_outbox_let_go_is_finished_when_its_task_is_cancelled() -> None:
+    """A task that hands the outbox a line (a 2026-07-28 request's stream, cancelled by its
+    client while its answer is being written to a client that reads slowly) was cancelled
+    inside the write: the rest of a line over a slice was never written (the next message
+    was glued to half of it) and the lines let go with it were lost. The write finishes."""
+    big = (
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/message",
+                "params": {"level": "info", "data": "x" * (3 << 20)},
+            }
+        ).encode()
+        + b"\n"
+    )
+    small = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"y"}}\n'
+
+    async def scenario() -> bytes:
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        got = bytearray()
+
+        def read_all() -> None:
+            with os.fdopen(read_fd, "rb") as f:
+                while chunk := f.read(1 << 16):
+                    got.extend(chunk)
+
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb")
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        reader = threading.Thread(target=read_all, daemon=True)
+
+        async def write(data: bytes, _: None) -> None:
+            await write_chunked(writer, data)
+
+        outbox: Outbox[None] = Outbox(ProxyCore(CONFIG), None, write)
+        try:
+            task = asyncio.create_task(outbox.feed(big, None))
+            for _ in range(500):  # until the write waits for the pipe (nobody reads yet)
+                if transport.get_write_buffer_size():
+                    break
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            reader.start()
+            await asyncio.wait_for(outbox.feed(small, None), 30)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            if not reader.is_alive():
+                reader.start()
+            await loop.run_in_executor(None, reader.join, 30)
+        return bytes(got)
+
+    got = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert got == big + small, (len(got), len(big + small))

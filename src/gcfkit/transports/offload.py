@@ -811,6 +811,13 @@ class Outbox(Generic[T]):
         await self._release()
 
     async def _release(self) -> None:
+        # Lines let go have left the sequencer: a task cancelled while they are written (a
+        # client's cancel of the request whose stream this is) must neither lose them nor
+        # stop one halfway (the next line would be glued to its first part). The writes go
+        # on in a task of their own, which holds the lock until they are out.
+        await asyncio.shield(self._write_ready())
+
+    async def _write_ready(self) -> None:
         async with self._lock:  # one writer, so lines leave in the order they were let go
             for data, tag in self._sequencer.ready():
                 await self._write(data, tag)
