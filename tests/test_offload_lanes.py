@@ -194,7 +194,7 @@ def test_the_ledger_count_after_an_answer_is_charged_to_no_other_result(
         assert await offload.start()
         try:
             lane = offload.session()
-            assert await lane.rewrite(line(1, [1, 2]), CALL, "s") is not None  # ready
+            await lane.rewrite(line(1, [1, 2]), CALL, "s")  # the worker is ready
             pids = offload.pids
             prose = line(2, "SLOW-COUNT, and not JSON: delivered unchanged")
             assert await lane.rewrite(prose, CALL, "s") is None
@@ -317,3 +317,39 @@ def test_a_write_the_outbox_let_go_is_finished_when_its_task_is_cancelled() -> N
 
     got = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert got == big + small, (len(got), len(big + small))
+
+
+def test_a_drain_with_a_timeout_gives_up_a_write_to_a_client_that_reads_no_more() -> None:
+    """At shutdown (``drain`` with a timeout) a line still being written to a client that
+    reads nothing more is given up on, as the task's cancellation did before the write had
+    a task of its own: the drain returns."""
+    big = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"'
+    big += b"x" * (3 << 20) + b'"}}\n'
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb")
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+        async def write(data: bytes, _: None) -> None:
+            await write_chunked(writer, data)
+
+        outbox: Outbox[None] = Outbox(ProxyCore(CONFIG), None, write)
+        try:
+            task = asyncio.create_task(outbox.feed(big, None))
+            for _ in range(500):  # until the write waits for the pipe (nobody reads)
+                if transport.get_write_buffer_size():
+                    break
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await asyncio.wait_for(outbox.drain(timeout=0), 30)
+        finally:
+            transport.abort()
+            os.close(read_fd)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

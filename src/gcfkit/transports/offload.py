@@ -745,6 +745,8 @@ class Outbox(Generic[T]):
         self._lock = asyncio.Lock()
         self._places = asyncio.Semaphore(max_jobs)
         self._jobs: set[asyncio.Task[None]] = set()
+        #: Writes of lines let go, each in a task of its own (:meth:`_release`).
+        self._writes: set[asyncio.Task[None]] = set()
 
     @property
     def offloaded(self) -> bool:
@@ -797,6 +799,13 @@ class Outbox(Generic[T]):
             task.cancel()
         if self._jobs:
             await asyncio.wait(set(self._jobs))
+        if timeout is not None:
+            # The output is given up on (shutdown): a write to a client that reads no more
+            # must not hold the lock, so the rest can still be tried.
+            for task in list(self._writes):
+                task.cancel()
+            if self._writes:
+                await asyncio.wait(set(self._writes))
         await self._release()
 
     async def _run(self, ticket: int, job: ToolJob, tag: T, events: list[tuple[str, ...]]) -> None:
@@ -815,7 +824,10 @@ class Outbox(Generic[T]):
         # client's cancel of the request whose stream this is) must neither lose them nor
         # stop one halfway (the next line would be glued to its first part). The writes go
         # on in a task of their own, which holds the lock until they are out.
-        await asyncio.shield(self._write_ready())
+        task = asyncio.ensure_future(self._write_ready())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        await asyncio.shield(task)
 
     async def _write_ready(self) -> None:
         async with self._lock:  # one writer, so lines leave in the order they were let go
