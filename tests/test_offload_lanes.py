@@ -353,3 +353,45 @@ def test_a_drain_with_a_timeout_gives_up_a_write_to_a_client_that_reads_no_more(
             os.close(read_fd)
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_result_queued_when_the_last_worker_dies_during_a_backoff_passes_at_once(
+    tmp_path: Path,
+) -> None:
+    """A growth of the pool failed to spawn (OSError), then its one worker died: no worker
+    could be started (the backoff), yet the result queued behind it waited for one (the
+    start-up deadline, 30 s). It passes unrewritten at once."""
+    codec = Codec(dumps=fault_codec.stuck_dumps)
+
+    async def scenario() -> tuple[str, str]:
+        offload = Offload(CONFIG, codec, max_workers=2)
+        assert await offload.start()
+        try:
+            stuck_lane, lane = offload.session(), offload.session()
+            assert await lane.rewrite(line(1, [1, 2]), CALL, "s") is not None  # ready
+            stuck = asyncio.create_task(stuck_lane.rewrite(line(2, stock(2)), CALL, "s"))
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if offload._workers[0].job is not None:
+                    break
+            python, offload._python = offload._python, str(tmp_path / "no-such-python")
+            offload._respawn_wait = 60.0  # the backoff outlasts the test on a loaded machine
+            queued = asyncio.create_task(lane.rewrite(line(3, [3, 4]), CALL, "s"))
+            for _ in range(600):  # the growth it asked for fails
+                await asyncio.sleep(0.01)
+                if offload._respawn_at and not offload._background:
+                    break
+            offload._python = python
+            offload._kill(offload._workers[0])
+            reasons = []
+            for task in (stuck, queued):
+                try:
+                    await asyncio.wait_for(task, 10)
+                    reasons.append("rewritten")
+                except OffloadFailed as e:
+                    reasons.append(e.reason)
+            return reasons[0], reasons[1]
+        finally:
+            await offload.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 120)) == ("worker-exited", "no-worker")

@@ -495,6 +495,8 @@ class Offload:
             self._queue and not self._idle() and size < self.max_workers
         ):
             self._grow()
+        if not self._size():  # none could be started (a spawn failed a moment ago)
+            self._fail_queue("no-worker")
         self._dispatch()
 
     def _unhome(self, worker: _Worker) -> None:
