@@ -395,3 +395,45 @@ def test_a_result_queued_when_the_last_worker_dies_during_a_backoff_passes_at_on
             await offload.close()
 
     assert asyncio.run(asyncio.wait_for(scenario(), 120)) == ("worker-exited", "no-worker")
+
+
+def test_results_pass_as_sent_once_workers_keep_dying(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers that die before they are ready, again and again (here: an interpreter that
+    exits at once): once the pool gives up, results pass as the server wrote them; none is
+    rewritten in the event loop instead (whatever kills the workers would kill the proxy)."""
+    monkeypatch.setenv("GCFKIT_TEST_PARENT", str(os.getpid()))
+    fault_codec.IN_PARENT.clear()
+    config = dataclasses.replace(CONFIG, policy=Policy())
+    codec = Codec(dumps=fault_codec.crash_dumps)
+
+    async def scenario() -> list[tuple[bytes, bytes]]:
+        from gcfkit.transports.offload import receive, settle
+
+        offload = Offload(config, codec, python="/bin/false")
+        try:
+            if not await offload.start():
+                pytest.skip("the pool did not start: nothing to give up")
+            for _ in range(500):  # each death is seen within milliseconds; bounded anyway
+                if not offload.available:
+                    break
+                await asyncio.sleep(0.02)
+            assert not offload.available
+            core = ProxyCore(config, codec)
+            lane = offload.session()
+            pairs = []
+            for i in range(1, 4):
+                request = {"jsonrpc": "2.0", "id": i, "method": "tools/call"}
+                request["params"] = {"name": "stock", "arguments": {}}
+                core.from_client(json.dumps(request).encode() + b"\n")
+                sent = line(i, stock(i))
+                got = receive(core, lane, sent)
+                if not isinstance(got, list):
+                    got = await settle(core, lane, got, core.pop_events())
+                pairs.append((sent, b"".join(o.data for o in got if o.to == "client")))
+            return pairs
+        finally:
+            await offload.close()
+
+    pairs = asyncio.run(scenario())
+    assert fault_codec.IN_PARENT == [], "rewritten in the event loop"
+    assert all(out == sent for sent, out in pairs)

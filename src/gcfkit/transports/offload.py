@@ -18,9 +18,10 @@ when the pool first has a worker ready (loading the tokenizer is not the result'
 Past it the original is sent: a result still waiting for a worker is never started, and a
 worker still busy with it is killed (SIGKILL: whatever it is doing cannot be interrupted
 more gently), and another is started. A worker that cannot start, or keeps dying, leaves
-every result as the server wrote it; one that cannot be spawned (OSError) once the pool has
-started is tried again by a later result, after a backoff (results meanwhile pass as the
-server wrote them: none waits for a worker that does not exist).
+every result as the server wrote it (never rewritten in the event loop instead: whatever
+killed the workers would take the proxy down); one that cannot be spawned (OSError) once
+the pool has started is tried again by a later result, after a backoff (results meanwhile
+pass as the server wrote them: none waits for a worker that does not exist).
 
 **Sessions and workers.** A session's state (what its client holds for deltas and relative
 answers) lives in the worker that rewrote its last result, its *home*: state carried with
@@ -202,6 +203,11 @@ class Lane:
         """Whether results can still be rewritten (a worker runs or may be started)."""
         return self._pool.available and not self.closed
 
+    @property
+    def gave_up(self) -> bool:
+        """Whether the pool stopped after its workers kept dying (:attr:`Offload.gave_up`)."""
+        return self._pool.gave_up
+
     async def rewrite(
         self, line: bytes, call: Call, server: str, events: Iterable[tuple[str, ...]] = ()
     ) -> bytes | None:
@@ -281,6 +287,14 @@ class Offload:
     def available(self) -> bool:
         """Whether results can still be rewritten (a worker runs or may be started)."""
         return self._init is not None and self._crashes < _MAX_CRASHES and not self._closed
+
+    @property
+    def gave_up(self) -> bool:
+        """Whether workers kept dying (:data:`_MAX_CRASHES` in a row): results then pass as
+        the server wrote them, never rewritten in the event loop, where whatever killed
+        the workers (a codec crash on some input) would take the proxy down with it. A pool
+        that never started is not one that gave up: its shell rewrites results itself."""
+        return self._started and self._crashes >= _MAX_CRASHES
 
     @property
     def pids(self) -> list[int]:
@@ -857,9 +871,14 @@ async def start_pool(offload: Offload) -> None:
 def receive(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output] | ToolJob:
     """The core's answer to one line the server wrote: a :class:`ToolJob` to :func:`settle`
     when ``lane`` can rewrite it in the pool; without one (no worker could start), the
-    result is rewritten here, at once (:meth:`ProxyCore.from_server`)."""
+    result is rewritten here, at once (:meth:`ProxyCore.from_server`); after the pool's
+    workers kept dying (:attr:`Lane.gave_up`), it passes as the server wrote it."""
     if lane is not None and lane.available:
         return core.receive_server(line)
+    if lane is not None and lane.gave_up:
+        got = core.receive_server(line)
+        core.pop_events()  # no worker will hold the session's state again
+        return core.finish(got, None, failed="workers-crashed") if isinstance(got, ToolJob) else got
     core.pop_events()  # for a worker's state; the core's own needs none
     return core.from_server(line)
 
