@@ -369,13 +369,15 @@ def test_a_result_queued_when_the_last_worker_dies_during_a_backoff_passes_at_on
         try:
             stuck_lane, lane = offload.session(), offload.session()
             assert await lane.rewrite(line(1, [1, 2]), CALL, "s") is not None  # ready
+            # Every growth from now on fails, the one a busy pool may ask for at once too
+            # (a second worker started then would be ready in time to take the queued result).
+            python, offload._python = offload._python, str(tmp_path / "no-such-python")
+            offload._respawn_wait = 60.0  # the backoff outlasts the test on a loaded machine
             stuck = asyncio.create_task(stuck_lane.rewrite(line(2, stock(2)), CALL, "s"))
             for _ in range(200):
                 await asyncio.sleep(0.01)
                 if offload._workers[0].job is not None:
                     break
-            python, offload._python = offload._python, str(tmp_path / "no-such-python")
-            offload._respawn_wait = 60.0  # the backoff outlasts the test on a loaded machine
             queued = asyncio.create_task(lane.rewrite(line(3, [3, 4]), CALL, "s"))
             for _ in range(600):  # the growth it asked for fails
                 await asyncio.sleep(0.01)
