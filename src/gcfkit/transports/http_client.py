@@ -56,7 +56,7 @@ from .http import (
     one_line,
     request_ids,
 )
-from .offload import Lane, Offload, Outbox
+from .offload import Lane, Offload, Outbox, start_or_warm
 from .process import DEFAULT_GRACE, stop_signals
 from .stdio import client_pipes
 
@@ -443,11 +443,7 @@ async def run_upstream(
     # without one, results are rewritten here and the core warms up in a thread.
     offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
     lane = offload.session()
-    if await offload.start():
-        warming: asyncio.Future[None] = loop.create_future()
-        warming.set_result(None)
-    else:
-        warming = loop.run_in_executor(None, core.warm_up)
+    warming = await start_or_warm(offload, core)
     timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=read_timeout)
     # Streams answer concurrently; a line (up to 64 MB, written in slices) leaves whole.
     writing = asyncio.Lock()

@@ -92,6 +92,7 @@ __all__ = [
     "receive",
     "server_pool",
     "settle",
+    "start_or_warm",
     "start_pool",
 ]
 
@@ -857,6 +858,19 @@ def server_pool(
     """The pool of a server of many sessions (the HTTP shells): :data:`MAX_WORKERS` at
     most; its workers append their records to ``ledger_path``."""
     return Offload(config, codec, ledger_path=ledger_path, max_workers=MAX_WORKERS)
+
+
+async def start_or_warm(offload: Offload, core: ProxyCore) -> asyncio.Future[None]:
+    """Start ``offload``'s first worker (it loads the tokenizer meanwhile), for a shell with
+    one session; when none can start, results are rewritten in the event loop, so ``core``
+    warms up in a thread meanwhile. Returns what the first such rewrite waits for (done at
+    once when the pool runs)."""
+    loop = asyncio.get_running_loop()
+    if await offload.start():
+        done: asyncio.Future[None] = loop.create_future()
+        done.set_result(None)
+        return done
+    return loop.run_in_executor(None, core.warm_up)
 
 
 async def start_pool(offload: Offload) -> None:

@@ -48,7 +48,7 @@ from ..ledger import Ledger, utc_now_iso
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
-from .offload import Offload, Outbox
+from .offload import Offload, Outbox, start_or_warm
 from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, widen_pipe
 
 if TYPE_CHECKING:
@@ -258,11 +258,7 @@ async def run_proxy(
     # warm-up runs in a thread meanwhile; the first tool result waits for it.
     offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
     lane = offload.session()
-    if await offload.start():
-        warming: asyncio.Future[None] = loop.create_future()
-        warming.set_result(None)
-    else:
-        warming = loop.run_in_executor(None, core.warm_up)
+    warming = await start_or_warm(offload, core)
     for pipe in (client_in, client_out):
         with contextlib.suppress(OSError, ValueError):
             if _is_pipe(pipe):
