@@ -57,7 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, located
+from .errors import GCFDecodeError, GCFEncodeError, at_path, placed
 from .grammar import NUMBER_RE, SURROGATE
 from .header import to_text
 
@@ -551,11 +551,7 @@ def parse(text: str | bytes) -> list[Section]:
     >>> [s.name for s in parse("GCX1 tool=g section=nodes fields=id\\n1\\n")]
     ['nodes']
     """
-    doc = to_text(text)
-    try:
-        return [section for section, _ in _sections(doc)]
-    except GCFError as e:
-        raise located(e, doc) from None
+    return placed(lambda doc: [section for section, _ in _sections(doc)], to_text(text))
 
 
 def _sections(text: str) -> list[tuple[Section, int]]:
@@ -607,11 +603,7 @@ def loads(text: str | bytes) -> Any:
     >>> loads("GCX1 tool=t rows=1 fields=id,ok\\n7\\ttrue\\n")
     [{'id': 7, 'ok': True}]
     """
-    doc = to_text(text)
-    try:
-        return _loads(doc)
-    except GCFError as e:
-        raise located(e, doc) from None
+    return placed(_loads, to_text(text))
 
 
 def _loads(text: str) -> Any:

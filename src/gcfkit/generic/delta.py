@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, located
+from ..errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, placed
 from ..header import format_header, to_text
 from ..scalar import format_key, format_scalar, quote_string
 from .decoder import decode_document
@@ -354,11 +354,7 @@ def loads_delta(text: str | bytes) -> GenericDelta:
     >>> (d.key, d.removed)
     ('id', (1,))
     """
-    doc = to_text(text)
-    try:
-        return _delta_from(doc)
-    except GCFError as e:
-        raise located(e, doc) from None
+    return placed(_delta_from, to_text(text))
 
 
 def _delta_from(text: str) -> GenericDelta:
@@ -551,11 +547,7 @@ def loads_keyed(text: str | bytes) -> KeyedSet:
     >>> loads_keyed(dumps_full(s)) == s
     True
     """
-    doc = to_text(text)
-    try:
-        return _keyed_from(doc)
-    except GCFError as e:
-        raise located(e, doc) from None
+    return placed(_keyed_from, to_text(text))
 
 
 def _keyed_from(text: str) -> KeyedSet:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import GCFDecodeError, GCFError, located
+from ..errors import GCFDecodeError, placed
 from ..grammar import GRAPH_FIELD_SEP, SUMMARY, TRAILER
 from ..header import Header, to_text
 from .lines import (
@@ -223,11 +223,7 @@ def decode_graph(
     from earlier payloads of the same session. Rejections are
     :class:`~gcfkit.errors.GCFDecodeError`, placed in the decoded text.
     """
-    doc = to_text(text)
-    try:
-        return _decode(doc, known)
-    except GCFError as e:
-        raise located(e, doc) from None
+    return placed(lambda doc: _decode(doc, known), to_text(text))
 
 
 def _decode(text: str, known: Mapping[int, Symbol] | None) -> tuple[Graph, dict[int, Symbol]]:

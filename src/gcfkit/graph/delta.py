@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ..errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, located
+from ..errors import GCFDecodeError, GCFEncodeError, GCFError, at_path, placed
 from ..grammar import GRAPH_FIELD_SEP, RECORD_UNSAFE, SURROGATE, TRAILER
 from ..header import Header, format_header, to_text
 from ..scalar import format_number
@@ -293,11 +293,7 @@ def loads_delta(text: str | bytes) -> GraphDelta:
     >>> d.added[0]
     Symbol(qualified_name='pkg.New', kind='function', score=0.85, provenance='rwr', distance=1)
     """
-    doc = to_text(text)
-    try:
-        return _delta_from(doc)
-    except GCFError as e:
-        raise located(e, doc) from None
+    return placed(_delta_from, to_text(text))
 
 
 def _delta_from(text: str) -> GraphDelta:

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..errors import GCFDecodeError, GCFError, decode_error_at, located
+from ..errors import GCFDecodeError, GCFError, decode_error_at, placed
 from ..generic.decoder import loads as _loads_generic
 from ..generic.encoder import dumps as _dumps_generic
 from ..grammar import count
@@ -260,11 +260,7 @@ def loads(text: str | bytes) -> Answer:
     Traceback (most recent call last):
     gcfkit.errors.GCFDecodeError: error[invalid_answer] line 1: an answer names its held ...
     """
-    doc = to_text(text)
-    try:
-        return _loads(doc)
-    except GCFError as e:
-        raise located(e, doc) from None
+    return placed(_loads, to_text(text))
 
 
 def _loads(src: str) -> Answer:
