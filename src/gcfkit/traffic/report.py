@@ -15,7 +15,7 @@ from typing import Final
 from .. import __version__
 from ..measure.charts import before_after_bars, change
 from ..measure.savings import Totals, describe_decision, is_left_alone
-from .verify import VerifyResult
+from .verify import CallCheck, VerifyResult
 
 __all__ = ["gate_line", "headline", "render_html", "render_markdown"]
 
@@ -106,23 +106,35 @@ def render_markdown(result: VerifyResult, source: str) -> str:
     out += ["## What the proxy did, and why", ""]
     out += [*_md_table(["decision", "calls", "", "meaning"], _decision_rows(result)), ""]
     out += ["## Every call", ""]
-    rows = []
-    for c in result.checks:
-        r = c.record
-        rows.append(
-            [
-                c.session,
-                c.file,
-                "ok" if c.ok else "FAIL: " + c.problem,
-                c.how,
-                r.decision if r else "",
-                f"{r.tokens_before:,}" if r else "",
-                f"{r.tokens_after:,}" if r else "",
-            ]
-        )
-    head = ["session", "call", "gate", "delivered as", "decision", "tokens sent"]
-    out += [*_md_table([*head, "tokens delivered"], rows), ""]
+    rows = [_call_cells(c) for c in result.checks]
+    out += [*_md_table(list(_CALL_HEAD), rows), ""]
     return "\n".join(out)
+
+
+_CALL_HEAD: Final = (
+    "session",
+    "call",
+    "gate",
+    "delivered as",
+    "decision",
+    "tokens sent",
+    "tokens delivered",
+)
+
+
+def _call_cells(c: CallCheck) -> list[str]:
+    """One call's row of the "Every call" table, in both reports (plain text: each report
+    escapes it its own way)."""
+    r = c.record
+    return [
+        c.session,
+        c.file,
+        "ok" if c.ok else "FAIL: " + c.problem,
+        c.how,
+        r.decision if r else "",
+        f"{r.tokens_before:,}" if r else "",
+        f"{r.tokens_after:,}" if r else "",
+    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -228,23 +240,14 @@ def render_html(result: VerifyResult, source: str) -> str:
         + "</section>"
     )
     parts.append("<section><h2>Every call</h2><table><thead><tr>")
-    head = ["session", "call", "gate", "delivered as", "decision", "tokens sent"]
-    head.append("tokens delivered")
     parts.append(
-        "".join(f'<th class="{"num" if i > 4 else ""}">{_e(h)}</th>' for i, h in enumerate(head))
+        "".join(
+            f'<th class="{"num" if i > 4 else ""}">{_e(h)}</th>' for i, h in enumerate(_CALL_HEAD)
+        )
     )
     parts.append("</tr></thead><tbody>")
     for c in result.checks:
-        r = c.record
-        cells = [
-            c.session,
-            c.file,
-            "ok" if c.ok else "FAIL: " + c.problem,
-            c.how,
-            r.decision if r else "",
-            f"{r.tokens_before:,}" if r else "",
-            f"{r.tokens_after:,}" if r else "",
-        ]
+        cells = _call_cells(c)
         tds = "".join(
             f'<td class="{"num" if i > 4 else ""}">{_e(x)}</td>' for i, x in enumerate(cells)
         )
