@@ -188,12 +188,42 @@ def configs(state: Path, only: set[str] | None = None) -> list[Config]:
 # --------------------------------------------------------------------------------------
 
 
+#: The clients the bench declares itself as: a client whose model reads the text blocks (the
+#: SDK's own name, unknown to every proxy) and Claude Code, whose model reads
+#: JSON.stringify(structuredContent) of a result that carries it (gcfkit.proxy.readers).
+VIEWS: dict[str, str] = {"content": "mcp", "claude-code": "claude-code"}
+#: What each view's model reads (gcfkit.proxy.structured.model_view).
+VIEW_READS = {"content": "content", "claude-code": "structured"}
+#: The configurations run in the Claude Code view (the content view runs them all).
+CLAUDE_CONFIGS = {
+    "no proxy",
+    "gcfkit",
+    "gcfkit, agent without _since",
+    "terse",
+    "terse --diff",
+    "gcf-proxy",
+}
+#: Claude Code writes a result over this many tokens to a file and shows the model a path
+#: and a preview (MAX_MCP_OUTPUT_TOKENS, its default).
+CLAUDE_OFFLOAD_TOKENS = 25_000
+
+
 @dataclass
 class CallResult:
     texts: list[str] | None  # None: the call failed or timed out
     seconds: float
     error: str = ""
     since: str | None = None  # the handle the agent passed
+    #: The result's content and structuredContent as the client received them.
+    result: dict[str, Any] | None = None
+
+    def view(self, reads: str) -> list[str] | None:
+        """What a ``reads`` client's model reads of this result."""
+        from gcfkit.proxy.structured import model_view
+
+        if self.result is None:
+            return None
+        return model_view(self.result, reads)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -203,11 +233,11 @@ class Session:
     calls: list[CallResult]
 
 
-def session_or_failure(config: Config, server: str, state: Path) -> Session:
+def session_or_failure(config: Config, server: str, state: Path, view: str) -> Session:
     """One session; a proxy that cannot even start counts every call as failed."""
-    log = state / f"{config.name.replace(' ', '_').replace('/', '_')}.{server}.stderr"
+    log = state / f"{config.name.replace(' ', '_').replace('/', '_')}.{server}.{view}.stderr"
     try:
-        return asyncio.run(run_session(config, server, log))
+        return asyncio.run(run_session(config, server, log, VIEWS[view]))
     except Exception as e:
         print(
             f"  {config.name} / {server}: session failed ({e!r}); stderr in {log}", file=sys.stderr
@@ -230,8 +260,8 @@ def handle_in(texts: list[str]) -> str | None:
     return found
 
 
-async def run_session(config: Config, server: str, log: Path) -> Session:
-    from mcp import ClientSession
+async def run_session(config: Config, server: str, log: Path, client: str) -> Session:
+    from mcp import ClientSession, types
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     assert config.prefix is not None
@@ -245,7 +275,9 @@ async def run_session(config: Config, server: str, log: Path) -> Session:
     with open(log, "w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(
+                read, write, client_info=types.Implementation(name=client, version="1.0")
+            ) as session,
         ):
             init = await asyncio.wait_for(session.initialize(), 60)
             listed = await asyncio.wait_for(session.list_tools(), 60)
@@ -263,7 +295,9 @@ async def run_session(config: Config, server: str, log: Path) -> Session:
                         session.call_tool(call["tool"], args), CALL_TIMEOUT
                     )
                     texts = [b.text for b in result.content if b.type == "text"]
-                    results.append(CallResult(texts, time.perf_counter() - started, since=since))
+                    got = received(result)
+                    elapsed = time.perf_counter() - started
+                    results.append(CallResult(texts, elapsed, since=since, result=got))
                     handle = handle_in(texts)
                     if handle is not None:
                         latest[slot_of(call)] = handle
@@ -276,6 +310,18 @@ async def run_session(config: Config, server: str, log: Path) -> Session:
     )
 
 
+def received(result: Any) -> dict[str, Any]:
+    """A CallToolResult's text blocks, structuredContent and isError, as JSON (what the bench
+    counts and checks; other blocks are neither)."""
+    texts = [b.text for b in result.content if b.type == "text"]
+    got: dict[str, Any] = {"content": [{"type": "text", "text": t} for t in texts]}
+    if result.structured_content is not None:
+        got["structuredContent"] = result.structured_content
+    if result.is_error:
+        got["isError"] = True
+    return got
+
+
 # --------------------------------------------------------------------------------------
 # Verifying what gcfkit delivered
 # --------------------------------------------------------------------------------------
@@ -285,44 +331,59 @@ def raw_texts(call: dict[str, Any]) -> list[str]:
     return [b.get("text", "") for b in call["result"].get("content", []) if b.get("type") == "text"]
 
 
+def sent_result(call: dict[str, Any]) -> dict[str, Any]:
+    """The recorded result as the bench compares it: its text blocks, structuredContent and
+    isError (what :func:`received` keeps of what a client got)."""
+    result = call["result"]
+    sent: dict[str, Any] = {"content": [{"type": "text", "text": t} for t in raw_texts(call)]}
+    if result.get("structuredContent") is not None:
+        sent["structuredContent"] = result["structuredContent"]
+    if result.get("isError"):
+        sent["isError"] = True
+    return sent
+
+
+def model_view(result: dict[str, Any], view: str) -> list[str]:
+    from gcfkit.proxy.structured import model_view as view_of
+
+    return view_of(result, VIEW_READS[view])  # type: ignore[arg-type]
+
+
 class Checker:
     """Reads every gcfkit result back as a client does (:func:`gcfkit.traffic.verify.read_back`,
     the one reader ``gcfkit verify`` uses: full GCF decoded with its extensions, relative
     answers applied to the result they name, Python literals rendered back, file reads and
-    texts byte for byte), and checks that none is larger than what the server sent. Any
-    mismatch is an AssertionError."""
+    texts byte for byte, a result delivered as its structuredContent's value read back to that
+    value), and checks that the model reads no more than it would have without the proxy.
+    Any mismatch is an AssertionError."""
 
-    def __init__(self) -> None:
+    def __init__(self, view: str) -> None:
         from gcfkit import relative
 
+        self.view = view
         self.reader = relative.Reader()
         self.checked = 0
         self.named_growth = 0  # results larger than the server's only by their ref= block
 
-    def check(self, label: str, call: dict[str, Any], got: list[str]) -> None:
+    def check(self, label: str, call: dict[str, Any], got: dict[str, Any]) -> None:
         from gcfkit import relative, tokens
         from gcfkit.proxy.policy import Policy
         from gcfkit.traffic.verify import GateError, read_back
 
-        raw = raw_texts(call)
-        texts = list(got)
+        sent = sent_result(call)
+        raw = model_view(sent, self.view)
+        texts = model_view(got, self.view)
         block = None
-        if len(texts) == len(raw) + 1 and relative.ref_of(texts[-1]) == texts[-1][4:]:
+        if len(texts) >= 2 and relative.ref_of(texts[-1]) == texts[-1][4:]:
             block = texts[-1]  # the ref= block naming a result that is not GCF
             texts = texts[:-1]
         before = sum(tokens.count(t) for t in raw)
         after = sum(tokens.count(t) for t in texts)
-        assert after <= before, f"{label}: {after} tokens sent for the server's {before}"
+        assert after <= before, f"{label}: {after} tokens read for the server's {before}"
         if block is not None and after + tokens.count(block) > before:
             self.named_growth += 1
-
-        def result(blocks: list[str]) -> dict[str, Any]:
-            return {"content": [{"type": "text", "text": t} for t in blocks]}
-
         try:
-            read_back(
-                result(raw), result(got), self.reader, file_tool=Policy().is_file_tool(call["tool"])
-            )
+            read_back(sent, got, self.reader, file_tool=Policy().is_file_tool(call["tool"]))
         except GateError as e:
             raise AssertionError(f"{label}: {e}") from e
         self.checked += 1
@@ -394,6 +455,191 @@ def p99(values: list[float]) -> float:
 # --------------------------------------------------------------------------------------
 
 
+@dataclass
+class Measured:
+    """One view's runs: the sessions, every count and what was checked."""
+
+    view: str
+    servers: list[str]
+    raw: dict[str, dict[str, Session]] = field(default_factory=dict)
+    # totals[config][server][enc] = (results, instructions + tools)
+    totals: dict[str, dict[str, dict[str, tuple[int, int]]]] = field(default_factory=dict)
+    per_call: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    # per_call_enc[config][server][enc]: each call's result tokens
+    per_call_enc: dict[str, dict[str, dict[str, list[int]]]] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    checked: int = 0
+    growth: dict[str, int] = field(default_factory=dict)
+
+    def total(self, name: str, enc: str, servers: list[str] | None = None) -> int:
+        return sum(sum(self.totals[name][s][enc]) for s in servers or self.servers)
+
+    def files(self, name: str, enc: str) -> int:
+        """The tokens of the file reads' results (FILE_TOOLS)."""
+        return sum(
+            self.per_call_enc[name][s][enc][i]
+            for s in self.servers
+            for i, call in enumerate(corpus_calls(s))
+            if call["tool"] in FILE_TOOLS
+        )
+
+    def over(self, name: str, limit: int) -> list[str]:
+        """The calls whose result the model reads as more than ``limit`` o200k tokens."""
+        return [
+            f"{s}/{i:03d} {call['tool']} ({self.per_call[name][s][i]:,})"
+            for s in self.servers
+            for i, call in enumerate(corpus_calls(s))
+            if self.per_call[name][s][i] > limit
+        ]
+
+
+def measure(view: str, ran: list[Config], servers: list[str], reps: int, state: Path) -> Measured:
+    """Every configuration of ``ran`` (those of the view) run as the view's client, every gcfkit
+    result read back, and what the view's model reads counted."""
+    from gcfkit import tokens
+
+    m = Measured(view, servers)
+    ran = [c for c in ran if view == "content" or c.name in CLAUDE_CONFIGS]
+    for cfg in ran:
+        m.raw[cfg.name] = {}
+        for server in servers:
+            runs = [session_or_failure(cfg, server, state, view) for _ in range(reps)]
+            first = runs[0]
+            for i, res in enumerate(first.calls):
+                res.seconds = statistics.median(r.calls[i].seconds for r in runs)
+            m.raw[cfg.name][server] = first
+            print(f"  ran {cfg.name:<48} {server} ({view})", file=sys.stderr)
+
+    # Every gcfkit result rebuilt by a reader; failures are assertion errors, not footnotes.
+    for cfg in ran:
+        if not cfg.gcfkit:
+            continue
+        m.growth[cfg.name] = 0
+        for server in servers:
+            checker = Checker(view)
+            for i, call in enumerate(corpus_calls(server)):
+                res = m.raw[cfg.name][server].calls[i]
+                label = f"{cfg.name} ({view}): {server}/{i:03d} {call['tool']}"
+                assert res.result is not None, f"{label} failed ({res.error})"
+                checker.check(label, call, res.result)
+            m.checked += checker.checked
+            m.growth[cfg.name] += checker.named_growth
+
+    base = m.raw["no proxy"]
+    for cfg in ran:
+        m.totals[cfg.name], m.per_call[cfg.name], m.failures[cfg.name] = {}, {}, []
+        m.per_call_enc[cfg.name] = {}
+        for server in servers:
+            sess = m.raw[cfg.name][server]
+            calls_enc: dict[str, list[int]] = {}
+            per_enc: dict[str, tuple[int, int]] = {}
+            for enc in ENCODINGS:
+                results = 0
+                calls_enc[enc] = []
+                for i, res in enumerate(sess.calls):
+                    texts = res.view(VIEW_READS[view])
+                    if texts is None:  # a failed call counts as what the server sent
+                        texts = base[server].calls[i].view(VIEW_READS[view])
+                    n = sum(tokens.count(x, enc) for x in texts or [])
+                    results += n
+                    calls_enc[enc].append(n)
+                fixed = tokens.count(sess.instructions, enc) + tokens.count(sess.tools, enc)
+                per_enc[enc] = (results, fixed)
+            m.totals[cfg.name][server] = per_enc
+            m.per_call[cfg.name][server] = calls_enc["o200k_base"]
+            m.per_call_enc[cfg.name][server] = calls_enc
+            m.failures[cfg.name] += [
+                f"{server}/{i:03d} {r.error}" for i, r in enumerate(sess.calls) if r.result is None
+            ]
+    return m
+
+
+def emit_claude(emit: Any, content: Measured, claude: Measured, cfgs: list[Config]) -> None:
+    """The Claude Code view, and both views side by side (README's proxy table)."""
+    emit("\n## What Claude Code's model reads (the client declares itself `claude-code`)\n")
+    emit(
+        "The same sessions, the SDK client declaring `clientInfo.name` `claude-code`. Counted: "
+        "what Claude Code hands its model, `JSON.stringify(structuredContent)` of a successful "
+        "result that carries it, else its text blocks (gcfkit.proxy.structured.model_view), "
+        "plus the instructions and the tool list once per session. gcfkit (`--structured "
+        "auto`) delivers such a result as its value, compressed, and drops the tools' "
+        f"outputSchema. Verified: {claude.checked:,} gcfkit results read back to the value "
+        "(or the file's text) the model would have read, none read as more tokens; the SDK "
+        "client validated every structuredContent it received against its tool's "
+        "outputSchema.\n"
+    )
+    emit(
+        "| configuration | o200k | cl100k | saved (o200k) | results o200k | instructions + "
+        f"tools o200k | failed calls | results over {CLAUDE_OFFLOAD_TOKENS:,} tokens |"
+    )
+    emit("|---|---:|---:|---:|---:|---:|---:|---|")
+    none_o = claude.total("no proxy", "o200k_base")
+    for cfg in cfgs:
+        if cfg.name not in CLAUDE_CONFIGS:
+            continue
+        if cfg.name not in claude.totals:
+            emit(f"| {cfg.name} | n/a | n/a | | | | not run: {cfg.why_not} | |")
+            continue
+        o, c = claude.total(cfg.name, "o200k_base"), claude.total(cfg.name, "cl100k_base")
+        res_o = sum(claude.totals[cfg.name][s]["o200k_base"][0] for s in claude.servers)
+        fix_o = sum(claude.totals[cfg.name][s]["o200k_base"][1] for s in claude.servers)
+        label = cfg.name + (", agent passes _since" if cfg.since else "")
+        saved = f"{(none_o - o) / none_o:.1%}" if cfg.name != "no proxy" else ""
+        over = ", ".join(claude.over(cfg.name, CLAUDE_OFFLOAD_TOKENS)) or "none"
+        emit(
+            f"| {label} | {o:,} | {c:,} | {saved} | {res_o:,} | {fix_o:,} | "
+            f"{len(claude.failures[cfg.name])} | {over} |"
+        )
+    for name, f in claude.failures.items():
+        if f:
+            emit(f"- {name}: failed/timed out: {', '.join(f)}")
+    target = "terse --diff"
+    if "gcfkit" in claude.totals and target in claude.totals:
+        for enc in ENCODINGS:
+            g, t = claude.total("gcfkit", enc), claude.total(target, enc)
+            word = "MET" if g < t else "NOT MET"
+            emit(
+                f"\nTarget, Claude Code's view ({enc}): gcfkit with default flags, agent passing "
+                f"_since, {g:,} against terse --diff {t:,}: {word} ({g - t:+,})."
+            )
+        for enc in ENCODINGS:
+            g = content.total("gcfkit", enc) - content.files("gcfkit", enc)
+            t = content.total(target, enc) - content.files(target, enc)
+            word = "MET" if g < t else "NOT MET"
+            emit(
+                f"Content reader's view without the file reads ({enc}; their results left out "
+                f"on both sides): gcfkit {g:,} against terse --diff {t:,}: {word} ({g - t:+,})."
+            )
+
+    emit("\n## Both views (o200k / cl100k, instructions and tool lists included)\n")
+    emit("| configuration | content reader | Claude Code |")
+    emit("|---|---:|---:|")
+    for cfg in cfgs:
+        if cfg.name not in CLAUDE_CONFIGS or cfg.name not in claude.totals:
+            continue
+        cells = [
+            f"{v.total(cfg.name, 'o200k_base'):,} / {v.total(cfg.name, 'cl100k_base'):,}"
+            for v in (content, claude)
+        ]
+        label = cfg.name + (", agent passes _since" if cfg.since else "")
+        emit(f"| {label} | " + " | ".join(cells) + " |")
+
+    emit("\n## Per call, Claude Code's view (o200k, what the model reads of each result)\n")
+    names = list(claude.raw)
+    emit("| call | " + " | ".join(names) + " |")
+    emit("|---|" + "---:|" * len(names))
+    for server in claude.servers:
+        for i, call in enumerate(corpus_calls(server)):
+            cells = []
+            for name in names:
+                res = claude.raw[name][server].calls[i]
+                cells.append(
+                    res.error if res.result is None else str(claude.per_call[name][server][i])
+                )
+            rep = f" (repeat of {call['repeat_of']})" if call["repeat_of"] else ""
+            emit(f"| {server}/{i:03d} {call['tool']}{rep} | " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replay", metavar="SERVER", help=argparse.SUPPRESS)
@@ -401,78 +647,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="also write the markdown report here")
     ap.add_argument("--servers", nargs="*", default=SERVERS)
     ap.add_argument("--only", nargs="*", help="run only these configurations (and no proxy)")
+    ap.add_argument(
+        "--views",
+        nargs="*",
+        choices=["claude-code"],
+        default=["claude-code"],
+        help="besides a content reader's, whose model is counted (Claude Code's: none to skip)",
+    )
     args = ap.parse_args(argv)
     if args.replay:
         return replay_server(args.replay)
 
-    from gcfkit import tokens
 
     state = Path(tempfile.mkdtemp(prefix="gcfkit-bench-"))
     cfgs = configs(state, set(args.only) if args.only else None)
     ran = [c for c in cfgs if c.prefix is not None]
-    raw: dict[str, dict[str, Session]] = {}
-    for cfg in ran:
-        raw[cfg.name] = {}
-        for server in args.servers:
-            runs = [session_or_failure(cfg, server, state) for _ in range(args.reps)]
-            first = runs[0]
-            for i, res in enumerate(first.calls):
-                res.seconds = statistics.median(r.calls[i].seconds for r in runs)
-            raw[cfg.name][server] = first
-            print(f"  ran {cfg.name:<48} {server}", file=sys.stderr)
-
-    # Every gcfkit result rebuilt by a reader; failures are assertion errors, not footnotes.
-    checked = 0
-    growth: dict[str, int] = {}
-    for cfg in ran:
-        if not cfg.gcfkit:
-            continue
-        growth[cfg.name] = 0
-        for server in args.servers:
-            checker = Checker()
-            for i, call in enumerate(corpus_calls(server)):
-                res = raw[cfg.name][server].calls[i]
-                assert res.texts is not None, f"{cfg.name}: {server}/{i:03d} failed ({res.error})"
-                checker.check(f"{cfg.name}: {server}/{i:03d} {call['tool']}", call, res.texts)
-            checked += checker.checked
-            growth[cfg.name] += checker.named_growth
-
-    def count(text: str, enc: str) -> int:
-        return tokens.count(text, enc)
-
+    views = {v: measure(v, ran, args.servers, args.reps, state) for v in ["content", *args.views]}
+    m = views["content"]
+    raw, totals, per_call, per_call_enc = m.raw, m.totals, m.per_call, m.per_call_enc
+    failures, checked, growth = m.failures, m.checked, m.growth
     base = raw["no proxy"]
-    # tokens[config][server][enc] = (results, instructions + tools)
-    totals: dict[str, dict[str, dict[str, tuple[int, int]]]] = {}
-    per_call: dict[str, dict[str, list[int]]] = {}
-    # per_call_enc[config][server][enc]: each call's result tokens
-    per_call_enc: dict[str, dict[str, dict[str, list[int]]]] = {}
-    failures: dict[str, list[str]] = {}
-    for cfg in ran:
-        totals[cfg.name], per_call[cfg.name], failures[cfg.name] = {}, {}, []
-        per_call_enc[cfg.name] = {}
-        for server in args.servers:
-            sess = raw[cfg.name][server]
-            calls_enc: dict[str, list[int]] = {}
-            per_enc: dict[str, tuple[int, int]] = {}
-            for enc in ENCODINGS:
-                results = 0
-                calls_enc[enc] = []
-                for i, res in enumerate(sess.calls):
-                    texts = res.texts if res.texts is not None else base[server].calls[i].texts
-                    n = sum(count(x, enc) for x in texts or [])
-                    results += n
-                    calls_enc[enc].append(n)
-                fixed = count(sess.instructions, enc) + count(sess.tools, enc)
-                per_enc[enc] = (results, fixed)
-            totals[cfg.name][server] = per_enc
-            per_call[cfg.name][server] = calls_enc["o200k_base"]
-            per_call_enc[cfg.name][server] = calls_enc
-            failures[cfg.name] += [
-                f"{server}/{i:03d} {r.error}" for i, r in enumerate(sess.calls) if r.texts is None
-            ]
 
     def total(name: str, enc: str, servers: list[str] | None = None) -> int:
-        return sum(sum(totals[name][s][enc]) for s in servers or args.servers)
+        return m.total(name, enc, servers)
 
     lines: list[str] = []
     emit = lines.append
@@ -555,6 +752,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"allow (the interface); without those two, gcfkit {g - files - others:,} "
                 f"against terse --diff {t:,} ({rest:+,})."
             )
+
+    if "claude-code" in views:
+        emit_claude(emit, views["content"], views["claude-code"], cfgs)
 
     compare = [n for n in ("no proxy", "gcfkit", "gcfkit, agent without _since", "terse",
                            "terse --diff") if n in totals]  # fmt: skip

@@ -20,16 +20,26 @@ from typing import Any
 from ..errors import ConfigError
 from ..proxy.config import DENSE_CONSTRUCTS, ProxyConfig
 from ..proxy.policy import Policy, ToolPolicy, load_policy
+from ..proxy.readers import CLIENTS, STRUCTURED_MODES
 
-__all__ = ["add_capture_options", "capture_opener", "open_capture", "proxy_config", "register"]
+__all__ = [
+    "add_capture_options",
+    "add_client_options",
+    "capture_opener",
+    "open_capture",
+    "proxy_config",
+    "register",
+]
 
 _EPILOG = """\
 what is rewritten:
   tools/call results whose text blocks are JSON (or Python literals that render back
   exactly): to GCF, or its dense profile, when that has fewer tokens than compact JSON,
-  else to compact JSON when smaller, else left alone. Errors,
-  structuredContent, images, audio, resources, non-JSON text and file contents pass
-  unchanged. File reads are told by name (read_file, read-file, readFile,
+  else to compact JSON when smaller, else left alone. For a client whose model reads
+  structuredContent (Claude Code, Codex: --structured auto) the value of structuredContent
+  is what is answered so, in the content, and structuredContent and the tool's outputSchema
+  are dropped. Errors, UI tools (_meta.ui), images, audio, resources, non-JSON text and file
+  contents pass unchanged. File reads are told by name (read_file, read-file, readFile,
   get_file_text_by_path, cat...), by a description about file contents with a path
   argument, and shells (bash, run_command) count too; when in doubt, text is left alone.
 
@@ -151,6 +161,7 @@ def register(sub: Any) -> None:
         help="Python-literal results ([{'id': 1}]): compress those that render back exactly "
         "(default), also read tuples as lists (lossy: the tuple type), or never",
     )
+    add_client_options(p)
     p.add_argument(
         "--decode-args",
         action="store_true",
@@ -380,6 +391,29 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         dense=_dense_constructs(getattr(args, "dense", "all")),
         primer_carrier=getattr(args, "primer", None) or ProxyConfig().primer_carrier,
         literals=getattr(args, "literals", "exact"),
+        client=getattr(args, "client", "") or "",
+        structured=getattr(args, "structured", "auto"),
+    )
+
+
+def add_client_options(p: argparse.ArgumentParser) -> None:
+    """``--client`` and ``--structured`` (the proxy's, and ``gcfkit verify``'s: what the
+    client's model reads decides what is delivered and what the ledger counts)."""
+    known = ", ".join(n for c in CLIENTS for n in c.names[:1])
+    p.add_argument(
+        "--client",
+        metavar="NAME",
+        default="",
+        help="the client in front, when it does not say so in initialize (clientInfo.name): "
+        f"{known}; what its model reads decides --structured auto",
+    )
+    p.add_argument(
+        "--structured",
+        choices=STRUCTURED_MODES,
+        default="auto",
+        help="results carrying structuredContent: auto (default) delivers its value as the "
+        "content, compressed, to a client whose model reads structuredContent (Claude Code, "
+        "Codex) and drops the tools' outputSchema; keep never does; text does for any client",
     )
 
 

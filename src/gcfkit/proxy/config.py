@@ -20,6 +20,7 @@ from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS
 from .policy import Format, Policy
 from .primer import PrimerMode
 from .pyliteral import LiteralMode
+from .readers import StructuredMode
 from .since import FREE_NAMING_BYTES, RefMode
 
 __all__ = ["DENSE_CONSTRUCTS", "Codec", "DenseEncoded", "ProxyConfig"]
@@ -110,6 +111,11 @@ class ProxyConfig:
     ``literals``: Python-literal results (:mod:`gcfkit.proxy.pyliteral`): ``exact``,
     ``tuples`` or ``off``.
 
+    ``client``: the client's name when the user gives it (``--client``; else the name it
+    declares in ``initialize``), which says what its model reads (:mod:`gcfkit.proxy.readers`);
+    ``structured``: ``auto``, ``keep`` or ``text``, whether results carrying
+    ``structuredContent`` are delivered as their value (:mod:`gcfkit.proxy.structured`).
+
     >>> ProxyConfig().format, ProxyConfig().encoding
     ('gcf', 'o200k_base')
     """
@@ -137,3 +143,5 @@ class ProxyConfig:
     dense: tuple[str, ...] = DENSE_CONSTRUCTS
     primer_carrier: PrimerMode = "payload"
     literals: LiteralMode = "exact"
+    client: str = ""
+    structured: StructuredMode = "auto"

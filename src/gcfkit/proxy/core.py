@@ -78,9 +78,11 @@ from .policy import (
     output_format_capability,
 )
 from .primer import append_primer, append_relative_primer
+from .readers import Reads, declared_client, flattens, reads_of
 from .record import LedgerRecord
 from .rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
 from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
+from .structured import feeds_ui, strip_output_schemas
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -179,6 +181,8 @@ class _Session:
     native_format_arg: set[str] = field(default_factory=set)
     # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
     tasks: dict[str, _Pending] = field(default_factory=dict)
+    # The name the client declared in initialize (what its model reads: gcfkit.proxy.readers).
+    client: str = ""
 
 
 # ---------------------------------------------------------------------------------------
@@ -487,6 +491,7 @@ class ProxyCore:
             self._rewriter.reset()
             self._events.append(("reset",))
         if method in ("initialize", "server/discover") and isinstance(params, dict):
+            self._session.client = declared_client(params) or self._session.client
             # Handshake era: capabilities in params; 2026 era: in the request's _meta.
             meta = params.get("_meta")
             caps = params.get("capabilities")
@@ -611,8 +616,38 @@ class ProxyCore:
         if pending.method in ("initialize", "server/discover"):
             return self._with_primer(msg, result, pending)
         if pending.method == "tools/list":
-            return self._tools_list(msg, result)
+            return self._without_output_schemas(self._tools_list(msg, result), msg)
         return None
+
+    # -- what the client's model reads (gcfkit.proxy.readers, gcfkit.proxy.structured) ----
+
+    @property
+    def client_reads(self) -> Reads:
+        """What this session's client hands its model of a result carrying
+        ``structuredContent`` (``--client``, else the name it declared; unknown: content)."""
+        return reads_of(self.config.client or self._session.client)
+
+    def _flattens(self, tool: str) -> bool:
+        """Whether ``tool``'s results carrying ``structuredContent`` are delivered as their
+        value (never for a tool whose results feed a UI)."""
+        if not flattens(self.config.structured, self.config.client or self._session.client):
+            return False
+        entry = self._session.tools.get(tool)
+        return not (feeds_ui(entry) or self.config.policy.for_tool(tool).ui)
+
+    def _without_output_schemas(
+        self, edited: dict[str, Any] | None, msg: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The tools/list response (as already ``edited``, else ``msg``) without the
+        ``outputSchema`` of every tool whose results are flattened."""
+        base = edited if edited is not None else msg
+        result = base.get("result")
+        if not isinstance(result, dict):
+            return edited
+        new = strip_output_schemas(
+            result, lambda tool: not self._flattens(str(tool.get("name", "")))
+        )
+        return edited if new is None else {**base, "result": new}
 
     def _with_primer(
         self, msg: dict[str, Any], result: dict[str, Any], pending: _Pending
@@ -737,6 +772,8 @@ class ProxyCore:
             pending.since,
             self._names.uses_since,
             self._is_file_tool(tool),
+            self.client_reads,
+            self._flattens(tool),
         )
 
     def _is_file_tool(self, tool: str) -> bool:

@@ -9,14 +9,16 @@ A policy decides, for one tool result, which form the proxy may deliver:
 
 plus whether text blocks may be joined (``join``), whether repeated calls may be sent as
 deltas (``delta``, with an optional identity column ``key``), and a minimum text size
-(``min_bytes``) below which a block is left alone.
+(``min_bytes``) below which a block is left alone, and whether the tool's results feed a UI
+(``ui``: their ``structuredContent`` is never flattened, :mod:`gcfkit.proxy.structured`).
 
 A policy file is JSON or TOML (TOML needs Python 3.11+ or ``tomli``)::
 
     {"defaults": {"format": "gcf", "join": true, "delta": false, "min_bytes": 0},
      "tools": {"read_*": {"format": "off"},
                "list_orders": {"delta": true, "key": "order_id"},
-               "get_page": {"file": false}},
+               "get_page": {"file": false},
+               "render_chart": {"ui": true}},
      "file_tools": ["fetch_doc"],
      "not_file_tools": ["get_report_*"]}
 
@@ -86,7 +88,7 @@ DEFAULT_FILE_TOOLS: Final[tuple[str, ...]] = (
 #: Identity columns tried, in order, to make a record array a keyed set (spec §10a.1).
 IDENTITY_KEYS: Final[tuple[str, ...]] = ("id", "key", "uuid", "sha", "path", "name")
 
-_TOOL_FIELDS: Final = frozenset({"format", "join", "delta", "min_bytes", "key", "file"})
+_TOOL_FIELDS: Final = frozenset({"format", "join", "delta", "min_bytes", "key", "file", "ui"})
 
 
 def cap_format(a: Format, b: Format) -> Format:
@@ -143,6 +145,9 @@ class ToolPolicy:
     key: str | None = None
     #: Whether the tool reads files, as the policy says (None: decided from the tool).
     file: bool | None = None
+    #: Whether the tool's results feed a UI: its ``structuredContent`` and ``outputSchema``
+    #: stay as the server sent them for every client (:mod:`gcfkit.proxy.structured`).
+    ui: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +274,7 @@ def _check_fields(where: str, spec: Any) -> Mapping[str, Any]:
         raise ConfigError("invalid_option", f"policy '{where}': unknown field(s) {sorted(unknown)}")
     if "format" in spec and spec["format"] not in FORMATS:
         raise ConfigError("invalid_option", f"policy '{where}': format must be gcf, json or off")
-    for name in ("join", "delta", "file"):
+    for name in ("join", "delta", "file", "ui"):
         if name in spec and not isinstance(spec[name], bool):
             raise ConfigError("invalid_option", f"policy '{where}': {name} must be a boolean")
     if "min_bytes" in spec:

@@ -67,8 +67,10 @@ from .config import Codec, ProxyConfig
 from .forms import FullForms, Text
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .pyliteral import literal_value, renders
+from .readers import Reads
 from .record import LedgerRecord, ledger_decision
 from .since import Names
+from .structured import carries_structured, flatten, model_view
 
 __all__ = [
     "Budget",
@@ -141,6 +143,10 @@ class Outcome:
     tokens_after: int = 0
     lazy: list[str] = field(default_factory=list)
     owed: list[str] = field(default_factory=list)
+    #: What the model would have read of the original, when that is not the text the result
+    #: was answered from (a result delivered as its ``structuredContent``'s value,
+    #: :mod:`gcfkit.proxy.structured`): the "before" is then theirs alone.
+    baseline: list[str] | None = None
 
     def settle(self, count: Callable[[str], int]) -> None:
         """Count what is owed (after the answer is out: not on the relay's path)."""
@@ -153,8 +159,12 @@ class Outcome:
             self.bytes_after += size
         for text in self.owed:
             self.tokens_before += _ledger_count(text, count)
+        if self.baseline is not None:
+            self.tokens_before = sum(_ledger_count(t, count) for t in self.baseline)
+            self.bytes_before = sum(utf8_len(t) for t in self.baseline)
         self.lazy = []
         self.owed = []
+        self.baseline = None
 
     def ledger_record(
         self,
@@ -196,6 +206,11 @@ class Call:
     #: Whether the tool reads files (None: by its name alone; the core decides it with the
     #: tool's ``tools/list`` entry, :meth:`~gcfkit.proxy.policy.Policy.is_file_tool`).
     file: bool | None = None
+    #: What the client's model reads of a result carrying ``structuredContent``
+    #: (:mod:`gcfkit.proxy.readers`), and whether such a result is delivered as its value
+    #: (:func:`gcfkit.proxy.structured.flatten`: the core's word, UI tools never).
+    reads: Reads = "content"
+    flatten: bool = False
 
 
 def _ledger_count(text: str, count: Callable[[str], int]) -> int:
@@ -360,8 +375,32 @@ class Rewriter:
         self.names.reset()
 
     def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
-        """The answer to one result of ``call``."""
-        is_file = self.config.policy.is_file_tool(call.tool) if call.file is None else call.file
+        """The answer to one result of ``call``, as its client's model reads it."""
+        if (call.reads == "content" and not call.flatten) or not carries_structured(result):
+            return self._rewrite_result(result, call, budget)
+        try:
+            flat = flatten(result, call.reads, file=self._is_file(call)) if call.flatten else None
+        except (ValueError, RecursionError):  # not JSON after all: left as it came
+            flat = None
+        if flat is not None:
+            outcome = self._rewrite_result(flat.result, call, budget)
+            outcome.baseline = flat.baseline
+            if outcome.result is None:
+                outcome.result = flat.result
+            return outcome
+        if call.reads == "structured":
+            # The model reads structuredContent as the server sent it: the text is no saving.
+            self.forget(call.slot)
+            return Outcome(None, "unchanged", lazy=model_view(result, call.reads))
+        outcome = self._rewrite_result(result, call, budget)
+        outcome.lazy.extend(model_view(result, call.reads)[len(text_blocks_of(result)) :])
+        return outcome
+
+    def _is_file(self, call: Call) -> bool:
+        return self.config.policy.is_file_tool(call.tool) if call.file is None else call.file
+
+    def _rewrite_result(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
+        is_file = self._is_file(call)
         policy = self.config.policy.for_tool(call.tool, file=is_file)
         fmt = cap_format(policy.format, call.fmt)
         texts = text_blocks_of(result)

@@ -30,6 +30,7 @@ from ..ledger import LedgerEntry, LedgerRecord
 from ..measure.savings import Summary, summarize
 from ..proxy.core import Codec, ProxyConfig
 from ..proxy.pyliteral import literal_value, renders
+from ..proxy.structured import carries_structured, flatten
 from ..relative import Reader, is_answer, ref_of
 from ..relative.wire import ref_block
 from .corpus import Session, call_key
@@ -154,7 +155,16 @@ def read_back(sent: dict[str, Any], got: dict[str, Any], reader: Reader, *, file
     >>> read_back(sent, bad, r, file_tool=False)
     Traceback (most recent call last):
     gcfkit.traffic.verify.GateError: text block 1 (GCF) does not read back to what the server sent
+
+    A result the proxy delivered as its ``structuredContent``'s value (for a client whose model
+    reads that, :mod:`gcfkit.proxy.structured`) reads back to that value, or to the file's
+    text of a file read's ``{"content": text}``.
     """
+    if carries_structured(sent) and "structuredContent" not in got:
+        flat = flatten(sent, "structured", file=file_tool)
+        if flat is None:
+            raise GateError("structuredContent was dropped from a result that keeps it")
+        sent = flat.result
     others_sent = {k: v for k, v in sent.items() if k != "content"}
     others_got = {k: v for k, v in got.items() if k != "content"}
     if not same_value(others_sent, others_got):
