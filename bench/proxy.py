@@ -658,7 +658,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         return replay_server(args.replay)
 
-
     state = Path(tempfile.mkdtemp(prefix="gcfkit-bench-"))
     cfgs = configs(state, set(args.only) if args.only else None)
     ran = [c for c in cfgs if c.prefix is not None]
