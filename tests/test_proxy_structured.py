@@ -26,10 +26,9 @@ from gcfkit.proxy.readers import CLIENTS, flattens, reader_of, reads_of
 from gcfkit.proxy.structured import feeds_ui, flatten, model_view, strip_output_schemas
 from gcfkit.relative import Reader
 from gcfkit.traffic.verify import GateError, read_back
+from tests.structured_server import FILE_TEXT, GRAPH, TOOLS, result_of
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from structured_server import FILE_TEXT, GRAPH, TOOLS, result_of  # noqa: E402
 
 T = TypeVar("T")
 TIMEOUT = 90.0
