@@ -9,7 +9,8 @@ corpus was captured (the real servers' results depend on repository and clock st
 cannot be rebuilt here; replaying makes every proxy see byte-identical input).
 
 Configurations: no proxy; gcfkit with its default flags, with an agent that passes ``_since``
-on every repeated call (naming the ref it was shown) and with one that never does; gcfkit
+on every call of a tool it holds a result of (naming the ref it was shown for the same call,
+else the newest of that tool) and with one that never does; gcfkit
 variants (:data:`GCFKIT_CONFIGS`); terse-mcp ``proxy`` and ``proxy --diff``; gcf-proxy (all
 PyPI, bench-only; a proxy that is not installed is reported as such). Counted, in o200k_base
 and cl100k_base (exact, bpe-openai): the text blocks of every tools/call result as the client
@@ -117,7 +118,7 @@ class Config:
     env: dict[str, str] = field(default_factory=dict)
     why_not: str = ""
     gcfkit: bool = False  # gcfkit's output: every result is verified
-    since: bool = False  # the agent passes _since on every repeated call it holds a ref for
+    since: bool = False  # the agent passes _since on every call of a tool it holds a ref of
 
 
 def tiktoken_cache() -> str | None:
@@ -190,7 +191,7 @@ def configs(state: Path, only: set[str] | None = None) -> list[Config]:
 
 #: The clients the bench declares itself as: a client whose model reads the text blocks (the
 #: SDK's own name, unknown to every proxy) and Claude Code, whose model reads
-#: JSON.stringify(structuredContent) of a result that carries it (gcfkit.proxy.readers).
+#: JSON.stringify(structuredContent) of a result that carries it (gcfkit.readers).
 VIEWS: dict[str, str] = {"content": "mcp", "claude-code": "claude-code"}
 #: What each view's model reads (gcfkit.proxy.structured.model_view).
 VIEW_READS = {"content": "content", "claude-code": "structured"}
@@ -271,7 +272,8 @@ async def run_session(config: Config, server: str, log: Path, client: str) -> Se
     env.update(config.env)
     params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(ROOT))
     results: list[CallResult] = []
-    latest: dict[str, str] = {}
+    latest: dict[str, str] = {}  # the newest handle of each call (tool and arguments)
+    newest: dict[str, str] = {}  # ... and of each tool
     with open(log, "w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -286,7 +288,9 @@ async def run_session(config: Config, server: str, log: Path, client: str) -> Se
             ]
             for call in corpus_calls(server):
                 args = dict(call["arguments"])
-                since = latest.get(slot_of(call)) if config.since and call["repeat_of"] else None
+                since = None
+                if config.since:
+                    since = latest.get(slot_of(call)) or newest.get(call["tool"])
                 if since is not None:
                     args["_since"] = since
                 started = time.perf_counter()
@@ -300,7 +304,7 @@ async def run_session(config: Config, server: str, log: Path, client: str) -> Se
                     results.append(CallResult(texts, elapsed, since=since, result=got))
                     handle = handle_in(texts)
                     if handle is not None:
-                        latest[slot_of(call)] = handle
+                        latest[slot_of(call)] = newest[call["tool"]] = handle
                 except Exception as e:  # a proxy that fails a call is reported, not fatal
                     kind = "timeout" if isinstance(e, TimeoutError) else type(e).__name__
                     results.append(CallResult(None, time.perf_counter() - started, kind))
@@ -684,8 +688,9 @@ def main(argv: list[str] | None = None) -> int:
         "exactly (bpe-openai): what the model reads, i.e. the text blocks of every tools/call "
         "result as the client received them, plus once per session the server's "
         "`instructions` and its tool list (compact JSON, as the client received it). *with "
-        '_since*: the agent adds `"_since"` naming the ref it was shown to every repeated '
-        "call (the corpus's `repeat_of`); the others never do (no other proxy shows a ref)."
+        '_since*: the agent adds `"_since"` to every call of a tool it holds a result of, '
+        "naming the ref it was shown for the same call, else the newest of that tool (other "
+        "arguments); the others never do (no other proxy shows a ref)."
     )
     emit(
         f"\nVerified on every gcfkit configuration ({checked:,} results): no result has more "
@@ -747,8 +752,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"Where the difference comes from ({enc}, call by call): {files:+,} on "
                 f"{n_files} file reads, whose contents gcfkit keeps byte-faithful by design "
                 f"where terse re-encodes them; {others:+,} on {n_others} calls terse --diff "
-                "answers as a diff against a call with other arguments, which `_since` does not "
-                f"allow (the interface); without those two, gcfkit {g - files - others:,} "
+                "answers as a diff against a call with other arguments, where gcfkit's was "
+                f"not smaller; without those two, gcfkit {g - files - others:,} "
                 f"against terse --diff {t:,} ({rest:+,})."
             )
 

@@ -223,6 +223,8 @@ def test_round_trip_is_byte_identical(home: Path, capsys: pytest.CaptureFixture[
         "proxy",
         "--name",
         "time",
+        "--client",  # Claude Code's model reads structuredContent (gcfkit.readers)
+        "claude-code",
         "--",
         "uvx",
         "mcp-server-time",
@@ -341,11 +343,12 @@ def test_proxy_args_and_rewrap_then_exact_restore(
     path = claude_config(home)
     original = path.read_bytes()
     run(["install-mcp", "time", "--gcfkit", LAUNCHER, "--proxy-arg=--delta"], capsys)
-    assert servers(path)["time"]["args"][:5] == ["proxy", "--name", "time", "--delta", "--"]
+    args = servers(path)["time"]["args"]
+    assert args[:7] == ["proxy", "--name", "time", "--delta", "--client", "claude-code", "--"]
     rc, out, _ = run(["install-mcp", "time", "--proxy-arg=--x", "--proxy-arg=1"], capsys)
     assert rc == 0 and "updated the proxy options" in out
     args = servers(path)["time"]["args"]
-    assert args[:6] == ["proxy", "--name", "time", "--x", "1", "--"]
+    assert args[:8] == ["proxy", "--name", "time", "--x", "1", "--client", "claude-code", "--"]
     assert servers(path)["time"]["command"] == LAUNCHER  # the launcher is kept
     # Without --proxy-arg, a wrapped server keeps its options.
     run(["install-mcp", "time"], capsys)
@@ -357,10 +360,11 @@ def test_proxy_args_and_rewrap_then_exact_restore(
 def test_name_option(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = claude_config(home)
     run(["install-mcp", "bare", "--no-name", "--gcfkit", LAUNCHER], capsys)
-    assert servers(path)["bare"]["args"] == ["proxy", "--", "my-server"]
+    client = ["--client", "claude-code"]
+    assert servers(path)["bare"]["args"] == ["proxy", *client, "--", "my-server"]
     # An explicit --name wins over the config's name.
     run(["install-mcp", "bare", "--proxy-arg=--name=b2"], capsys)
-    assert servers(path)["bare"]["args"] == ["proxy", "--name=b2", "--", "my-server"]
+    assert servers(path)["bare"]["args"] == ["proxy", "--name=b2", *client, "--", "my-server"]
 
 
 def test_entry_without_args_is_restored_without_args(
@@ -371,7 +375,7 @@ def test_entry_without_args_is_restored_without_args(
     run(["install-mcp", "bare", "--gcfkit", LAUNCHER], capsys)
     assert servers(path)["bare"] == {
         "command": LAUNCHER,
-        "args": ["proxy", "--name", "bare", "--", "my-server"],
+        "args": ["proxy", "--name", "bare", "--client", "claude-code", "--", "my-server"],
     }
     run(["uninstall-mcp", "bare"], capsys)
     assert path.read_bytes() == original
@@ -496,7 +500,8 @@ def test_local_scope_in_claude_json(home: Path, capsys: pytest.CaptureFixture[st
     rc, out, _ = run(["install-mcp", "git", "--gcfkit", LAUNCHER], capsys)
     assert rc == 0 and "(local)" in out
     proj = str(project(home))
-    assert servers(path, "projects", proj)["git"]["args"] == ["proxy", "--name", "git", "--", "g"]
+    got = servers(path, "projects", proj)["git"]["args"]
+    assert got == ["proxy", "--name", "git", "--client", "claude-code", "--", "g"]
     assert servers(path)["time"]["command"] == "uvx"
     run(["uninstall-mcp", "git"], capsys)
     assert path.read_bytes() == original
@@ -598,6 +603,7 @@ def test_an_http_server_is_wrapped_and_restored_exactly(
         "proxy",
         "--name",
         "remote",
+        *(["--client", "claude-code"] if client == "claude-code" else []),
         "--upstream",
         "https://example.invalid/mcp",
         "--header",
@@ -744,7 +750,8 @@ def test_status_lists_wrapped_and_not(home: Path, capsys: pytest.CaptureFixture[
     rc, out, _ = run(["mcp-status"], capsys)
     assert rc == 0
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
-    assert "wrapped (--name time --delta)" in lines["time"] and "uvx" in lines["time"]
+    assert "wrapped (--name time --delta --client claude-code)" in lines["time"]
+    assert "uvx" in lines["time"]
     assert "not wrapped" in lines["bare"]
     assert "http" in lines["remote"]
     assert "not wrapped" in lines["git"]
@@ -755,6 +762,8 @@ def test_status_lists_wrapped_and_not(home: Path, capsys: pytest.CaptureFixture[
         "--name",
         "time",
         "--delta",
+        "--client",
+        "claude-code",
     ]
     assert rows["git"]["scope"] == "local" and rows["c1"]["client"] == "cursor"
     rc, out, _ = run(["mcp-status", "--client", "cursor", "--json"], capsys)

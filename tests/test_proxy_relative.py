@@ -187,15 +187,17 @@ def test_an_expired_handle_gets_the_full_result() -> None:
     assert texts[0].startswith("GCF profile=generic ref=")
 
 
-def test_other_arguments_or_another_tool_get_the_full_result() -> None:
+def test_another_tool_gets_the_full_result_other_arguments_may_not() -> None:
     core = core_of()
     agent = Agent(core)
     _, first, _ = agent.call("search_nodes", pretty(GRAPH), args={"query": "gcf"})
     handle = ref_of(first)
-    _, texts, _ = agent.call("search_nodes", pretty(GRAPH), args={"query": "go"}, since=handle)
-    assert texts[0].startswith("GCF profile=generic ref=")
     _, texts, _ = agent.call("open_nodes", pretty(GRAPH), args={"query": "gcf"}, since=handle)
     assert texts[0].startswith("GCF profile=generic ref=")
+    # The reader names what it holds: a call with other arguments may be answered relative
+    # to it (here the same graph came back).
+    _, texts, _ = agent.call("search_nodes", pretty(GRAPH), args={"query": "go"}, since=handle)
+    assert texts[0].startswith("@@ unchanged tool=search_nodes since=" + str(handle))
     _, texts, _ = agent.call("search_nodes", pretty(GRAPH), args={"query": "gcf"}, since=handle)
     assert texts[0].startswith("@@ unchanged ")
 
@@ -329,9 +331,11 @@ def test_large_text_results_are_named_from_the_start() -> None:
     value, texts, _ = agent.call("git_log", grown)
     assert texts[0].startswith("@@ edit tool=git_log since=")
     assert value == grown
-    # Other arguments are another call: the full result, whatever the client names.
-    _, texts, _ = agent.call("git_log", grown, args={"max_count": 5}, since=agent.last["git_log{}"])
-    assert texts[0] == grown
+    # Other arguments: answered relative to the result the client names, when that wins.
+    held = agent.last["git_log{}"]
+    value, texts, _ = agent.call("git_log", grown, args={"max_count": 5}, since=held)
+    assert texts[0].startswith(f"@@ unchanged tool=git_log since={held}")
+    assert value == grown
 
 
 def test_a_large_file_read_is_named_from_the_start_and_never_edited() -> None:

@@ -1,5 +1,5 @@
 """Results that carry ``structuredContent``, delivered for the client's model
-(:mod:`gcfkit.proxy.readers`, :mod:`gcfkit.proxy.structured`): in process through
+(:mod:`gcfkit.readers`, :mod:`gcfkit.proxy.structured`): in process through
 :class:`~gcfkit.proxy.core.ProxyCore`, and end to end with the official SDK client declared
 as ``claude-code`` and as an unknown client, against tests/structured_server.py and the npm
 ``server-memory`` and ``server-filesystem``."""
@@ -22,8 +22,8 @@ from gcfkit.jsonio import dumps_compact, same_value
 from gcfkit.proxy.config import ProxyConfig
 from gcfkit.proxy.core import ProxyCore
 from gcfkit.proxy.policy import Policy
-from gcfkit.proxy.readers import CLIENTS, flattens, reader_of, reads_of
 from gcfkit.proxy.structured import feeds_ui, flatten, model_view, strip_output_schemas
+from gcfkit.readers import CLIENTS, flattens, reader_of, reads_of
 from gcfkit.relative import Reader
 from gcfkit.traffic.verify import GateError, read_back
 from tests.structured_server import FILE_TEXT, GRAPH, TOOLS, result_of

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..proxy.config import DENSE_CONSTRUCTS, ProxyConfig
 from ..proxy.policy import Policy, ToolPolicy, load_policy
-from ..proxy.readers import CLIENTS, STRUCTURED_MODES
+from ..readers import CLIENTS, STRUCTURED_MODES
 
 __all__ = [
     "add_capture_options",

@@ -66,6 +66,7 @@ from typing import Any, Final
 from ..errors import ConfigError
 from ..jsonio import same_value
 from ..paths import state_dir
+from ..readers import reader_of
 from .entries import (
     WrappedParts,
     check_wrappable,
@@ -246,7 +247,7 @@ def plan_install(
     stats`` show the name the config uses rather than the server's self-reported one.
     """
     launcher = list(launcher) if launcher else default_launcher()
-    options = _proxy_options(name, proxy_args or (), name_option)
+    given = _proxy_options(name, proxy_args or (), name_option)
     docs, found = _find(name, locations)
     if not found:
         raise _not_found(name, locations)
@@ -256,6 +257,7 @@ def plan_install(
     plans: dict[Path, FilePlan] = {}
     for loc in found:
         doc = docs[loc.path]
+        options = with_client(given, loc.client)
         entry = check_wrappable(servers_of(doc, loc)[name], name, loc.describe())
         keys = container_keys(doc, loc)
         assert keys is not None  # found means the container exists
@@ -286,6 +288,21 @@ def plan_install(
             "wrapped": new,
         }
     return _finish(plans, docs)
+
+
+def with_client(options: Sequence[str], client: str) -> list[str]:
+    """``options`` with ``--client NAME`` for a client whose model reads ``structuredContent``
+    (:mod:`gcfkit.readers`; the proxy then delivers for it whatever it declares), unless they
+    name one already; every other client reads what the proxy delivers to an unknown one.
+
+    >>> with_client(["--name", "git"], "claude-code"), with_client([], "claude-desktop")
+    (['--name', 'git', '--client', 'claude-code'], [])
+    """
+    reader = reader_of(client)
+    named = any(o == "--client" or o.startswith("--client=") for o in options)
+    if reader is None or reader.reads != "structured" or named:
+        return list(options)
+    return [*options, "--client", reader.names[0]]
 
 
 def _proxy_options(name: str, proxy_args: Sequence[str], name_option: bool) -> list[str]:

@@ -16,11 +16,11 @@ from typing import Any, Protocol
 from .. import dumps as gcf_dumps
 from .. import loads as gcf_loads
 from .. import tokens
+from ..readers import StructuredMode
 from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS
 from .policy import Format, Policy
 from .primer import PrimerMode
 from .pyliteral import LiteralMode
-from .readers import StructuredMode
 from .since import FREE_NAMING_BYTES, RefMode
 
 __all__ = ["DENSE_CONSTRUCTS", "Codec", "DenseEncoded", "ProxyConfig"]
@@ -112,7 +112,7 @@ class ProxyConfig:
     ``tuples`` or ``off``.
 
     ``client``: the client's name when the user gives it (``--client``; else the name it
-    declares in ``initialize``), which says what its model reads (:mod:`gcfkit.proxy.readers`);
+    declares in ``initialize``), which says what its model reads (:mod:`gcfkit.readers`);
     ``structured``: ``auto``, ``keep`` or ``text``, whether results carrying
     ``structuredContent`` are delivered as their value (:mod:`gcfkit.proxy.structured`).
 

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ..errors import GCFError
+from ..readers import Reads, declared_client, flattens, reads_of
 from ..relative import ResultMemory
 from .answer import utf8_len
 from .config import Codec, ProxyConfig
@@ -78,7 +79,6 @@ from .policy import (
     output_format_capability,
 )
 from .primer import append_primer, append_relative_primer
-from .readers import Reads, declared_client, flattens, reads_of
 from .record import LedgerRecord
 from .rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
 from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
@@ -181,7 +181,7 @@ class _Session:
     native_format_arg: set[str] = field(default_factory=set)
     # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
     tasks: dict[str, _Pending] = field(default_factory=dict)
-    # The name the client declared in initialize (what its model reads: gcfkit.proxy.readers).
+    # The name the client declared in initialize (what its model reads: gcfkit.readers).
     client: str = ""
 
 
@@ -619,7 +619,7 @@ class ProxyCore:
             return self._without_output_schemas(self._tools_list(msg, result), msg)
         return None
 
-    # -- what the client's model reads (gcfkit.proxy.readers, gcfkit.proxy.structured) ----
+    # -- what the client's model reads (gcfkit.readers, gcfkit.proxy.structured) ----
 
     @property
     def client_reads(self) -> Reads:

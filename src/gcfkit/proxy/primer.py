@@ -77,7 +77,7 @@ PRIMER: Final = (
 #: 56 o200k and cl100k tokens (the sentence before was 68). A patch's rows are not spelled
 #: out: its own table header names them (``## [N]{op,path,value}``).
 RELATIVE_PRIMER: Final = (
-    'Repeat a call whose result you hold as ref=N with "_since":"N": @@ unchanged (still N), '
+    'Call a tool whose result you hold as ref=N with "_since":"N": @@ unchanged (still N), '
     "@@ patch (apply its rows to N) or @@ edit (=A-B: lines A-B of N; +x: new line x), else "
     "the full result."
 )

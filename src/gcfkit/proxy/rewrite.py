@@ -43,6 +43,7 @@ from typing import Any, Final
 from ..errors import GCFError
 from ..jsonio import dumps_compact, loads_json
 from ..keyed import DeltaSession, FixedN, KeyedSet
+from ..readers import Reads
 from ..relative import Held, ResultMemory
 from ..relative.memory import Kind
 from .answer import (
@@ -67,7 +68,6 @@ from .config import Codec, ProxyConfig
 from .forms import FullForms, Text
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .pyliteral import literal_value, renders
-from .readers import Reads
 from .record import LedgerRecord, ledger_decision
 from .since import Names
 from .structured import carries_structured, flatten, model_view
@@ -207,7 +207,7 @@ class Call:
     #: tool's ``tools/list`` entry, :meth:`~gcfkit.proxy.policy.Policy.is_file_tool`).
     file: bool | None = None
     #: What the client's model reads of a result carrying ``structuredContent``
-    #: (:mod:`gcfkit.proxy.readers`), and whether such a result is delivered as its value
+    #: (:mod:`gcfkit.readers`), and whether such a result is delivered as its value
     #: (:func:`gcfkit.proxy.structured.flatten`: the core's word, UI tools never).
     reads: Reads = "content"
     flatten: bool = False

@@ -13,8 +13,10 @@ the choice between a relative answer and the full result is the one answer polic
   client has passed ``_since`` in the session (it reads names: every result is named from
   then on); ``all`` names every result; ``off`` none;
 * a call's ``_since`` names a held result when this session remembers it (bounded LRU:
-  :class:`~gcfkit.relative.ResultMemory`) for the same tool, arguments and kind, fewer than
-  ``reanchor`` relative answers deep, and its tool can be named on an answer line;
+  :class:`~gcfkit.relative.ResultMemory`) for the same tool and kind (its other arguments
+  too: the reader names what it holds, and ``git_log`` with another ``max_count`` is often a
+  small edit of the held one), fewer than ``reanchor`` relative answers deep, and its tool
+  can be named on an answer line;
 * with ``session`` (``--delta session``), a repeated call without ``_since`` names the
   latest result of that call (remember-everything), re-anchored with a full result after
   ``reanchor`` such answers in a row.
@@ -82,8 +84,8 @@ FREE_NAMING_BYTES: Final = 1024
 SINCE_SCHEMA: Final = {
     "type": "string",
     "description": (
-        "Optional, read by the gcfkit proxy and removed before the call: the ref= of this "
-        "call's earlier result that you still hold, to get only what changed."
+        "Optional, read by the gcfkit proxy and removed before the call: the ref= of an "
+        "earlier result of this tool that you still hold, to get only what changed."
     ),
 }
 
@@ -181,8 +183,10 @@ class Names:
         if since is None or self.mode == "off":
             return None
         held = self.memory.recall(since)
-        if held is None or held.tool != tool or held.args != args_key or held.kind != kind:
+        if held is None or held.tool != tool or held.kind != kind:
             return None
+        if implicit and held.args != args_key:
+            return None  # remember-everything answers a repeat of the same call only
         if held.depth >= self.reanchor:
             return None
         if implicit and self.unasked.get(args_key, 0) >= self.reanchor:

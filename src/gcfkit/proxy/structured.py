@@ -1,6 +1,6 @@
 """Results that carry ``structuredContent``, for the client that reads it (pure functions).
 
-A structured reader's model (:mod:`gcfkit.proxy.readers`: Claude Code, Codex) reads
+A structured reader's model (:mod:`gcfkit.readers`: Claude Code, Codex) reads
 ``JSON.stringify(structuredContent)`` of a successful result and never its text blocks, so
 compressing the text saves it nothing. For such a client the proxy delivers the result
 *flattened* (:func:`flatten`): the value of ``structuredContent`` becomes the one text block
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..jsonio import dumps_compact
-from .readers import Reads
+from ..readers import Reads
 
 __all__ = [
     "Flat",
