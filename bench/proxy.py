@@ -207,6 +207,8 @@ CLAUDE_CONFIGS = {
 #: Claude Code writes a result over this many tokens to a file and shows the model a path
 #: and a preview (MAX_MCP_OUTPUT_TOKENS, its default).
 CLAUDE_OFFLOAD_TOKENS = 25_000
+#: ... and, by its reports, a result of about this many characters (50 KB).
+CLAUDE_OFFLOAD_CHARS = 50_000
 
 
 @dataclass
@@ -217,6 +219,8 @@ class CallResult:
     since: str | None = None  # the handle the agent passed
     #: The result's content and structuredContent as the client received them.
     result: dict[str, Any] | None = None
+    #: What the SDK client's check against the tool's outputSchema said (empty: valid).
+    invalid: str = ""
 
     def view(self, reads: str) -> list[str] | None:
         """What a ``reads`` client's model reads of this result."""
@@ -265,6 +269,19 @@ async def run_session(config: Config, server: str, log: Path, client: str) -> Se
     from mcp import ClientSession, types
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    class Checked(ClientSession):
+        """The SDK client, its outputSchema check recorded instead of raised: what the model
+        would read is counted, and the check's verdict reported beside it."""
+
+        invalid: dict[int, str]
+        calls: int
+
+        async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+            try:
+                await super().validate_tool_result(name, result)
+            except RuntimeError as e:
+                self.invalid[self.calls] = str(e)
+
     assert config.prefix is not None
     command = [*config.prefix, sys.executable, str(Path(__file__).resolve()), "--replay", server]
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
@@ -277,10 +294,11 @@ async def run_session(config: Config, server: str, log: Path, client: str) -> Se
     with open(log, "w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(
+            Checked(
                 read, write, client_info=types.Implementation(name=client, version="1.0")
             ) as session,
         ):
+            session.invalid, session.calls = {}, 0
             init = await asyncio.wait_for(session.initialize(), 60)
             listed = await asyncio.wait_for(session.list_tools(), 60)
             tools = [
@@ -294,6 +312,7 @@ async def run_session(config: Config, server: str, log: Path, client: str) -> Se
                 if since is not None:
                     args["_since"] = since
                 started = time.perf_counter()
+                session.calls = len(results)
                 try:
                     result = await asyncio.wait_for(
                         session.call_tool(call["tool"], args), CALL_TIMEOUT
@@ -301,7 +320,8 @@ async def run_session(config: Config, server: str, log: Path, client: str) -> Se
                     texts = [b.text for b in result.content if b.type == "text"]
                     got = received(result)
                     elapsed = time.perf_counter() - started
-                    results.append(CallResult(texts, elapsed, since=since, result=got))
+                    invalid = session.invalid.get(len(results), "")
+                    results.append(CallResult(texts, elapsed, "", since, got, invalid))
                     handle = handle_in(texts)
                     if handle is not None:
                         latest[slot_of(call)] = newest[call["tool"]] = handle
@@ -487,14 +507,26 @@ class Measured:
             if call["tool"] in FILE_TOOLS
         )
 
-    def over(self, name: str, limit: int) -> list[str]:
-        """The calls whose result the model reads as more than ``limit`` o200k tokens."""
+    def invalid(self, name: str) -> list[str]:
+        """The calls whose result the SDK client's outputSchema check refused."""
         return [
-            f"{s}/{i:03d} {call['tool']} ({self.per_call[name][s][i]:,})"
+            f"{s}/{i:03d} {call['tool']}"
             for s in self.servers
             for i, call in enumerate(corpus_calls(s))
-            if self.per_call[name][s][i] > limit
+            if self.raw[name][s].calls[i].invalid
         ]
+
+    def over(self, name: str, limit: int, chars: int = CLAUDE_OFFLOAD_CHARS) -> list[str]:
+        """The calls whose result the model reads as more than ``limit`` o200k tokens or
+        ``chars`` characters."""
+        out = []
+        for s in self.servers:
+            for i, call in enumerate(corpus_calls(s)):
+                res = self.raw[name][s].calls[i]
+                size = sum(len(t) for t in res.view(VIEW_READS[self.view]) or [])
+                if self.per_call[name][s][i] > limit or size > chars:
+                    out.append(f"{s}/{i:03d} {call['tool']} ({self.per_call[name][s][i]:,})")
+        return out
 
 
 def measure(view: str, ran: list[Config], servers: list[str], reps: int, state: Path) -> Measured:
@@ -525,6 +557,7 @@ def measure(view: str, ran: list[Config], servers: list[str], reps: int, state: 
                 res = m.raw[cfg.name][server].calls[i]
                 label = f"{cfg.name} ({view}): {server}/{i:03d} {call['tool']}"
                 assert res.result is not None, f"{label} failed ({res.error})"
+                assert not res.invalid, f"{label}: the SDK client refused it: {res.invalid}"
                 checker.check(label, call, res.result)
             m.checked += checker.checked
             m.growth[cfg.name] += checker.named_growth
@@ -574,15 +607,16 @@ def emit_claude(emit: Any, content: Measured, claude: Measured, cfgs: list[Confi
     )
     emit(
         "| configuration | o200k | cl100k | saved (o200k) | results o200k | instructions + "
-        f"tools o200k | failed calls | results over {CLAUDE_OFFLOAD_TOKENS:,} tokens |"
+        "tools o200k | failed calls | refused by the SDK client (outputSchema) | results over "
+        f"{CLAUDE_OFFLOAD_TOKENS:,} tokens or {CLAUDE_OFFLOAD_CHARS:,} characters |"
     )
-    emit("|---|---:|---:|---:|---:|---:|---:|---|")
+    emit("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     none_o = claude.total("no proxy", "o200k_base")
     for cfg in cfgs:
         if cfg.name not in CLAUDE_CONFIGS:
             continue
         if cfg.name not in claude.totals:
-            emit(f"| {cfg.name} | n/a | n/a | | | | not run: {cfg.why_not} | |")
+            emit(f"| {cfg.name} | n/a | n/a | | | | not run: {cfg.why_not} | | |")
             continue
         o, c = claude.total(cfg.name, "o200k_base"), claude.total(cfg.name, "cl100k_base")
         res_o = sum(claude.totals[cfg.name][s]["o200k_base"][0] for s in claude.servers)
@@ -590,13 +624,35 @@ def emit_claude(emit: Any, content: Measured, claude: Measured, cfgs: list[Confi
         label = cfg.name + (", agent passes _since" if cfg.since else "")
         saved = f"{(none_o - o) / none_o:.1%}" if cfg.name != "no proxy" else ""
         over = ", ".join(claude.over(cfg.name, CLAUDE_OFFLOAD_TOKENS)) or "none"
+        refused = len(claude.invalid(cfg.name))
         emit(
             f"| {label} | {o:,} | {c:,} | {saved} | {res_o:,} | {fix_o:,} | "
-            f"{len(claude.failures[cfg.name])} | {over} |"
+            f"{len(claude.failures[cfg.name])} | {refused} | {over} |"
         )
     for name, f in claude.failures.items():
         if f:
             emit(f"- {name}: failed/timed out: {', '.join(f)}")
+    for name in claude.raw:
+        calls = claude.invalid(name)
+        if calls:
+            emit(
+                f"- {name}: the SDK client refused {len(calls)} results (structuredContent "
+                f"against the tool's outputSchema; counted as the model would read them): "
+                + ", ".join(calls)
+            )
+    largest = max(
+        (n, f"{s}/{i:03d} {call['tool']}")
+        for s in claude.servers
+        for i, call in enumerate(corpus_calls(s))
+        for n in [claude.per_call["no proxy"][s][i]]
+    )
+    emit(
+        f"- Claude Code writes a result over MAX_MCP_OUTPUT_TOKENS ({CLAUDE_OFFLOAD_TOKENS:,} by "
+        "default) to a file and shows the model a preview: no corpus result crosses it, with "
+        f"or without a proxy (the largest: {largest[1]}, {largest[0]:,} tokens without one)."
+        if not any(claude.over(n, CLAUDE_OFFLOAD_TOKENS) for n in claude.raw)
+        else "- Results over Claude Code's MAX_MCP_OUTPUT_TOKENS: see the last column."
+    )
     target = "terse --diff"
     if "gcfkit" in claude.totals and target in claude.totals:
         for enc in ENCODINGS:
