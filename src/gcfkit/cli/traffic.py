@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import ConfigError
 from .io import write_text
 from .progress import Progress
-from .proxy import add_capture_options, proxy_config
+from .proxy import add_capture_options, add_client_options, proxy_config
 
 __all__ = ["register"]
 
@@ -74,7 +74,7 @@ def register(sub: Any) -> None:
     ver.add_argument(
         "--agent-since",
         action="store_true",
-        help="play an agent that passes _since on every repeated call (relative answers)",
+        help="play an agent that passes _since on every call of a tool it holds a result of",
     )
     ver.add_argument(
         "--format", choices=("gcf", "json", "off"), default="gcf", help="as for the proxy"
@@ -87,6 +87,7 @@ def register(sub: Any) -> None:
     ver.add_argument(
         "--refs", choices=("auto", "all", "off"), default="auto", help="as for the proxy"
     )
+    add_client_options(ver)  # whose model reads the results: what is delivered and counted
     ver.add_argument(
         "--encoding",
         choices=("o200k_base", "cl100k_base"),

@@ -11,9 +11,9 @@ same JSON values (types, key order), texts and file contents byte for byte, ever
 and field untouched. The savings are the core's own ledger records, aggregated by
 :mod:`gcfkit.measure.savings` (the numbers ``gcfkit stats`` shows).
 
-With ``agent_since`` the replay plays an agent that passes ``"_since"`` on every repeated
-call, naming the latest result it was shown for the same call: that exercises relative
-answers, as ``bench/relative.py`` does.
+With ``agent_since`` the replay plays an agent that passes ``"_since"`` on every call of a tool
+it holds a result of, naming the latest result it was shown for the same call, else the newest
+of that tool: that exercises relative answers, as ``bench/proxy.py`` does.
 """
 
 from __future__ import annotations
@@ -304,14 +304,16 @@ def verify_session(
     replay = Replay(session, config, codec=codec)
     files = replay.config.policy
     reader = Reader()
-    latest: dict[str, str] = {}
+    latest: dict[str, str] = {}  # the newest handle of each call (tool and arguments)
+    newest: dict[str, str] = {}  # ... and of each tool
     out = SessionResult(session.name)
     records: list[LedgerRecord] = []
     for call in session.calls:
         key = call_key(call.tool, call.arguments)
         arguments = call.arguments
-        if agent_since and key in latest and isinstance(arguments, dict):
-            arguments = {**arguments, "_since": latest[key]}
+        since = latest.get(key) or newest.get(call.tool)
+        if agent_since and since is not None and isinstance(arguments, dict):
+            arguments = {**arguments, "_since": since}
         exchange = replay.call(call, arguments)
         is_file = files.is_file_tool(call.tool) and files.for_tool(call.tool).format == "off"
         check = _check(exchange, reader, is_file, session.name)
@@ -320,7 +322,7 @@ def verify_session(
             records.append(exchange.record)
         handle = _latest_ref(exchange.result)
         if handle is not None:
-            latest[key] = handle
+            latest[key] = newest[call.tool] = handle
         if progress is not None:
             progress()
     return out, records
