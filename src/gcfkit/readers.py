@@ -108,7 +108,10 @@ CLIENTS: Final[tuple[ClientReader, ...]] = (
         "GitHub Copilot CLI",
         ("github-copilot-cli", "copilot-cli"),
         "both",
-        ("github/copilot-cli#4515 (both content and structuredContent are in the context)",),
+        (
+            "github/copilot-cli#4515 (both content and structuredContent are in the context; "
+            "the declared name is assumed, not seen)",
+        ),
     ),
     ClientReader(
         "VS Code (GitHub Copilot)",
@@ -124,12 +127,6 @@ CLIENTS: Final[tuple[ClientReader, ...]] = (
             "anthropics/claude-code#55677 (the same result shape reads its text on claude.ai)",
             "seuros/action_mcp#181 (Claude Desktop shows nothing for an empty content)",
         ),
-    ),
-    ClientReader(
-        "Kimi Code",
-        ("kimi-cli", "kimi-code"),
-        "content",
-        ("MoonshotAI/kimi-code#3234 (content wins; structuredContent only when it is empty)",),
     ),
 )
 
