@@ -683,8 +683,8 @@ def test_a_server_that_closes_stdout_but_lives_on_is_stopped() -> None:
 
 
 def test_relative_answers_through_the_sdk_client(git_repo: Path) -> None:
-    """A client that passes _since gets @@ unchanged, @@ edit (git's text) and full results
-    for other arguments, through the real SDK client, the proxy CLI and real servers."""
+    """A client that passes _since gets @@ unchanged, @@ edit (git's text) and @@ patch (also
+    for other arguments), through the real SDK client, the proxy CLI and real servers."""
     pytest.importorskip("mcp_server_git")
     from gcfkit import relative
 
@@ -730,8 +730,11 @@ def test_relative_answers_through_the_sdk_client(git_repo: Path) -> None:
             assert full.startswith("GCF profile=")
             same = texts(await s.call_tool("list_orders", {"limit": 20, "_since": handle}))
             assert same == [f"@@ unchanged tool=list_orders since={handle}\n"]
+            # Other arguments: relative to the result the client names when that wins.
             (fresh,) = texts(await s.call_tool("list_orders", {"limit": 5, "_since": handle}))
-            assert fresh.startswith("GCF profile=") and " ref=" in fresh.split("\n", 1)[0]
-            assert same_value(decode(fresh), demo_server.orders(5))
+            assert fresh.startswith(f"@@ patch tool=list_orders since={handle} ref=")
+            held = relative.Reader()
+            held.hold(handle, decode(full))
+            assert same_value(held.read(fresh), demo_server.orders(5))
 
     run(body)
