@@ -213,6 +213,21 @@ def test_keep_and_text_and_the_client_option() -> None:
     assert any("outputSchema" not in t for t in ui.tools["tools"])
 
 
+def test_no_name_past_claude_codes_preview() -> None:
+    # Claude Code writes a result of about 50 KB to a file and shows a preview: a ref= block
+    # after the text would sit past it, so such a result is not named for it.
+    diff = "".join(f"+line {i} of a long diff\n" for i in range(3000))
+    assert len(diff) > 50_000
+    result = {"content": [{"type": "text", "text": diff}]}
+    for declared, named in (("claude-code", False), ("some-agent", True)):
+        s = Session(declared)
+        got = s.exchange("tools/call", {"name": "git_diff", "arguments": {}}, result)
+        assert (len(got["content"]) == 2) is named, declared
+    small = {"content": [{"type": "text", "text": diff[:5000]}]}
+    got = Session("claude-code").exchange("tools/call", {"name": "git_diff"}, small)
+    assert len(got["content"]) == 2 and got["content"][1]["text"].startswith("ref=")
+
+
 # --------------------------------------------------------------------------------------
 # End to end: the official SDK client through `gcfkit proxy`
 # --------------------------------------------------------------------------------------

@@ -67,6 +67,9 @@ class ClientReader:
     names: tuple[str, ...]
     reads: Reads
     evidence: tuple[str, ...]
+    #: The size (bytes) past which the client writes a result to a file and shows its model
+    #: a preview of it, when it does (None: it shows every result whole).
+    preview: int | None = None
 
 
 #: Every client whose reading is known. Kept to public, dated evidence; a client is added
@@ -82,7 +85,11 @@ CLIENTS: Final[tuple[ClientReader, ...]] = (
             "anthropics/claude-code#86032 (errors: only the text is read)",
             "anthropics/claude-code#59480, #55677 (the text is dropped)",
             "anthropics/claude-code#9962 (since 2.0.21)",
+            "anthropics/claude-code#20342, caiowilson/MCP-memento#21 (a result over "
+            "MAX_MCP_OUTPUT_TOKENS, 25,000 by default, about 50 KB, goes to a file; the model "
+            "gets a preview)",
         ),
+        preview=50_000,
     ),
     ClientReader(
         "Codex",

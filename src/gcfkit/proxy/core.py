@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ..errors import GCFError
-from ..readers import Reads, declared_client, flattens, reads_of
+from ..readers import Reads, declared_client, flattens, reader_of, reads_of
 from ..relative import ResultMemory
 from .answer import utf8_len
 from .config import Codec, ProxyConfig
@@ -774,6 +774,7 @@ class ProxyCore:
             self._is_file_tool(tool),
             self.client_reads,
             self._flattens(tool),
+            _preview_of(self.config.client or self._session.client),
         )
 
     def _is_file_tool(self, tool: str) -> bool:
@@ -827,6 +828,12 @@ def _server_name(result: dict[str, Any]) -> str:
         if isinstance(name, str) and name:
             return name
     return ""
+
+
+def _preview_of(client: str) -> int | None:
+    """The bytes past which ``client`` shows its model a preview of a result (None: none)."""
+    reader = reader_of(client)
+    return reader.preview if reader is not None else None
 
 
 def _is_response(msg: dict[str, Any]) -> bool:

@@ -211,6 +211,9 @@ class Call:
     #: (:func:`gcfkit.proxy.structured.flatten`: the core's word, UI tools never).
     reads: Reads = "content"
     flatten: bool = False
+    #: The bytes past which the client shows its model a preview of a result, not the result
+    #: (Claude Code's offload to a file): such a result gets no ``ref=`` name.
+    preview: int | None = None
 
 
 def _ledger_count(text: str, count: Callable[[str], int]) -> int:
@@ -405,6 +408,7 @@ class Rewriter:
         fmt = cap_format(policy.format, call.fmt)
         texts = text_blocks_of(result)
         self.names.uses_since = call.uses_since
+        self.names.preview = call.preview
         since, implicit = call.since, False
         if since is None:
             since = self.names.implicit_since(call.slot)

@@ -130,6 +130,8 @@ class Names:
     free_bytes: int = FREE_NAMING_BYTES
     # The client has passed _since in this session: it reads names, so naming pays.
     uses_since: bool = False
+    # The size past which the client shows its model only a preview of a result (the call's).
+    preview: int | None = None
     native: set[str] = field(default_factory=set)
     # With session: the latest handle of each call, and the relative answers nobody asked
     # for since its last full one.
@@ -158,7 +160,15 @@ class Names:
         return self.latest.get(args_key) if self.session else None
 
     def may_name(self, size: int) -> bool:
-        """Whether a result of ``size`` bytes may be named at all."""
+        """Whether a result of ``size`` bytes may be named at all (not past ``preview``: a
+        client that shows its model only the start of such a result would hide the name).
+
+        >>> names = Names("auto", reanchor=15, min_bytes=128, count=len, preview=1000)
+        >>> names.may_name(127), names.may_name(500), names.may_name(1001)
+        (False, True, False)
+        """
+        if self.preview is not None and size > self.preview:
+            return False
         return self.mode != "off" and size >= self.min_bytes
 
     def names_freely(self, size: int) -> bool:
