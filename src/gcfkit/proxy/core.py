@@ -102,8 +102,6 @@ FORMAT_ARGUMENT: Final = "_format"
 _MAX_TASKS: Final = 1024
 #: Lines longer than this are read from their envelope only (see ``receive_server``).
 _SNIFF_BYTES: Final = 1024 * 1024
-#: What a response may hold around its text blocks and still be tried (``max_text_bytes``).
-_ENVELOPE_SLACK: Final = 64 * 1024
 _MODERN_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 
 
@@ -289,29 +287,58 @@ class ProxyCore:
     def from_server(self, line: bytes) -> list[Output]:
         """Handle one line the server wrote; returns what to write to the client.
 
-        Tool results are rewritten here, in the caller's thread; a shell that must stay
-        responsive meanwhile uses :meth:`receive_server` instead.
+        The road of :meth:`receive_server`, :meth:`~gcfkit.proxy.rewrite.Rewriter.rewrite_line`
+        and :meth:`finish`, run here, in the caller's thread: a tool result is rewritten by
+        the same code a worker process runs (:mod:`gcfkit.transports.worker`). A shell that
+        must stay responsive meanwhile runs that middle step elsewhere.
         """
-        out = self._from_server(line, defer=False)
-        assert not isinstance(out, ToolJob)
-        return out
+        got = self.receive_server(line)
+        if not isinstance(got, ToolJob):
+            return got
+        self.warm_up()
+        started = self._clock()
+        budget = Budget(self._clock, started + self.config.time_budget)
+        outcome, new = self._rewriter.rewrite_line(got.line, got.call, budget)
+        self._record(got.tool, outcome, (self._clock() - started) * 1000.0)
+        return self.finish(got, new)
 
     def receive_server(self, line: bytes) -> list[Output] | ToolJob:
-        """:meth:`from_server` without the expensive part: a tool result to rewrite comes
-        back as a :class:`ToolJob` for the shell to run elsewhere (the worker process,
-        :mod:`gcfkit.transports.offload`) and then hand to :meth:`finish`. Everything else
-        is answered at once.
+        """Handle one line the server wrote, but for the expensive part: a tool result to
+        rewrite comes back as a :class:`ToolJob`, for the shell to run through
+        :meth:`~gcfkit.proxy.rewrite.Rewriter.rewrite_line` (in the worker process,
+        :mod:`gcfkit.transports.offload`, or in process, :meth:`from_server`) and hand to
+        :meth:`finish`. Everything else is answered at once.
 
         A line over 1 MB is not parsed here at all: its envelope is read from its two ends
         (:func:`~gcfkit.proxy.jsonrpc.sniff_envelope`) for the bookkeeping, so a 64 MB
         message that is not rewritten costs what a small one does, and one that is gets
-        parsed in the worker.
+        parsed where it is rewritten.
         """
         if len(line) > _SNIFF_BYTES:
             quick = self._receive_large(line)
             if quick is not None:
                 return quick
-        return self._from_server(line, defer=True)
+        msg, safe = parse_envelope(line) if line.strip() else (None, False)
+        if isinstance(msg, dict):
+            new = self._server_message(msg, safe, line)
+            if isinstance(new, ToolJob):
+                return new
+            response = _is_response(msg)
+            if new is not None:
+                return [Output("client", dump_edited(new, msg, line), response=response)]
+            return [Output("client", line, response=response)]
+        if isinstance(msg, list):
+            # Batches (gone from MCP since 2025-06-18) are answered in one piece, here.
+            changed = False
+            items: list[Any] = []
+            for item in msg:
+                new = self._server_message(item, safe, None) if isinstance(item, dict) else None
+                assert not isinstance(new, ToolJob)
+                changed = changed or new is not None
+                items.append(item if new is None else new)
+            if changed:
+                return [Output("client", dump_edited(items, msg, line))]
+        return [Output("client", line)]
 
     def finish(
         self, job: ToolJob, line: bytes | None, *, failed: str | None = None
@@ -335,29 +362,6 @@ class ProxyCore:
         events, self._events = self._events, []
         return events
 
-    def _from_server(self, line: bytes, *, defer: bool) -> list[Output] | ToolJob:
-        msg, safe = parse_envelope(line) if line.strip() else (None, False)
-        if isinstance(msg, dict):
-            new = self._server_message(msg, safe, line if defer else None)
-            if isinstance(new, ToolJob):
-                return new
-            response = _is_response(msg)
-            if new is not None:
-                return [Output("client", dump_edited(new, msg, line), response=response)]
-            return [Output("client", line, response=response)]
-        if isinstance(msg, list):
-            # Batches (gone from MCP since 2025-06-18) are answered in one piece, here.
-            changed = False
-            items: list[Any] = []
-            for item in msg:
-                new = self._server_message(item, safe, None) if isinstance(item, dict) else None
-                assert not isinstance(new, ToolJob)
-                changed = changed or new is not None
-                items.append(item if new is None else new)
-            if changed:
-                return [Output("client", dump_edited(items, msg, line))]
-        return [Output("client", line)]
-
     def _receive_large(self, line: bytes) -> list[Output] | ToolJob | None:
         """A large line handled from its envelope alone, or None to parse it in full."""
         envelope = sniff_envelope(line)
@@ -377,18 +381,14 @@ class ProxyCore:
         del self._pending[key]  # type: ignore[arg-type]
         if envelope.container != "result":
             return relay  # a JSON-RPC error
-        tool = pending.tool
         size = len(line)
-        decision = None
-        if self._file_passthrough(tool):
-            decision = "passthrough-file"
-        elif size > self.config.max_text_bytes + _ENVELOPE_SLACK:
-            decision = "unchanged"  # too large to try (max_text_bytes)
+        call = self._call(pending)
+        decision = self._rewriter.unread(call, size)
         if decision is not None:
             self._forget(pending.args_key)
-            self._record(tool, Outcome(None, decision, size, size, size // 4, size // 4), 0.0)
+            self._record(call.tool, Outcome(None, decision, size, size, size // 4, size // 4), 0.0)
             return relay
-        return ToolJob(line, self._call(pending), self._session.server_name, self._clock(), size)
+        return ToolJob(line, call, self._session.server_name, self._clock(), size)
 
     def is_pending(self, request_id: Any) -> bool:
         """Whether the client's request with this JSON-RPC id still awaits its response (an
@@ -717,8 +717,9 @@ class ProxyCore:
         safe: bool,
         line: bytes | None,
     ) -> dict[str, Any] | ToolJob | None:
-        """The rewritten response, None to relay it as is, or (with ``line``: the caller
-        defers) the :class:`ToolJob` that rewrites it elsewhere."""
+        """The :class:`ToolJob` that rewrites the response ``line`` (:meth:`from_server`,
+        or a worker), None to relay it as is, or, for an item of a batch (no ``line`` of
+        its own), the rewritten item, by the same :class:`~gcfkit.proxy.rewrite.Rewriter`."""
         task = result.get("task")
         if (
             "content" not in result
@@ -781,11 +782,6 @@ class ProxyCore:
         """Whether ``tool`` reads files: the policy's word, else its name and (when this
         session listed it) its description and input schema."""
         return self.config.policy.is_file_tool(tool, self._session.tools.get(tool))
-
-    def _file_passthrough(self, tool: str) -> bool:
-        """Whether ``tool`` reads files and the policy leaves its results alone."""
-        is_file = self._is_file_tool(tool)
-        return is_file and self.config.policy.for_tool(tool, file=is_file).format == "off"
 
     def _forget(self, slot: str) -> None:
         self._rewriter.forget(slot)

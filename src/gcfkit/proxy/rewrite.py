@@ -6,6 +6,9 @@ the original, and the ledger's numbers). It does no I/O and reads only the clock
 given, so it runs wherever a shell puts it: in process (:meth:`ProxyCore.from_server
 <gcfkit.proxy.core.ProxyCore.from_server>`), or in the worker process
 (:mod:`gcfkit.transports.worker`), where nothing it does, however long, holds up the relay.
+Either way the same code answers a result (:meth:`Rewriter.rewrite_line`): whether it is
+rewritten, and into what, is decided here and in the answer layer it calls
+(:mod:`gcfkit.proxy.answer`, :mod:`~gcfkit.proxy.forms`, :mod:`~gcfkit.proxy.since`).
 
 Three rules keep a result cheap to answer:
 
@@ -66,6 +69,7 @@ from .answer import (
 )
 from .config import Codec, ProxyConfig
 from .forms import FullForms, Text
+from .jsonrpc import dump_edited, parse_envelope
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .pyliteral import literal_value, renders
 from .record import LedgerRecord, ledger_decision
@@ -73,6 +77,7 @@ from .since import Names
 from .structured import carries_structured, flatten, model_view
 
 __all__ = [
+    "ENVELOPE_SLACK",
     "Budget",
     "BudgetExceeded",
     "Call",
@@ -96,6 +101,9 @@ _DENSE_CELLS_PER_BYTE: Final = 0.25
 _LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 
 _DEPTH: Final = 512
+
+#: What a response may hold around its text blocks and still be tried (``max_text_bytes``).
+ENVELOPE_SLACK: Final = 64 * 1024
 
 
 #: Tokens a ``ref=`` name may add to an answer (a stamp in a GCF header, or a block): the
@@ -377,6 +385,56 @@ class Rewriter:
         self._deltas.clear()
         self.names.reset()
 
+    def unread(self, call: Call, size: int) -> str | None:
+        """The ledger's decision for a result of ``call`` whose response line is ``size``
+        bytes, when the rewrite would leave it as the server wrote it without reading it;
+        None when it must be read (:meth:`rewrite_line`). The core asks before parsing a
+        large line, so that a 64 MB message that is not rewritten costs what a small one
+        does: too large to try (``max_text_bytes``), or a file read that no ``ref=`` name
+        can be given (the one answer a file read may get is ``@@ unchanged``, and that
+        needs the result named).
+
+        >>> from gcfkit.proxy.config import ProxyConfig
+        >>> r = Rewriter(ProxyConfig(max_text_bytes=10))
+        >>> r.unread(Call("read_file", "s"), 100), r.unread(Call("t", "s"), 100_000)
+        (None, 'unchanged')
+        >>> Rewriter(ProxyConfig(refs="off")).unread(Call("read_file", "s"), 100)
+        'passthrough-file'
+        """
+        file = self._file_passthrough(call)
+        if size > self.config.max_text_bytes + ENVELOPE_SLACK:
+            return "passthrough-file" if file else "unchanged"
+        if file and not call.flatten and not self._may_name_file(call):
+            # (A flattened file read is read: its text is in its structuredContent.)
+            return "passthrough-file"
+        return None
+
+    def rewrite_line(self, line: bytes, call: Call, budget: Budget) -> tuple[Outcome, bytes | None]:
+        """The outcome for one ``tools/call`` response ``line`` (what :meth:`unread` left to
+        read), and the line to send (None: the line as it is): the one road of a tool
+        result, whether it runs in a worker (:mod:`gcfkit.transports.worker`) or in process
+        (:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>`). The new
+        text goes back into the message here (:func:`_reassemble`, then
+        :func:`~gcfkit.proxy.jsonrpc.dump_edited`: every other byte as the server wrote it).
+
+        >>> from gcfkit.proxy.config import ProxyConfig
+        >>> line = b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
+        >>> Rewriter(ProxyConfig()).rewrite_line(line, Call("t", "t"), Budget.unlimited())[1]
+        b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2]"}]}}\\n'
+        """
+        msg, safe = parse_envelope(line)
+        result = msg.get("result") if isinstance(msg, dict) else None
+        if not isinstance(msg, dict) or not isinstance(result, dict):
+            self.forget(call.slot)
+            return Outcome(None, "unchanged"), None
+        if not safe:
+            self.forget(call.slot)
+            return Outcome(None, "fallback:unsafe-envelope", lazy=text_blocks_of(result)), None
+        outcome = self.rewrite(result, call, budget)
+        if outcome.result is None:
+            return outcome, None
+        return outcome, dump_edited({**msg, "result": outcome.result}, msg, line)
+
     def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         """The answer to one result of ``call``, as its client's model reads it."""
         if (call.reads == "content" and not call.flatten) or not carries_structured(result):
@@ -399,9 +457,6 @@ class Rewriter:
         outcome.lazy.extend(model_view(result, call.reads)[len(text_blocks_of(result)) :])
         return outcome
 
-    def _is_file(self, call: Call) -> bool:
-        return self.config.policy.is_file_tool(call.tool) if call.file is None else call.file
-
     def _rewrite_result(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         is_file = self._is_file(call)
         policy = self.config.policy.for_tool(call.tool, file=is_file)
@@ -415,10 +470,10 @@ class Rewriter:
             implicit = since is not None
         at = _At(call.tool, call.slot, since, implicit)
         try:
-            if is_file and policy.format == "off":
+            if self._file_passthrough(call):
                 # Byte for byte: at most an identical re-read is answered (unchanged).
                 outcome = Outcome(None, "passthrough-file", lazy=texts)
-                if call.fmt == "gcf":
+                if self._may_name_file(call):
                     outcome = self._text_answer(result, at, "file", outcome)
                 return outcome
             return self._rewrite(result, policy, fmt, at, budget)
@@ -429,6 +484,20 @@ class Rewriter:
         # The client gets the original: a delta next time must not be against an older set.
         self.forget(call.slot)
         return outcome
+
+    # -- the rules that decide before any step ----------------------------------------
+
+    def _is_file(self, call: Call) -> bool:
+        return self.config.policy.is_file_tool(call.tool) if call.file is None else call.file
+
+    def _file_passthrough(self, call: Call) -> bool:
+        """Whether ``call``'s tool reads files and the policy leaves its results alone."""
+        is_file = self._is_file(call)
+        return is_file and self.config.policy.for_tool(call.tool, file=is_file).format == "off"
+
+    def _may_name_file(self, call: Call) -> bool:
+        """Whether a file read may be named (and so a re-read answered ``@@ unchanged``)."""
+        return call.fmt == "gcf" and self.config.refs != "off"
 
     # -- the steps -------------------------------------------------------------------
 

@@ -7,6 +7,10 @@ stall it. So the shells run tool-result rewrites in worker processes,
 gives up on a worker at a result's deadline, sending the original and starting a new one:
 the time budget is a real bound, and a ping is answered while a large result is encoded.
 
+The worker is a host, no more: each result is answered by
+:meth:`Rewriter.rewrite_line <gcfkit.proxy.rewrite.Rewriter.rewrite_line>`, the code
+:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>` runs in process.
+
 A worker serves any number of sessions (the HTTP gateway's, a pool of a few workers for up
 to a thousand sessions), one job at a time. It owns each session's
 :class:`~gcfkit.proxy.rewrite.Rewriter` (and so what that client holds for deltas and
@@ -50,8 +54,7 @@ import time
 from typing import IO, Any, Final
 
 from ..proxy.config import Codec, ProxyConfig
-from ..proxy.jsonrpc import dump_edited, parse_envelope
-from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
+from ..proxy.rewrite import Budget, Rewriter
 
 __all__ = ["decode_frame_length", "encode_frame", "main", "read_frame", "write_frame"]
 
@@ -186,7 +189,7 @@ def main() -> None:
         sessions.apply(rewriter, events)
         tool = call.tool
         started = time.monotonic()
-        outcome, out = _answer(rewriter, line, call, deadline)
+        outcome, out = rewriter.rewrite_line(line, call, Budget(time.monotonic, deadline))
         issued = rewriter.names.memory.issued
         minted = list(issued[reported[0] :])
         reported[0] = len(issued)
@@ -204,25 +207,6 @@ def main() -> None:
             )
         # Free for the next job only now: its clock must not run during this bookkeeping.
         write_frame(channel, ("idle",))
-
-
-def _answer(
-    rewriter: Rewriter, line: bytes, call: Call, deadline: float
-) -> tuple[Outcome, bytes | None]:
-    """The outcome for one tools/call response line, and the line to send (None: as is)."""
-    msg, safe = parse_envelope(line)
-    result = msg.get("result") if isinstance(msg, dict) else None
-    if not isinstance(result, dict):
-        rewriter.forget(call.slot)
-        return Outcome(None, "unchanged"), None
-    if not safe:
-        rewriter.forget(call.slot)
-        return Outcome(None, "fallback:unsafe-envelope", lazy=text_blocks_of(result)), None
-    outcome = rewriter.rewrite(result, call, Budget(time.monotonic, deadline))
-    if outcome.result is None:
-        return outcome, None
-    assert isinstance(msg, dict)
-    return outcome, dump_edited({**msg, "result": outcome.result}, msg, line)
 
 
 if __name__ == "__main__":
