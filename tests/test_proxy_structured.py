@@ -228,6 +228,30 @@ def test_no_name_past_claude_codes_preview() -> None:
     assert len(got["content"]) == 2 and got["content"][1]["text"].startswith("ref=")
 
 
+CORPUS = ROOT.parent / "shared" / "corpus" / "mcp"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
+@pytest.mark.parametrize("server", ["memory", "filesystem-npm", "everything"])
+def test_verify_counts_what_claude_codes_model_reads(server: str) -> None:
+    from gcfkit.traffic.corpus import read_session
+    from gcfkit.traffic.verify import verify_sessions
+
+    session = read_session(CORPUS / server)
+    config = ProxyConfig(client="claude-code", time_budget=30.0)
+    result = verify_sessions([session], config, agent_since=True)
+    assert result.passed, [c.problem for c in result.failures]
+    # The ledger's "before" is what the model would have read without the proxy.
+    before = sum(
+        tokens.count(t)
+        for call in session.calls
+        if call.result is not None
+        for t in model_view(call.result, "structured")
+    )
+    assert result.summary.total.tokens_before == before
+    assert result.summary.total.tokens_after <= before
+
+
 # --------------------------------------------------------------------------------------
 # End to end: the official SDK client through `gcfkit proxy`
 # --------------------------------------------------------------------------------------
