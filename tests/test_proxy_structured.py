@@ -213,6 +213,25 @@ def test_keep_and_text_and_the_client_option() -> None:
     assert any("outputSchema" not in t for t in ui.tools["tools"])
 
 
+def test_a_sessionless_client_names_itself_in_each_request() -> None:
+    core = ProxyCore(ProxyConfig(time_budget=30.0))
+    meta = {"io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "3"}}
+    for n, (method, params, result) in enumerate(
+        [
+            ("tools/list", {"_meta": meta}, {"tools": TOOLS}),
+            ("tools/call", {"name": "stats", "arguments": {}, "_meta": meta}, result_of("stats")),
+        ]
+    ):
+        req = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+        core.from_client(json.dumps(req).encode() + b"\n")
+        out = core.from_server(json.dumps({"jsonrpc": "2.0", "id": n, "result": result}).encode())
+        got = json.loads(out[0].data)["result"]
+        if method == "tools/list":
+            assert [t["name"] for t in got["tools"] if "outputSchema" in t] == ["chart"]
+        else:
+            assert "structuredContent" not in got
+
+
 def test_no_name_past_claude_codes_preview() -> None:
     # Claude Code writes a result of about 50 KB to a file and shows a preview: a ref= block
     # after the text would sit past it, so such a result is not named for it.

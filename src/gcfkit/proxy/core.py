@@ -490,8 +490,12 @@ class ProxyCore:
         if method == "initialize":
             self._rewriter.reset()
             self._events.append(("reset",))
-        if method in ("initialize", "server/discover") and isinstance(params, dict):
+        if isinstance(params, dict) and (
+            method in ("initialize", "server/discover") or not self._session.client
+        ):
+            # 2026 era: no initialize; a client names itself in each request's _meta.
             self._session.client = declared_client(params) or self._session.client
+        if method in ("initialize", "server/discover") and isinstance(params, dict):
             # Handshake era: capabilities in params; 2026 era: in the request's _meta.
             meta = params.get("_meta")
             caps = params.get("capabilities")
