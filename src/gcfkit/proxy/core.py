@@ -79,7 +79,7 @@ from .policy import (
 )
 from .primer import append_primer, append_relative_primer
 from .record import LedgerRecord
-from .rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
+from .rewrite import Budget, Call, Forget, Outcome, Reset, Rewriter, SessionEvent, text_blocks_of
 from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 
 __all__ = [
@@ -219,7 +219,7 @@ class ProxyCore:
         self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
         self._pending: dict[RequestKey, _Pending] = {}
         self._unfinished: list[tuple[str, str, Outcome, float]] = []
-        self._events: list[tuple[str, ...]] = []
+        self._events: list[SessionEvent] = []
         self._warm = False
 
     # -- public API --------------------------------------------------------------------
@@ -351,10 +351,11 @@ class ProxyCore:
             )
         return [Output("client", job.line if line is None else line, response=True)]
 
-    def pop_events(self) -> list[tuple[str, ...]]:
+    def pop_events(self) -> list[SessionEvent]:
         """What happened to the session here that the rewriter must know and, with a worker
-        process (:mod:`gcfkit.transports.offload`), does not see: ``("forget", slot)`` (the
-        client got an original for that call) and ``("reset",)`` (a new session)."""
+        process (:mod:`gcfkit.transports.offload`), does not see: a
+        :class:`~gcfkit.proxy.rewrite.Forget` (the client got an original for that call) or
+        a :class:`~gcfkit.proxy.rewrite.Reset` (a new session)."""
         events, self._events = self._events, []
         return events
 
@@ -485,7 +486,7 @@ class ProxyCore:
         self._pending[key] = pending
         if method == "initialize":
             self._rewriter.reset()
-            self._events.append(("reset",))
+            self._events.append(Reset())
         if method in ("initialize", "server/discover") and isinstance(params, dict):
             # Handshake era: capabilities in params; 2026 era: in the request's _meta.
             meta = params.get("_meta")
@@ -747,7 +748,7 @@ class ProxyCore:
 
     def _forget(self, slot: str) -> None:
         self._rewriter.forget(slot)
-        self._events.append(("forget", slot))
+        self._events.append(Forget(slot))
 
     def _record(self, tool: str, outcome: Outcome, elapsed_ms: float) -> None:
         if self.config.stats:

@@ -79,8 +79,11 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "Call",
+    "Forget",
     "Outcome",
+    "Reset",
     "Rewriter",
+    "SessionEvent",
     "gcf_cells",
     "text_blocks_of",
 ]
@@ -107,6 +110,25 @@ ENVELOPE_SLACK: Final = 64 * 1024
 #: Tokens a ``ref=`` name may add to an answer (a stamp in a GCF header, or a block): the
 #: counts a named result is compared with are bounded this much higher.
 _NAMING_SLACK: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """The client got the original for the call ``slot``: no delta against what it held
+    before (:meth:`Rewriter.forget`)."""
+
+    slot: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """A new session (``initialize``): nothing delivered before is held (:meth:`Rewriter.reset`)."""
+
+
+#: What happened to a session that its rewriter must hear of before its next result: the
+#: core's events (:meth:`ProxyCore.pop_events <gcfkit.proxy.core.ProxyCore.pop_events>`),
+#: which a worker process hears with the session's next job.
+SessionEvent = Forget | Reset
 
 
 class BudgetExceeded(Exception):
@@ -366,6 +388,14 @@ class Rewriter:
         """A new session (``initialize``): nothing delivered before is held any more."""
         self._deltas.clear()
         self.names.reset()
+
+    def apply(self, events: Sequence[SessionEvent]) -> None:
+        """What the core saw happen to the session since this rewriter's last result."""
+        for event in events:
+            if isinstance(event, Forget):
+                self.forget(event.slot)
+            else:
+                self.reset()
 
     def unread(self, call: Call, size: int) -> str | None:
         """The ledger's decision for a result of ``call`` whose response line is ``size``

@@ -26,14 +26,17 @@ pass as the server wrote them: none waits for a worker that does not exist).
 **Sessions and workers.** A session's state (what its client holds for deltas and relative
 answers) lives in the worker that rewrote its last result, its *home*: state carried with
 each job instead would cost the event loop a pickle of it per result, proportional to the
-result's size, which is what must stay off the loop. So the rules, for a result of session
-S:
+result's size, which is what must stay off the loop. What the session remembers (its
+``ref=`` results) has a copy here too, in its :class:`Lane`, which each answer updates and
+a new home starts from (:mod:`gcfkit.proxy.held`): a handle outlives any worker. So the
+rules, for a result of session S:
 
 * it goes to S's home when that is idle; to any idle worker when S has no home (the new
   home starts from nothing: full answers, always correct);
 * when S's home is busy with *another* session's result, it waits at most
   :data:`PATIENCE` seconds for it (ordinary results take milliseconds, and S keeps its
-  state), then moves to an idle worker, which becomes S's home (its state starts over there);
+  state), then moves to an idle worker, which becomes S's home (its delta bases start over
+  there; its remembered results come with it);
 * when S's home is busy with S's own earlier result, it waits the same, then runs *stray* on
   an idle worker: rewritten without S's state, named by no handle, and S's home forgets
   that call's delta base before S's next result;
@@ -41,8 +44,9 @@ S:
   towards ``max_workers``.
 
 So one session's large result holds up no other session for more than :data:`PATIENCE`,
-and no message that is not a tool result at all. Killing a worker at a deadline costs only
-the result it was busy with, and the state of the sessions that lived there.
+and no message that is not a tool result at all. Killing a worker at a deadline costs the
+result it was busy with, and the delta bases of the sessions that lived there (their next
+keyed-set answers are full ones), never a handle.
 
 >>> import asyncio
 >>> from gcfkit.proxy.config import ProxyConfig
@@ -77,9 +81,21 @@ from typing import Any, Final, Generic, TypeVar
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.core import Output, ProxyCore, ToolJob
-from ..proxy.rewrite import Call
+from ..proxy.held import SessionMemory
+from ..proxy.rewrite import Call, Forget, Reset, SessionEvent
 from ..proxy.sequencer import Sequencer
-from .worker import HEADER_SIZE, decode_frame_length, encode_frame
+from .worker import (
+    HEADER_SIZE,
+    Answer,
+    Drop,
+    Idle,
+    Init,
+    Ready,
+    ToWorker,
+    decode_frame_length,
+    encode_frame,
+)
+from .worker import Job as JobFrame
 
 __all__ = [
     "MAX_WORKERS",
@@ -140,9 +156,11 @@ class _Job:
     line: bytes
     call: Call
     server: str
-    events: list[tuple[str, ...]]
+    events: list[SessionEvent]
     future: asyncio.Future[bytes | None]
     queued: float
+    #: The session's epoch when it was submitted (:attr:`Lane.epoch`).
+    epoch: int = 0
     deadline: float | None = None
     worker: _Worker | None = None
     timer: asyncio.TimerHandle | None = None
@@ -172,7 +190,7 @@ class _Worker:
     def pid(self) -> int:
         return self.process.pid
 
-    def send(self, frame: Any) -> bool:
+    def send(self, frame: ToWorker) -> bool:
         stdin = self.process.stdin
         if stdin is None or stdin.is_closing():
             return False
@@ -195,8 +213,14 @@ class Lane:
         self.home: _Worker | None = None
         #: Every result handle the session's workers issued, so a new home never reissues one.
         self.spent: list[str] = []
+        #: What the session remembers (its ``ref=`` results), as its workers last reported
+        #: it: a new home starts from it (:mod:`gcfkit.proxy.held`).
+        self.memory = SessionMemory()
+        #: Resets (``initialize``) submitted so far: a report from a result submitted before
+        #: the latest is of the old session, and is not kept.
+        self.epoch = 0
         #: Events for the home before the session's next result (a stray result's forget).
-        self.owed: list[tuple[str, ...]] = []
+        self.owed: list[SessionEvent] = []
         self.closed = False
 
     @property
@@ -210,7 +234,7 @@ class Lane:
         return self._pool.gave_up
 
     async def rewrite(
-        self, line: bytes, call: Call, server: str, events: Iterable[tuple[str, ...]] = ()
+        self, line: bytes, call: Call, server: str, events: Iterable[SessionEvent] = ()
     ) -> bytes | None:
         """The line to send for the tools/call response ``line`` (None: send it as it is).
         ``events`` (:meth:`ProxyCore.pop_events`) reach the session's state before it.
@@ -307,7 +331,7 @@ class Offload:
         none can be: the options or codec do not pickle (test doubles), or no interpreter
         runs."""
         try:
-            self._init = encode_frame(("init", self.config, self.codec, self._ledger_path))
+            self._init = encode_frame(Init(self.config, self.codec, self._ledger_path))
         except (pickle.PicklingError, AttributeError, TypeError):
             self._init = None
             return False
@@ -428,11 +452,11 @@ class Offload:
             while True:
                 header = await stdout.readexactly(HEADER_SIZE)
                 frame = pickle.loads(await stdout.readexactly(decode_frame_length(header)))
-                if frame[0] == "ready":
+                if isinstance(frame, Ready):
                     self._ready(worker)
-                elif frame[0] == "answer":
-                    self._answered(worker, frame[1], frame[2], frame[3])
-                elif frame[0] == "idle":
+                elif isinstance(frame, Answer):
+                    self._answered(worker, frame)
+                elif isinstance(frame, Idle):
                     worker.booking = False
                     self._dispatch()
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
@@ -456,22 +480,23 @@ class Offload:
                     self._start_clock(job)
         self._dispatch()
 
-    def _answered(
-        self, worker: _Worker, job_id: int, line: bytes | None, minted: list[str]
-    ) -> None:
+    def _answered(self, worker: _Worker, answer: Answer) -> None:
         job = worker.job
-        if job is None or job.id != job_id:
+        if job is None or job.id != answer.id:
             return
         worker.job = None
         worker.booking = True
         worker.done += 1
         job.worker = None
+        lane = job.lane
         if not job.stray:
-            job.lane.spent.extend(minted)
+            lane.spent.extend(answer.minted)
+            if answer.memory is not None and job.epoch == lane.epoch and not lane.closed:
+                lane.memory.apply(answer.memory)
         if job.timer is not None:
             job.timer.cancel()
         if not job.future.done():
-            job.future.set_result(line)
+            job.future.set_result(answer.line)
         if len(self._workers) > self.min_workers:
             if worker.retiring is not None:
                 worker.retiring.cancel()
@@ -519,7 +544,7 @@ class Offload:
             lane = self._lanes.get(key)
             if lane is not None and lane.home is worker:
                 lane.home = None
-                lane.owed.clear()  # the state they were for is gone
+                lane.owed.clear()  # for delta bases that are gone (a reset has cleared the copy)
         worker.homes.clear()
 
     def _kill(self, worker: _Worker) -> None:
@@ -539,11 +564,16 @@ class Offload:
     # -- jobs --------------------------------------------------------------------------
 
     def _submit(
-        self, lane: Lane, line: bytes, call: Call, server: str, events: list[tuple[str, ...]]
+        self, lane: Lane, line: bytes, call: Call, server: str, events: list[SessionEvent]
     ) -> _Job:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bytes | None] = loop.create_future()
-        job = _Job(next(self._ids), lane, line, call, server, events, future, time.monotonic())
+        if any(isinstance(event, Reset) for event in events):
+            lane.memory.clear()  # a new session: nothing it held is held any more
+            lane.epoch += 1
+        job = _Job(
+            next(self._ids), lane, line, call, server, events, future, time.monotonic(), lane.epoch
+        )
         if not self._size():
             if time.monotonic() < self._respawn_at:  # a spawn just failed: no worker to wait for
                 self._fail(job, "no-worker")
@@ -608,7 +638,7 @@ class Offload:
         job.owed = True
         if not job.sent:
             lane.owed.extend(job.events)
-        lane.owed.append(("forget", job.call.slot))
+        lane.owed.append(Forget(job.call.slot))
 
     def _fail_queue(self, reason: str) -> None:
         jobs, self._queue = self._queue, deque()
@@ -618,10 +648,11 @@ class Offload:
     def _close_lane(self, lane: Lane) -> None:
         if lane.key is not None:
             self._lanes.pop(lane.key, None)
+        lane.memory.clear()
         home, lane.home = lane.home, None
         if home is not None and lane.key is not None:
             home.homes.discard(lane.key)
-            home.send(("drop", lane.key))
+            home.send(Drop(lane.key))
 
     def _dispatch(self) -> None:
         """Hand every queued result that may start now to a worker (module docstring)."""
@@ -674,7 +705,7 @@ class Offload:
             # The session's events are for its home; and the client gets this call's answer
             # from elsewhere, so the home's delta base for it is no longer what it holds.
             lane.owed.extend(job.events)
-            lane.owed.append(("forget", job.call.slot))
+            lane.owed.append(Forget(job.call.slot))
             events = []
         elif lane.key is not None and not lane.closed:
             if lane.home is not worker:
@@ -682,7 +713,7 @@ class Offload:
                 if old is not None:
                     self.moved += 1
                     old.homes.discard(lane.key)
-                    old.send(("drop", lane.key))
+                    old.send(Drop(lane.key))
                 lane.home = worker
                 lane.owed.clear()
                 worker.homes.add(lane.key)
@@ -692,19 +723,20 @@ class Offload:
         if job.deadline is None:
             self._start_clock(job)
         assert job.deadline is not None
-        frame = (
-            "job",
+        frame = JobFrame(
             job.id,
             # A session closed while this waited is rewritten as one of no session: its
             # state is gone, and nothing would drop it from this worker again.
             None if lane.closed else lane.key,
             job.stray,
-            spent,
-            events,
             job.line,
             job.call,
             job.deadline,
             job.server,
+            tuple(events),
+            None if spent is None else tuple(spent),
+            # A new home starts from what the session remembers (its results' handles).
+            None if spent is None else lane.memory.snapshot(),
         )
         worker.job = job
         job.worker = worker
@@ -825,7 +857,7 @@ class Outbox(Generic[T]):
                 await asyncio.wait(set(self._writes))
         await self._release()
 
-    async def _run(self, ticket: int, job: ToolJob, tag: T, events: list[tuple[str, ...]]) -> None:
+    async def _run(self, ticket: int, job: ToolJob, tag: T, events: list[SessionEvent]) -> None:
         data = job.line
         try:
             outputs = await settle(self.core, self.lane, job, events)
@@ -898,7 +930,7 @@ def receive(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output] | T
 
 
 async def settle(
-    core: ProxyCore, lane: Lane | None, job: ToolJob, events: list[tuple[str, ...]]
+    core: ProxyCore, lane: Lane | None, job: ToolJob, events: list[SessionEvent]
 ) -> list[Output]:
     """What to write for ``job``: its rewrite from ``lane`` (``events``, popped from the
     core when the line arrived, reach the session's state first), or the original when no
