@@ -61,6 +61,7 @@ from ..errors import GCFError
 from ..relative import ResultMemory
 from .answer import utf8_len
 from .config import Codec, ProxyConfig
+from .content import text_blocks_of
 from .jsonrpc import (
     CONNECTION_CLOSED,
     RequestKey,
@@ -79,7 +80,7 @@ from .policy import (
 )
 from .primer import append_primer, append_relative_primer
 from .record import LedgerRecord
-from .rewrite import Budget, Call, Forget, Outcome, Reset, Rewriter, SessionEvent, text_blocks_of
+from .rewrite import Budget, Call, Forget, Outcome, Reset, Rewriter, SessionEvent
 from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 
 __all__ = [

@@ -67,8 +67,17 @@ from .answer import (
     utf8_len,
 )
 from .config import Codec, ProxyConfig
+from .content import (
+    content_of,
+    edited_line,
+    json_value_of,
+    pieces_of,
+    reassemble,
+    text_blocks,
+    text_blocks_of,
+)
 from .forms import FullForms, Text
-from .jsonrpc import dump_edited, parse_envelope
+from .jsonrpc import parse_envelope
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .pyliteral import literal_value, renders
 from .record import LedgerRecord, ledger_decision
@@ -85,7 +94,6 @@ __all__ = [
     "Rewriter",
     "SessionEvent",
     "gcf_cells",
-    "text_blocks_of",
 ]
 
 #: Each table cell GCF writes (a scalar and a delimiter, at least 2 characters) is at least
@@ -312,14 +320,6 @@ class _At:
     implicit: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """Text blocks answered as one value: their positions among the result's text blocks."""
-
-    blocks: tuple[int, ...]
-    value: Any
-
-
 class Rewriter:
     """Answers tool results for one session (see the module docstring).
 
@@ -444,7 +444,7 @@ class Rewriter:
         outcome = self.rewrite(result, call, budget)
         if outcome.result is None:
             return outcome, None
-        return outcome, dump_edited({**msg, "result": outcome.result}, msg, line)
+        return outcome, edited_line(msg, outcome.result, line)
 
     def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         """The answer to one result of ``call``."""
@@ -493,8 +493,8 @@ class Rewriter:
     def _rewrite(
         self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: _At, budget: Budget
     ) -> Outcome:
-        content = _content_of(result)
-        blocks = _text_blocks(content)
+        content = content_of(result)
+        blocks = text_blocks(content)
         texts = [block["text"] for _, block in blocks]
         outcome = Outcome(None, "unchanged", lazy=list(texts))
         if result.get("isError") is True or fmt == "off" or not blocks:
@@ -503,7 +503,7 @@ class Rewriter:
         sizes = [utf8_len(t) for t in texts]
         limit = self.config.max_text_bytes
         values = [
-            _json_value_of(t) if policy.min_bytes <= n <= limit else None
+            json_value_of(t) if policy.min_bytes <= n <= limit else None
             for t, n in zip(texts, sizes, strict=True)
         ]
         budget.check()
@@ -515,7 +515,7 @@ class Rewriter:
                 return self._text_answer(result, at, "text", outcome, budget)
             return outcome
         join = policy.join and not literals
-        pieces = _pieces(blocks, values, join=join, content_length=len(content))
+        pieces = pieces_of(blocks, values, join=join, content_length=len(content))
         answered = {i for piece in pieces for i in piece.blocks}
         outcome.lazy = [t for i, t in enumerate(texts) if i not in answered]
         # A delta replaces the whole result, so only a result answered as one value has one.
@@ -555,7 +555,7 @@ class Rewriter:
                 choices[0], handle, plain, *call, pieces[0].value, held, sum(sizes)
             )
             outcome.tokens_after += extra
-        new_content = _reassemble(content, blocks, pieces, choices)
+        new_content = reassemble(content, blocks, pieces, [c.text for c in choices])
         if block is not None:
             # Not GCF: the handle travels in a text block of its own after the result's.
             base = new_content if new_content is not None else list(content)
@@ -574,8 +574,8 @@ class Rewriter:
     ) -> Outcome:
         """A text result (one text block, not JSON), or a file read: named with a ``ref=``
         block, or answered relative to the held text when the call named one."""
-        content = _content_of(result)
-        if result.get("isError") is True or len(_text_blocks(content)) != 1 or len(content) != 1:
+        content = content_of(result)
+        if result.get("isError") is True or len(text_blocks(content)) != 1 or len(content) != 1:
             return outcome
         check = budget.check if budget is not None else (lambda: None)
         call = (at.tool, at.slot, at.since, at.implicit)
@@ -890,23 +890,8 @@ def _largest_below(bound: float) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# Results: their text blocks, and putting them back together
+# Keyed sets
 # ---------------------------------------------------------------------------------------
-
-
-def _json_value_of(text: str) -> Any:
-    """The JSON value of ``text`` if it is a JSON object or array, else ``None``."""
-    i = 0
-    n = len(text)
-    while i < n and text[i] in " \t\r\n":
-        i += 1
-    if i == n or text[i] not in "{[":
-        return None
-    try:
-        value = loads_json(text)
-    except (GCFError, RecursionError):
-        return None
-    return value if isinstance(value, (dict, list)) else None
 
 
 def _scalar_key(value: Any) -> tuple[str, Any]:
@@ -931,68 +916,3 @@ def _identity_column(value: Any, preferred: str | None) -> str | None:
         else:
             return key
     return None
-
-
-def _content_of(result: dict[str, Any]) -> list[Any]:
-    """A result's ``content`` list ([] when it is not a list)."""
-    content = result.get("content")
-    return content if isinstance(content, list) else []
-
-
-def _text_blocks(content: Any) -> list[tuple[int, dict[str, Any]]]:
-    """The text blocks of ``content`` with their positions in it."""
-    if not isinstance(content, list):
-        return []
-    return [
-        (i, b)
-        for i, b in enumerate(content)
-        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    ]
-
-
-def text_blocks_of(result: dict[str, Any]) -> list[str]:
-    """The texts of a result's text blocks, in order."""
-    return [block["text"] for _, block in _text_blocks(_content_of(result))]
-
-
-def _pieces(
-    blocks: list[tuple[int, dict[str, Any]]], values: list[Any], *, join: bool, content_length: int
-) -> list[_Piece]:
-    """Which text blocks are answered as one value: all of them as one array when ``join``
-    applies (every block of the content is a plain text block holding a JSON object), else
-    each JSON block alone."""
-    joinable = (
-        join
-        and len(blocks) >= 2
-        and len(blocks) == content_length
-        and all(isinstance(v, dict) for v in values)
-        and all(set(block) == {"type", "text"} for _, block in blocks)
-    )
-    if joinable:
-        return [_Piece(tuple(range(len(blocks))), list(values))]
-    return [_Piece((i,), v) for i, v in enumerate(values) if v is not None]
-
-
-def _reassemble(
-    content: list[Any],
-    blocks: list[tuple[int, dict[str, Any]]],
-    pieces: list[_Piece],
-    choices: list[Choice],
-) -> list[Any] | None:
-    """The new content: each answered piece's text in its first block, its other blocks
-    gone, everything else in place; None when every piece keeps its original."""
-    texts: dict[int, str] = {}
-    merged: set[int] = set()
-    for piece, choice in zip(pieces, choices, strict=True):
-        if choice.text is None:
-            continue
-        first, *rest = (blocks[i][0] for i in piece.blocks)
-        texts[first] = choice.text
-        merged.update(rest)
-    if not texts:
-        return None
-    return [
-        {**item, "text": texts[i]} if i in texts else item
-        for i, item in enumerate(content)
-        if i not in merged
-    ]
