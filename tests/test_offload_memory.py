@@ -105,16 +105,18 @@ def test_parallel_large_results_then_since_keep_their_handles() -> None:
                 return handle_of(texts)
 
             handles = await asyncio.gather(*(three(i, s) for i, s in enumerate(sessions)))
-            for worker in list(offload._workers):
+            killed = list(offload._workers)
+            for worker in killed:
                 offload._kill(worker)
-            return list(
-                await asyncio.gather(
-                    *(
-                        s.call("list_items", rows(i, 2), since=h)
-                        for i, (s, h) in enumerate(zip(sessions, handles, strict=True))
-                    )
+            got = await asyncio.gather(
+                *(
+                    s.call("list_items", rows(i, 2), since=h)
+                    for i, (s, h) in enumerate(zip(sessions, handles, strict=True))
                 )
             )
+            # Reaped before the loop ends (the pool's close waits for its live workers only).
+            await asyncio.wait([w.reader for w in killed if w.reader is not None], timeout=30)
+            return list(got)
         finally:
             await offload.close()
 

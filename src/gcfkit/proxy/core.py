@@ -59,7 +59,7 @@ from typing import Any, Final, Literal
 
 from ..errors import GCFError
 from ..relative import ResultMemory
-from .answer import utf8_len
+from .answer import FailureReason, fallback_word, utf8_len
 from .config import Codec, ProxyConfig
 from .content import text_blocks_of
 from .jsonrpc import (
@@ -338,16 +338,23 @@ class ProxyCore:
         return [Output("client", line)]
 
     def finish(
-        self, job: ToolJob, line: bytes | None, *, failed: str | None = None
+        self,
+        job: ToolJob,
+        line: bytes | None,
+        *,
+        failed: FailureReason | None = None,
+        detail: str = "",
     ) -> list[Output]:
         """What to write for ``job`` once it is done: ``line`` (None: the original). With
-        ``failed`` (no answer in time, no worker) the original goes out and the ledger says
-        why; otherwise the worker recorded the result itself."""
+        ``failed`` (no answer in time, no worker; ``detail``: an exception's type) the
+        original goes out and the ledger says why; otherwise whoever rewrote the result
+        recorded it."""
         if failed is not None:
             size = job.text_bytes
+            word = fallback_word(failed, detail)
             self._record(
                 job.tool,
-                Outcome(None, f"fallback:{failed}", size, size, size // 4, size // 4),
+                Outcome(None, word, size, size, size // 4, size // 4),
                 (self._clock() - job.started) * 1000.0,
             )
         return [Output("client", job.line if line is None else line, response=True)]
@@ -703,7 +710,7 @@ class ProxyCore:
         tool = pending.tool
         texts = text_blocks_of(result)
         if not safe:
-            outcome = Outcome(None, "fallback:unsafe-envelope", lazy=texts)
+            outcome = Outcome(None, fallback_word("unsafe-envelope"), lazy=texts)
             self._forget(pending.args_key)
         elif line is not None:
             size = sum(utf8_len(t) for t in texts)

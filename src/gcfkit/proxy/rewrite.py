@@ -60,6 +60,7 @@ from .answer import (
     advance,
     choose,
     delta_rebuilds,
+    fallback_word,
     held_after,
     is_unchanged,
     keyed_set,
@@ -80,7 +81,7 @@ from .forms import FullForms, Text
 from .jsonrpc import parse_envelope
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .pyliteral import literal_value, renders
-from .record import LedgerRecord, ledger_decision
+from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
 from .since import Names
 
 __all__ = [
@@ -172,7 +173,7 @@ class Outcome:
     replaced after losing a limited count (they count before only)."""
 
     result: dict[str, Any] | None
-    decision: str
+    decision: LedgerDecision
     bytes_before: int = 0
     bytes_after: int = 0
     tokens_before: int = 0
@@ -397,7 +398,7 @@ class Rewriter:
             else:
                 self.reset()
 
-    def unread(self, call: Call, size: int) -> str | None:
+    def unread(self, call: Call, size: int) -> LedgerWord | None:
         """The ledger's decision for a result of ``call`` whose response line is ``size``
         bytes, when the rewrite would leave it as the server wrote it without reading it;
         None when it must be read (:meth:`rewrite_line`). The core asks before parsing a
@@ -440,7 +441,9 @@ class Rewriter:
             return Outcome(None, "unchanged"), None
         if not safe:
             self.forget(call.slot)
-            return Outcome(None, "fallback:unsafe-envelope", lazy=text_blocks_of(result)), None
+            return Outcome(
+                None, fallback_word("unsafe-envelope"), lazy=text_blocks_of(result)
+            ), None
         outcome = self.rewrite(result, call, budget)
         if outcome.result is None:
             return outcome, None
@@ -467,9 +470,9 @@ class Rewriter:
                 return outcome
             return self._rewrite(result, policy, fmt, at, budget)
         except BudgetExceeded:
-            outcome = Outcome(None, "fallback:time-budget", lazy=texts)
+            outcome = Outcome(None, fallback_word("time-budget"), lazy=texts)
         except Exception as e:  # never break the agent: the original goes through
-            outcome = Outcome(None, f"fallback:error-{type(e).__name__}", lazy=texts)
+            outcome = Outcome(None, fallback_word("error", type(e).__name__), lazy=texts)
         # The client gets the original: a delta next time must not be against an older set.
         self.forget(call.slot)
         return outcome

@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
+from ..proxy.answer import FailureReason
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.core import Output, ProxyCore, ToolJob
 from ..proxy.held import SessionMemory
@@ -144,7 +145,7 @@ T = TypeVar("T")
 class OffloadFailed(Exception):
     """No answer in time (or no worker): the original goes out. ``reason`` says why."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: FailureReason) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -594,7 +595,7 @@ class Offload:
         delay = job.deadline - time.monotonic() + _SLACK
         job.timer = asyncio.get_running_loop().call_later(delay, self._expire, job, "time-budget")
 
-    def _expire(self, job: _Job, reason: str) -> None:
+    def _expire(self, job: _Job, reason: FailureReason) -> None:
         if job in self._queue:
             self._queue.remove(job)
         worker = job.worker
@@ -618,7 +619,7 @@ class Offload:
             job.timer.cancel()
         self._owe(job)
 
-    def _fail(self, job: _Job, reason: str) -> None:
+    def _fail(self, job: _Job, reason: FailureReason) -> None:
         if job.timer is not None:
             job.timer.cancel()
         self._owe(job)
@@ -640,7 +641,7 @@ class Offload:
             lane.owed.extend(job.events)
         lane.owed.append(Forget(job.call.slot))
 
-    def _fail_queue(self, reason: str) -> None:
+    def _fail_queue(self, reason: FailureReason) -> None:
         jobs, self._queue = self._queue, deque()
         for job in jobs:
             self._fail(job, reason)
@@ -942,7 +943,7 @@ async def settle(
     except OffloadFailed as e:
         return core.finish(job, None, failed=e.reason)
     except Exception as e:  # never break the agent: the original goes out
-        return core.finish(job, None, failed=f"error-{type(e).__name__}")
+        return core.finish(job, None, failed="error", detail=type(e).__name__)
     return core.finish(job, line)
 
 
