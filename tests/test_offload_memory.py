@@ -21,7 +21,8 @@ from gcfkit import relative
 from gcfkit.proxy.config import Codec, ProxyConfig
 from gcfkit.proxy.core import SINCE_ARGUMENT, ProxyCore
 from gcfkit.proxy.held import SessionMemory
-from gcfkit.transports.offload import Lane, Offload, answer
+from gcfkit.transports.offload import Lane, Offload
+from gcfkit.transports.relay import relay_one
 from tests import fault_codec
 from tests.test_proxy_core import request, response, text_result
 
@@ -51,7 +52,7 @@ class Session:
         self.n += 1
         args: dict[str, Any] = {} if since is None else {SINCE_ARGUMENT: since}
         self.core.from_client(request(self.n, "tools/call", {"name": tool, "arguments": args}))
-        (out,) = await answer(self.core, self.lane, response(self.n, text_result(text)))
+        (out,) = await relay_one(self.core, self.lane, response(self.n, text_result(text)))
         return [b["text"] for b in json.loads(out.data)["result"]["content"]]
 
 
