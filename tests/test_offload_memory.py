@@ -128,8 +128,8 @@ def test_parallel_large_results_then_since_keep_their_handles() -> None:
 def test_the_copy_follows_the_reports_and_a_reset() -> None:
     """The pool's copy holds what the last report says, in its order, and nothing after the
     session starts over (no process: the copy alone)."""
+    from gcfkit.answers.since import Names
     from gcfkit.proxy.held import report
-    from gcfkit.proxy.since import Names
     from gcfkit.relative import ResultMemory
 
     names = Names("all", 15, 0, len, ResultMemory(max_results=2, seed=5))

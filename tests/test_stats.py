@@ -263,8 +263,8 @@ def test_every_decision_the_proxy_writes_is_explained() -> None:
     writes); the dashboard explains each one, so a new one cannot go unexplained."""
     from typing import get_args
 
+    from gcfkit.answers.choose import FailureReason, FallbackReason, fallback_word
     from gcfkit.measure.savings import describe_decision
-    from gcfkit.proxy.answer import FailureReason, FallbackReason, fallback_word
     from gcfkit.proxy.record import LedgerWord
 
     for word in get_args(LedgerWord):

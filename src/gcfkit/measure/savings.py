@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Literal
 
+from ..answers.choose import FailureReason, FallbackReason
 from ..ledger import LedgerEntry, parse_time
-from ..proxy.answer import FailureReason, FallbackReason
 from ..proxy.record import LedgerRecord, LedgerWord, Sizes
 
 __all__ = [

@@ -14,7 +14,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
   file-reading tools are never touched. With ``join``, a result whose text blocks are all
   JSON objects is delivered as one array. With ``delta``, a repeated call whose results are
   keyed sets is delivered as a GCF generic delta (spec §10a).
-* relative answers (docs/extensions/relative-answers.md, :mod:`gcfkit.proxy.since`): results
+* relative answers (docs/extensions/relative-answers.md, :mod:`gcfkit.answers.since`): results
   are named (``ref=``), and a call that passes ``"_since"`` naming one this session holds
   for the same tool and arguments is answered ``@@ unchanged``, ``@@ patch`` or ``@@ edit``
   when that is verified and clearly smaller; else in full.
@@ -25,7 +25,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 * ``tools/call`` requests: ``_format`` and ``_since`` arguments are stripped, and with
   ``decode_args`` GCF arguments are decoded where the tool's schema wants an object or array.
 
-Which form a result takes is the one answer policy of :mod:`gcfkit.proxy.answer`, shared with
+Which form a result takes is the one answer policy of :mod:`gcfkit.answers.choose`, shared with
 the server helpers. Before sending GCF the core decodes it and compares it with the original
 value (same types, key order and contents; :func:`gcfkit.jsonio.same_value`), and applies a
 delta to its base before sending it; any failure, or running past the time budget, falls back
@@ -57,9 +57,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from ..answers.choose import FailureReason, fallback_word, utf8_len
+from ..answers.primer import append_primer, append_relative_primer
+from ..answers.since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 from ..errors import GCFError
 from ..relative import ResultMemory
-from .answer import FailureReason, fallback_word, utf8_len
 from .config import Codec, ProxyConfig
 from .content import text_blocks_of
 from .jsonrpc import (
@@ -78,10 +80,8 @@ from .policy import (
     cap_format,
     output_format_capability,
 )
-from .primer import append_primer, append_relative_primer
 from .record import LedgerRecord
 from .rewrite import Budget, Call, Forget, Outcome, Reset, Rewriter, SessionEvent
-from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 
 __all__ = [
     "CONNECTION_CLOSED",

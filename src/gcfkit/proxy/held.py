@@ -4,7 +4,7 @@ Where remembered results are kept, and who evicts them:
 
 * A session's named results are a bounded LRU, :class:`~gcfkit.relative.ResultMemory` (at
   most ``ref_results`` results and ``ref_bytes`` of them: ``--ref-results``,
-  ``--ref-bytes``), owned by the session's :class:`~gcfkit.proxy.since.Names`, inside the
+  ``--ref-bytes``), owned by the session's :class:`~gcfkit.answers.since.Names`, inside the
   :class:`~gcfkit.proxy.rewrite.Rewriter` that answers its results. The LRU evicts
   (remembering or recalling a result uses it); ``initialize`` clears it
   (:meth:`Rewriter.reset <gcfkit.proxy.rewrite.Rewriter.reset>`).
@@ -24,7 +24,7 @@ Where remembered results are kept, and who evicts them:
 The copy holds each result as text (a JSON value as compact JSON): a string costs the event
 loop a copy to receive and to hand on, where a parsed value would cost a walk of it.
 
->>> from gcfkit.proxy.since import Names
+>>> from gcfkit.answers.since import Names
 >>> from gcfkit.relative import ResultMemory
 >>> names = Names("all", reanchor=15, min_bytes=0, count=len, memory=ResultMemory(seed=1))
 >>> h = names.memory.remember("read_graph", "{}", "json", {"a": [1]}, size=9)
@@ -40,11 +40,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..answers.since import Names
 from ..errors import GCFError
 from ..jsonio import dumps_compact, loads_json
 from ..relative import Held
 from ..relative.memory import Kind
-from .since import Names
 
 __all__ = ["Kept", "MemoryReport", "SessionMemory", "report", "restore"]
 

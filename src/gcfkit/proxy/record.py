@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .answer import Choice, Decision, FallbackWord
+from ..answers.choose import Choice, Decision, FallbackWord
 
 __all__ = ["LedgerDecision", "LedgerRecord", "LedgerWord", "Sizes", "ledger_decision"]
 
@@ -35,7 +35,7 @@ LedgerWord = Literal[
 ]
 
 #: The decision the proxy writes for a result: a word, or a fallback and why
-#: (:func:`~gcfkit.proxy.answer.fallback_word`). A record read back from a ledger file
+#: (:func:`~gcfkit.answers.choose.fallback_word`). A record read back from a ledger file
 #: holds any string (a newer writer may have more words).
 LedgerDecision = LedgerWord | FallbackWord
 
@@ -168,7 +168,7 @@ def ledger_decision(choices: Iterable[Choice]) -> LedgerDecision:
     """One ledger word for a result answered in pieces: a fallback if any piece needed one
     (the ledger must say why), else the most telling of the pieces' decisions.
 
-    >>> from gcfkit.proxy.answer import Fallback
+    >>> from gcfkit.answers.choose import Fallback
     >>> ledger_decision([Choice(None, 3, "original"), Choice("GCF", 2, "gcf")])
     'gcf'
     >>> ledger_decision([Choice("[1]", 2, "json", (Fallback("encode", "out_of_range"),))])

@@ -8,7 +8,7 @@ given, so it runs wherever a shell puts it: in process (:meth:`ProxyCore.from_se
 (:mod:`gcfkit.transports.worker`), where nothing it does, however long, holds up the relay.
 Either way the same code answers a result (:meth:`Rewriter.rewrite_line`): whether it is
 rewritten, and into what, is decided here and in the answer layer it calls
-(:mod:`gcfkit.proxy.answer`, :mod:`~gcfkit.proxy.forms`, :mod:`~gcfkit.proxy.since`).
+(:mod:`gcfkit.answers.choose`, :mod:`~gcfkit.answers.forms`, :mod:`~gcfkit.answers.since`).
 
 Three rules keep a result cheap to answer:
 
@@ -43,12 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from ..errors import GCFError
-from ..jsonio import dumps_compact, loads_json
-from ..keyed import DeltaSession, FixedN, KeyedSet
-from ..relative import Held, ResultMemory
-from ..relative.memory import Kind
-from .answer import (
+from ..answers.choose import (
     AnswerPolicy,
     Candidates,
     Choice,
@@ -67,6 +62,14 @@ from .answer import (
     settle,
     utf8_len,
 )
+from ..answers.forms import FullForms, Text
+from ..answers.pyliteral import literal_value, renders
+from ..answers.since import Names
+from ..errors import GCFError
+from ..jsonio import dumps_compact, loads_json
+from ..keyed import DeltaSession, FixedN, KeyedSet
+from ..relative import Held, ResultMemory
+from ..relative.memory import Kind
 from .config import Codec, ProxyConfig
 from .content import (
     content_of,
@@ -77,12 +80,9 @@ from .content import (
     text_blocks,
     text_blocks_of,
 )
-from .forms import FullForms, Text
 from .jsonrpc import parse_envelope
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
-from .pyliteral import literal_value, renders
 from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
-from .since import Names
 
 __all__ = [
     "ENVELOPE_SLACK",
@@ -350,7 +350,7 @@ class Rewriter:
         held = (
             memory() if memory else ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes)
         )
-        #: The named results of the session (relative answers, :mod:`gcfkit.proxy.since`).
+        #: The named results of the session (relative answers, :mod:`gcfkit.answers.since`).
         self.names = Names(
             c.refs,
             c.reanchor,
@@ -621,7 +621,7 @@ class Rewriter:
 
         Every count that can decide the choice is exact; a form that lost a limited count
         carries ``limit + 1`` tokens, which keeps every comparison of the one answer policy
-        (:func:`~gcfkit.proxy.answer.choose`) as exact counts would have it. When the result
+        (:func:`~gcfkit.answers.choose.choose`) as exact counts would have it. When the result
         may be named, the limits leave room for what the name costs, so that "no dearer than
         the plain form" is decided exactly too.
         """
@@ -703,7 +703,7 @@ class Rewriter:
         budget: Budget,
         literal: str | None = None,
     ) -> tuple[tuple[str, Form] | None, tuple[Fallback, ...]]:
-        """The best full GCF form (``gcf`` or ``dense``, :mod:`gcfkit.proxy.forms`) if one can
+        """The best full GCF form (``gcf`` or ``dense``, :mod:`gcfkit.answers.forms`) if one can
         win: built, the shorter counted in full and the other only up to it, and (when it
         beats the plain forms) decoded and compared with the value; else None and why not."""
         refused: list[Fallback] = []
@@ -743,7 +743,7 @@ class Rewriter:
     def _literals(
         self, texts: list[str], sizes: list[int], values: list[Any], policy: ToolPolicy
     ) -> set[int]:
-        """Read the blocks that are Python literals (:mod:`gcfkit.proxy.pyliteral`) into
+        """Read the blocks that are Python literals (:mod:`gcfkit.answers.pyliteral`) into
         ``values``, in place; their positions. Exact literals only unless ``literals`` is
         ``tuples``; an exact literal is answered only when its compact JSON renders back to
         its text too (then every form sent is proven to)."""
@@ -880,7 +880,7 @@ def literal_json_renders(compact: str, text: str) -> bool:
 
 
 def _best_tokens(candidates: Candidates, policy: AnswerPolicy) -> int:
-    """The tokens of the best full form :func:`~gcfkit.proxy.answer.choose` would pick."""
+    """The tokens of the best full form :func:`~gcfkit.answers.choose.choose` would pick."""
     return choose(candidates, policy).tokens
 
 

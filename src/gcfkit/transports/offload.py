@@ -80,7 +80,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..proxy.answer import FailureReason
+from ..answers.choose import FailureReason
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.core import ProxyCore
 from ..proxy.held import SessionMemory
