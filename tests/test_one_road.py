@@ -21,7 +21,8 @@ from gcfkit import relative
 from gcfkit.proxy.config import ProxyConfig
 from gcfkit.proxy.core import SINCE_ARGUMENT, Output, ProxyCore
 from gcfkit.relative import ResultMemory
-from gcfkit.transports.offload import Offload, answer
+from gcfkit.transports.offload import Offload
+from gcfkit.transports.relay import relay_one
 from tests.test_proxy_core import request, response, text_result
 
 CONFIG = ProxyConfig(primer=False, dense=(), time_budget=60.0)
@@ -60,10 +61,10 @@ def reread_in_a_worker() -> tuple[list[str], list[str]]:
         try:
             core, lane = ProxyCore(CONFIG), offload.session()
             core.from_client(read_call(1, None))
-            first = texts(await answer(core, lane, response(1, text_result(SOURCE))))
+            first = texts(await relay_one(core, lane, response(1, text_result(SOURCE))))
             handle = relative.ref_of(first[-1])
             core.from_client(read_call(2, handle))
-            return first, texts(await answer(core, lane, response(2, text_result(SOURCE))))
+            return first, texts(await relay_one(core, lane, response(2, text_result(SOURCE))))
         finally:
             await offload.close()
 

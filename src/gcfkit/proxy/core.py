@@ -14,7 +14,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
   file-reading tools are never touched. With ``join``, a result whose text blocks are all
   JSON objects is delivered as one array. With ``delta``, a repeated call whose results are
   keyed sets is delivered as a GCF generic delta (spec §10a).
-* relative answers (docs/extensions/relative-answers.md, :mod:`gcfkit.proxy.since`): results
+* relative answers (docs/extensions/relative-answers.md, :mod:`gcfkit.answers.since`): results
   are named (``ref=``), and a call that passes ``"_since"`` naming one this session holds
   for the same tool and arguments is answered ``@@ unchanged``, ``@@ patch`` or ``@@ edit``
   when that is verified and clearly smaller; else in full.
@@ -25,7 +25,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 * ``tools/call`` requests: ``_format`` and ``_since`` arguments are stripped, and with
   ``decode_args`` GCF arguments are decoded where the tool's schema wants an object or array.
 
-Which form a result takes is the one answer policy of :mod:`gcfkit.proxy.answer`, shared with
+Which form a result takes is the one answer policy of :mod:`gcfkit.answers.choose`, shared with
 the server helpers. Before sending GCF the core decodes it and compares it with the original
 value (same types, key order and contents; :func:`gcfkit.jsonio.same_value`), and applies a
 delta to its base before sending it; any failure, or running past the time budget, falls back
@@ -57,11 +57,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from ..answers.choose import FailureReason, fallback_word, utf8_len
+from ..answers.primer import append_primer, append_relative_primer
+from ..answers.since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 from ..errors import GCFError
 from ..readers import Reads, declared_client, flattens, reader_of, reads_of
 from ..relative import ResultMemory
-from .answer import utf8_len
 from .config import Codec, ProxyConfig
+from .content import text_blocks_of
 from .jsonrpc import (
     CONNECTION_CLOSED,
     RequestKey,
@@ -78,10 +81,8 @@ from .policy import (
     cap_format,
     output_format_capability,
 )
-from .primer import append_primer, append_relative_primer
 from .record import LedgerRecord
-from .rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
-from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
+from .rewrite import Budget, Call, Forget, Outcome, Reset, Rewriter, SessionEvent
 from .structured import feeds_ui, strip_output_schemas
 
 __all__ = [
@@ -223,7 +224,7 @@ class ProxyCore:
         self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
         self._pending: dict[RequestKey, _Pending] = {}
         self._unfinished: list[tuple[str, str, Outcome, float]] = []
-        self._events: list[tuple[str, ...]] = []
+        self._events: list[SessionEvent] = []
         self._warm = False
 
     # -- public API --------------------------------------------------------------------
@@ -341,24 +342,32 @@ class ProxyCore:
         return [Output("client", line)]
 
     def finish(
-        self, job: ToolJob, line: bytes | None, *, failed: str | None = None
+        self,
+        job: ToolJob,
+        line: bytes | None,
+        *,
+        failed: FailureReason | None = None,
+        detail: str = "",
     ) -> list[Output]:
         """What to write for ``job`` once it is done: ``line`` (None: the original). With
-        ``failed`` (no answer in time, no worker) the original goes out and the ledger says
-        why; otherwise the worker recorded the result itself."""
+        ``failed`` (no answer in time, no worker; ``detail``: an exception's type) the
+        original goes out and the ledger says why; otherwise whoever rewrote the result
+        recorded it."""
         if failed is not None:
             size = job.text_bytes
+            word = fallback_word(failed, detail)
             self._record(
                 job.tool,
-                Outcome(None, f"fallback:{failed}", size, size, size // 4, size // 4),
+                Outcome(None, word, size, size, size // 4, size // 4),
                 (self._clock() - job.started) * 1000.0,
             )
         return [Output("client", job.line if line is None else line, response=True)]
 
-    def pop_events(self) -> list[tuple[str, ...]]:
+    def pop_events(self) -> list[SessionEvent]:
         """What happened to the session here that the rewriter must know and, with a worker
-        process (:mod:`gcfkit.transports.offload`), does not see: ``("forget", slot)`` (the
-        client got an original for that call) and ``("reset",)`` (a new session)."""
+        process (:mod:`gcfkit.transports.offload`), does not see: a
+        :class:`~gcfkit.proxy.rewrite.Forget` (the client got an original for that call) or
+        a :class:`~gcfkit.proxy.rewrite.Reset` (a new session)."""
         events, self._events = self._events, []
         return events
 
@@ -489,7 +498,7 @@ class ProxyCore:
         self._pending[key] = pending
         if method == "initialize":
             self._rewriter.reset()
-            self._events.append(("reset",))
+            self._events.append(Reset())
         if isinstance(params, dict) and (
             method in ("initialize", "server/discover") or not self._session.client
         ):
@@ -740,7 +749,7 @@ class ProxyCore:
         tool = pending.tool
         texts = text_blocks_of(result)
         if not safe:
-            outcome = Outcome(None, "fallback:unsafe-envelope", lazy=texts)
+            outcome = Outcome(None, fallback_word("unsafe-envelope"), lazy=texts)
             self._forget(pending.args_key)
         elif line is not None:
             size = sum(utf8_len(t) for t in texts)
@@ -789,7 +798,7 @@ class ProxyCore:
 
     def _forget(self, slot: str) -> None:
         self._rewriter.forget(slot)
-        self._events.append(("forget", slot))
+        self._events.append(Forget(slot))
 
     def _record(self, tool: str, outcome: Outcome, elapsed_ms: float) -> None:
         if self.config.stats:
