@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal, get_args
 
 from .errors import ErrorCode, GCFDecodeError, GCFEncodeError, GCFError, decode_error_at
 from .grammar import BARE_KEY_RE, HEADER_FIELD_SEP, HEADER_VALUE_RE, VERSIONED_HEADER
@@ -16,7 +16,10 @@ from .grammar import BARE_KEY_RE, HEADER_FIELD_SEP, HEADER_VALUE_RE, VERSIONED_H
 __all__ = [
     "PROFILES",
     "Header",
+    "Spec",
+    "check_generic_header",
     "check_header_value",
+    "check_spec",
     "first_line",
     "format_header",
     "parse_header",
@@ -26,6 +29,22 @@ __all__ = [
 #: The profiles of §3.1, and gcfkit's dense profile (docs/extensions/dense.md), which every
 #: v3.5.3 decoder rejects as an unknown profile and gcfkit's decoders each refuse by name.
 PROFILES: Final = ("generic", "graph", "dense")
+
+
+#: Which GCF a generic codec call speaks: v3.5.3 (the normative spec), or v3.5.3 with the
+#: table forms the reference implementation writes as v3.6.0 (gcfkit.generic.v360).
+Spec = Literal["3.5.3", "3.6.0"]
+
+
+def check_spec(spec: str) -> bool:
+    """True for ``"3.6.0"``, False for ``"3.5.3"``; any other value is a ``ValueError``.
+
+    >>> check_spec("3.6.0"), check_spec("3.5.3")
+    (True, False)
+    """
+    if spec not in get_args(Spec):
+        raise ValueError(f"spec must be '3.5.3' or '3.6.0', not {spec!r}")
+    return spec == "3.6.0"
 
 
 @dataclass(frozen=True)
@@ -142,6 +161,43 @@ def parse_header(text: str, line: int | None = 1) -> Header:
             )
         fields[key] = value
     return Header(profile, fields)
+
+
+# Where a payload of another profile is read, by (dense wanted?, its profile).
+_ELSEWHERE: Final = {
+    (False, "graph"): "this is a graph-profile payload; decode it with gcfkit.graph.loads",
+    (False, "dense"): "this is a dense-profile payload (a gcfkit extension of GCF, "
+    "docs/extensions/dense.md); read it with gcfkit.dense.loads or gcfkit.decode",
+    (True, "generic"): "a generic-profile payload is not dense; read it with gcfkit.decode",
+    (True, "graph"): "a graph-profile payload is not dense; read it with gcfkit.decode",
+}
+
+
+def check_generic_header(header: Header, dense: bool, accept_answers: bool) -> None:
+    """What the generic decoder accepts of a parsed header: its profile (generic, or with
+    ``dense`` dense), integer ``tokens``/``count``, and a delta or unchanged answer only
+    when ``accept_answers`` (never in a dense payload); ``unsupported_profile`` otherwise.
+
+    >>> check_generic_header(parse_header("GCF profile=graph"), False, False)
+    Traceback (most recent call last):
+    gcfkit.errors.GCFDecodeError: error[unsupported_profile] line 1: ...
+    """
+    if header.profile != ("dense" if dense else "generic"):
+        raise GCFDecodeError("unsupported_profile", _ELSEWHERE[dense, header.profile], 1)
+    for name in ("tokens", "count"):
+        header.count(name)
+    if header.flag("delta") | header.flag("unchanged"):
+        if dense:
+            raise GCFDecodeError(
+                "unsupported_profile", "a dense payload is never a delta answer", 1
+            )
+        if not accept_answers:
+            raise GCFDecodeError(
+                "unsupported_profile",
+                "this is a generic delta/unchanged payload; decode it with "
+                "gcfkit.keyed.loads_delta",
+                1,
+            )
 
 
 def check_header_value(key: str, value: str, code: ErrorCode = "invalid_graph") -> str:
