@@ -22,6 +22,11 @@ a grouped table to :func:`grouped_head` and :func:`group_line`. Writing: the enc
 {'rows': [{'id': 1, 'kind': 'a', 's': 'x'}, {'id': 2, 'kind': 'a', 's': 'y'}]}
 >>> gcfkit.loads("GCF profile=generic\\n## [2]{@id,k} group=k\\nk=a [2]\\n1\\n2\\n")
 [{'id': 1, 'k': 'a'}, {'id': 2, 'k': 'a'}]
+>>> print(gcfkit.dumps({"r": [{"id": 1, "k": "a"}, {"id": 2, "k": "a"}]}, spec="3.6.0"), end="")
+GCF profile=generic
+## r [2]{id,k=a}
+1
+2
 """
 
 from __future__ import annotations
@@ -29,13 +34,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
-from ..errors import GCFDecodeError, decode_error_at
+from ..errors import GCFDecodeError, GCFEncodeError, decode_error_at
 from ..grammar import COUNT_10_RE
+from ..header import format_header
 from ..scalar import MISSING, check_constant_token, parse_id_field_decl_at, parse_key_at
+from . import dense_rows
+from .cells import Nested, format_cell, key_text
 from .frames import GroupFrame, OpenFrame
 from .scan import MAX_COUNT, MEMO_MAX, Memo, looks_like_member, split_row
 
-__all__ = ["GROUP_CLAUSE", "constant_cells", "end_group", "group_line", "grouped_head"]
+__all__ = [
+    "GROUP_CLAUSE",
+    "constant_cells",
+    "dumps_grouped",
+    "end_group",
+    "factor_rows",
+    "group_line",
+    "grouped_head",
+]
 
 #: What follows a grouped table's field declaration, before the grouping column's name.
 GROUP_CLAUSE: Final = " group="
@@ -251,3 +267,85 @@ def constant_cells(rows: Sequence[list[str]], candidates: Sequence[int]) -> dict
     if len(found) == len(first):
         del found[len(first) - 1]
     return found
+
+
+def factor_rows(
+    out: list[str], written: Sequence[tuple[int, str, list[str]]], candidates: Sequence[int]
+) -> dict[int, str] | None:
+    """Factor the constant columns out of a section's rows already in ``out``: ``written``
+    holds each row's line index, prefix (``@N `` or the indentation) and cells. Returns the
+    constant columns for the declaration (:func:`gcfkit.generic.dense_rows.declaration`
+    writes them as the reference does), or None when there are none."""
+    consts = constant_cells([cells for _, _, cells in written], candidates)
+    if not consts:
+        return None
+    for index, pre, cells in written:
+        out[index] = pre + dense_rows.join(cells, consts, False)[0]
+    return consts
+
+
+def dumps_grouped(rows: Sequence[Any], key: str, column: str, *, tool: str | None = None) -> str:
+    """A value-grouped table of ``rows`` (objects of scalars) as the reference writes it
+    (gcf-python 2.8.0 ``encode_generic_grouped``, byte for byte): ``key`` is the unique
+    ``@`` key column, ``column`` the grouping column. The rows come back grouped: a group's
+    rows follow its first row, so the order changes unless equal values are adjacent.
+
+    Unlike the reference, a row without the grouping column is refused rather than read
+    back with ``null`` there (``unsupported_shape``), as is every shape the form cannot
+    carry: no rows, a non-object, a nested value, a missing, null or repeated key.
+
+    >>> print(dumps_grouped([{"id": 1, "k": "a", "v": 0}, {"id": 2, "k": "b", "v": 0},
+    ...                      {"id": 3, "k": "a", "v": 0}], "id", "k"), end="")
+    GCF profile=generic
+    ## [3]{@id,k,v=0} group=k
+    k=a [2]
+    1
+    3
+    k=b [1]
+    2
+    """
+
+    def refuse(why: str) -> GCFEncodeError:
+        return GCFEncodeError("unsupported_shape", f"a value-grouped table needs {why}")
+
+    if not isinstance(rows, (list, tuple)) or not rows:
+        raise refuse("a non-empty array")
+    if key == column:
+        raise refuse("a key column other than its grouping column")
+    if not all(isinstance(r, dict) for r in rows):
+        raise refuse("an array of objects")
+    fields = list(dict.fromkeys(f for r in rows for f in r))
+    cells: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for r in rows:
+        try:
+            row = {f: format_cell(v) for f, v in r.items()}
+        except Nested:
+            raise refuse("scalar values only") from None
+        k = row.get(key)
+        if k is None or k == "-" or column not in row:
+            raise refuse(f"{key!r} (not null) and {column!r} in every row")
+        if k in seen:
+            raise refuse(f"unique {key!r} values ({k} twice)")
+        seen.add(k)
+        cells.append(row)
+    consts: dict[str, str] = {}
+    if len(rows) > 1:
+        for f in fields:
+            tok = cells[0].get(f, "~")
+            if f not in (key, column) and all(c.get(f, "~") == tok != "~" for c in cells):
+                consts[f] = tok
+    names = ["@" + key_text(f) if f == key else key_text(f) for f in fields]
+    head = dense_rows.declaration(names, {fields.index(f): t for f, t in consts.items()})
+    groups: dict[str, list[dict[str, str]]] = {}
+    for c in cells:
+        groups.setdefault(c[column], []).append(c)
+    bare = [f for f in fields if f != column and f not in consts]
+    name = key_text(column)
+    out = [format_header("generic", [] if tool is None else [("tool", tool)])]
+    out.append(f"## [{len(rows)}]{head} group={name}")
+    for value, members in groups.items():
+        out.append(f"{name}={value} [{len(members)}]")
+        out.extend("|".join([c.get(f, "~") for f in bare]) for c in members)
+    out.append("")
+    return "\n".join(out)
