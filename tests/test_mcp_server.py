@@ -912,8 +912,8 @@ def test_dense_opt_in_per_tool() -> None:
         async with connect(srv, "gcf") as c:
             d = text(await c.call_tool("entities", {}))
             g = text(await c.call_tool("generic", {}))
-            assert not g.startswith("GCF profile=dense")  # not opted in: v3.5.3 or JSON
-            assert d.startswith("GCF profile=dense")
+            assert not g.startswith("GCF-dense")  # not opted in: v3.5.3 or JSON
+            assert d.startswith("GCF-dense")
             assert d.splitlines()[1].startswith("# dense adds:")
             assert dense.loads(d) == {"entities": rows}
             assert gcfkit.tokens.count(d) < gcfkit.tokens.count(g)

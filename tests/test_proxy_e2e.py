@@ -89,7 +89,7 @@ def texts(result: Any) -> list[str]:
 
 
 def decode(text: str) -> Any:
-    if text.startswith("GCF profile=dense"):
+    if text.startswith("GCF-dense"):
         import importlib
 
         return importlib.import_module("gcfkit.dense").loads(text)

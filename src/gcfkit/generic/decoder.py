@@ -988,7 +988,7 @@ _READERS: Final = {True: _loads_reference, False: _loads_v353}
 def loads_dense(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Decode a dense-profile payload (docs/extensions/dense.md); see gcfkit.dense.loads.
 
-    >>> loads_dense("GCF profile=dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
+    >>> loads_dense("GCF-dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
     [{'k': 1, 'v': 'two words'}, {'k': 2, 'v': ['two words']}]
     """
     numbers = None if parse_float is None else numbers_for(parse_float)

@@ -929,7 +929,7 @@ def encode_dense(
     The public entry point is :func:`gcfkit.dense.encode`.
 
     >>> encode_dense({"a": ["ab cd ef", "ab cd ef"]}, {"ab cd ef": "a"})
-    ('GCF profile=dense\\n$a=ab cd ef\\na[2]: $a,$a\\n', {'defs'})
+    ('GCF-dense\\n$a=ab cd ef\\na[2]: $a,$a\\n', {'defs'})
     """
     dense = Dense(defs=defs, lists=lists, constants=constants, short_rows=short_rows)
     enc = Encoder(Options(dense=dense))
