@@ -284,7 +284,13 @@ def test_a_strict_reader_names_the_column_of_the_form_it_rejects() -> None:
     with pytest.raises(GCFDecodeError) as err:
         gcfkit.loads(text, spec="3.5.3")
     assert (err.value.code, err.value.lineno, err.value.colno) == ("invalid_line", 2, 20)
+    with pytest.raises(GCFDecodeError, match="unexpected '='"):
+        gcfkit.decode(text, spec="3.5.3")
     assert gcfkit.loads(text) == gcfkit.decode(text)
+    grouped = "GCF profile=generic\n## [1]{@id,k} group=k\nk=a [1]\n1\n"
+    with pytest.raises(GCFDecodeError) as err:
+        gcfkit.loads(grouped, spec="3.5.3")
+    assert (err.value.code, err.value.lineno, err.value.colno) == ("invalid_key", 2, 8)
 
 
 def test_dense_keeps_its_own_constant_meaning() -> None:
