@@ -4,8 +4,9 @@
 compact JSON, TOON, GCX1, GCF and GCF's dense profile (which the proxy sends where it is
 fewest tokens): bytes, tokens in o200k_base and cl100k_base, the change against compact JSON
 (``--baseline pretty`` to compare with indented JSON instead; ``−13.4%`` is 13.4% fewer
-tokens, as everywhere in gcfkit) and a type-strict lossless round trip per format. With no input (stdin a terminal, or empty)
-or ``--ledger`` it shows the MCP proxy's savings ledger instead.
+tokens, as everywhere in gcfkit) and a type-strict lossless round trip per format. With no
+input (stdin a terminal, or empty) or ``--ledger`` it shows the MCP proxy's savings ledger
+instead.
 """
 
 from __future__ import annotations

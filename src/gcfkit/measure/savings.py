@@ -96,6 +96,7 @@ class Totals(Sizes):
             "named": self.named,
             "ref_tokens": self.ref_tokens,
             "change": signed_change(self.tokens_before, self.tokens_after),
+            "why_larger": self.why_larger(),
         }
 
     def why_larger(self) -> str | None:
@@ -110,24 +111,28 @@ class Totals(Sizes):
             return None
         if self.tokens_after - self.tokens_before > self.ref_tokens:
             return None
-        handles = "its ref= handle" if self.named == 1 else f"{self.named:,} ref= handles"
+        one = self.named == 1
+        handles = "its ref= handle" if one else f"{self.named:,} ref= handles"
         return (
-            f"{handles} ({self.ref_tokens:,} tokens): a repeat call that passes it as _since is "
-            "answered in a few tokens"
+            f"{handles} ({self.ref_tokens:,} tokens): a repeat call that passes "
+            f"{'it' if one else 'one'} as _since is answered in a few tokens"
         )
 
 
-def signed_change(before: int, after: int) -> str:
-    """The change from ``before`` to ``after`` tokens as every gcfkit view prints it: a minus
-    sign (U+2212) for fewer tokens, a plus sign for more, one decimal.
+def signed_change(before: int, after: int, digits: int = 1) -> str:
+    """The change from ``before`` to ``after`` tokens as every gcfkit view prints it (the
+    tables, the page, the charts): a minus sign (U+2212) for fewer tokens, a plus sign for
+    more, ``digits`` decimals.
 
     >>> signed_change(1000, 866), signed_change(515, 519), signed_change(10, 10)
     ('−13.4%', '+0.8%', '±0%')
+    >>> signed_change(200, 150, digits=0)
+    '−25%'
     """
     if not before or before == after:
         return "±0%"
     change = after / before - 1
-    return f"{'−' if change < 0 else '+'}{abs(change):.1%}"
+    return f"{'−' if change < 0 else '+'}{abs(change):.{digits}%}"
 
 
 @dataclass
