@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gcfkit.cli import main
 from gcfkit.clients.install import install_mcp
+from gcfkit.clients.jsondoc import blank_jsonc
 from gcfkit.clients.locations import locations_for_file
 from gcfkit.clients.shapes import CODEX, GEMINI, OPENCODE
 from gcfkit.clients.status import mcp_status
@@ -387,3 +390,82 @@ def test_config_option_tells_the_client_by_the_file_name(tmp_path: Path) -> None
     }
     for path, client in guesses.items():
         assert locations_for_file(path, cwd=tmp_path)[0].client == client
+
+
+# --- JSON with comments: VS Code, Gemini CLI and OpenCode read it --------------------------
+
+VSCODE_JSONC = """\
+{
+  // Servers for this workspace
+  "servers": {
+    "time": {
+      "type": "stdio",
+      "command": "uvx", // from PyPI
+      "args": ["mcp-server-time"],
+      /* the zone */
+      "env": {"TZ": "Europe/Paris",},
+    },
+  },
+}
+"""
+
+
+def test_vscode_jsonc_keeps_its_comments_and_comes_back(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path.cwd() / ".vscode" / "mcp.json"
+    original = put(path, VSCODE_JSONC)
+    rc, _, err = run(["install-mcp", "time", "--gcfkit", LAUNCHER], capsys)
+    assert rc == 0, err
+    text = path.read_text()
+    for comment in ("// Servers for this workspace", "// from PyPI", "/* the zone */"):
+        assert comment in text
+    assert f'"command": "{LAUNCHER}", // from PyPI' in text
+    data = json.loads(blank_jsonc(text))
+    assert data["servers"]["time"]["args"] == wrapped_args("time", "uvx", "mcp-server-time")
+    assert mcp_status(client="vscode")[0].wrapped
+    assert run(["uninstall-mcp", "time"], capsys)[0] == 0
+    assert path.read_bytes() == original
+
+
+def test_opencode_jsonc_round_trip(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path.cwd() / "opencode.jsonc"
+    original = put(
+        path,
+        '{\n  "$schema": "https://opencode.ai/config.json",\n  "mcp": {\n'
+        '    // local memory\n    "memory": {\n      "type": "local",\n'
+        '      "command": ["npx", "-y", "@modelcontextprotocol/server-memory"],\n    },\n  },\n}\n',
+    )
+    assert run(["install-mcp", "memory", "--gcfkit", LAUNCHER], capsys)[0] == 0
+    text = path.read_text()
+    assert "// local memory" in text
+    command = json.loads(blank_jsonc(text))["mcp"]["memory"]["command"]
+    assert command[:4] == [LAUNCHER, "proxy", "--name", "memory"]
+    assert run(["uninstall-mcp", "memory"], capsys)[0] == 0
+    assert path.read_bytes() == original
+
+
+def test_a_client_that_reads_strict_json_still_refuses_comments(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = home / ".cursor" / "mcp.json"
+    original = put(path, '{"mcpServers": {"time": {"command": "uvx"}}, // mine\n}\n')
+    rc, _, err = run(["install-mcp", "time", "--client", "cursor", "--gcfkit", LAUNCHER], capsys)
+    assert rc == 2 and "comments and trailing commas are not JSON" in err
+    assert path.read_bytes() == original
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab/*,"\\\n ]}'),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(_JSON, st.sampled_from([None, 2]))
+def test_blanking_comments_never_touches_json(value: Any, indent: int | None) -> None:
+    # Strings full of slashes, stars, commas and quotes are values, never comments.
+    text = json.dumps({"v": value}, indent=indent)
+    assert blank_jsonc(text) == text

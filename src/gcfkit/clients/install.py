@@ -198,7 +198,7 @@ def _find(
         try:
             doc = docs.get(loc.path)
             if doc is None:
-                doc = docs[loc.path] = load_config(loc.path)
+                doc = docs[loc.path] = load_config(loc.path, jsonc=loc.kind.jsonc)
             if doc.raw is not None and name in servers_of(doc, loc):
                 found.append(loc)
         except ConfigError as e:

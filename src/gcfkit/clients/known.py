@@ -64,8 +64,9 @@ class Client:
     """One MCP client: its ``name`` (``--client``), a ``label`` for people, the key path of
     its servers object in a config file (``container``; OpenCode's newer ``mcp.servers`` is
     found by :meth:`container_in`), the :class:`~.shapes.EntryShape` of its entries, its
-    config files (``files(home, project, env, platform)``) and whether a file is its
-    (``owns(path)``, for ``--config``)."""
+    config files (``files(home, project, env, platform)``), whether a file is its
+    (``owns(path)``, for ``--config``) and whether it reads comments and trailing commas in
+    its JSON (``jsonc``)."""
 
     name: str
     label: str
@@ -73,6 +74,7 @@ class Client:
     shape: EntryShape
     files: Callable[[Path, Path, Mapping[str, str], str], list[FileSpot]]
     owns: Callable[[Path], bool]
+    jsonc: bool = False
 
     def container_in(self, data: Mapping[str, Any]) -> tuple[str, ...]:
         """The key path of the servers object in a file's ``data``.
@@ -224,6 +226,7 @@ KNOWN: tuple[Client, ...] = (
             ("project", project / ".vscode" / "mcp.json", None),
         ],
         lambda path: path.name == "mcp.json" and path.parent.name in (".vscode", "User"),
+        jsonc=True,
     ),
     Client(
         "gemini",
@@ -235,6 +238,7 @@ KNOWN: tuple[Client, ...] = (
             ("project", project / ".gemini" / "settings.json", None),
         ],
         _named("settings.json", parent=".gemini"),
+        jsonc=True,
     ),
     Client(
         "opencode",
@@ -243,6 +247,7 @@ KNOWN: tuple[Client, ...] = (
         OPENCODE,
         _opencode,
         _named("opencode.json", "opencode.jsonc"),
+        jsonc=True,
     ),
 )
 

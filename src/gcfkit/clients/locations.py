@@ -75,15 +75,16 @@ class ConfigLocation:
         return client_named(self.client)
 
 
-def load_config(path: Path) -> ConfigDocument:
-    """Read a config file: TOML for a ``.toml`` file, JSON otherwise.
+def load_config(path: Path, *, jsonc: bool = False) -> ConfigDocument:
+    """Read a config file: TOML for a ``.toml`` file, else JSON, with comments and trailing
+    commas for a client that reads them (``jsonc``) or a ``.jsonc`` file.
 
     >>> load_config(Path("/nonexistent/config.toml")).data
     {}
     """
     if path.suffix == ".toml":
         return TomlDocument.load(path)
-    return JsonDocument.load(path)
+    return JsonDocument.load(path, jsonc=jsonc or path.suffix == ".jsonc")
 
 
 def known_locations(

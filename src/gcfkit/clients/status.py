@@ -72,7 +72,7 @@ def mcp_status(
         doc = docs.get(loc.path)
         if doc is None:
             try:
-                doc = load_config(loc.path)
+                doc = load_config(loc.path, jsonc=loc.kind.jsonc)
             except ConfigError as e:
                 doc = e
                 result.append(ServerStatus(loc, None, "", False, "", error=str(e)))
