@@ -469,3 +469,15 @@ def test_blanking_comments_never_touches_json(value: Any, indent: int | None) ->
     # Strings full of slashes, stars, commas and quotes are values, never comments.
     text = json.dumps({"v": value}, indent=indent)
     assert blank_jsonc(text) == text
+
+
+def test_status_tells_a_wrappable_remote_server_from_one_that_is_not(home: Path) -> None:
+    put(
+        home / ".gemini" / "settings.json",
+        json.dumps({"mcpServers": GEMINI_SETTINGS["mcpServers"]}),
+    )
+    status = {s.name: s for s in mcp_status(client="gemini")}
+    assert status["remote"].wrappable and not status["legacy"].wrappable
+    put(home / ".codex" / "config.toml", CODEX_TOML)
+    status = {s.name: s for s in mcp_status(client="codex")}
+    assert status["remote"].wrappable and not status["oauth"].wrappable

@@ -237,7 +237,7 @@ def _status_line(s: ServerStatus) -> str:
     if s.wrapped:
         opts = f" ({shlex.join(s.proxy_args)})" if s.proxy_args else ""
         state = f"wrapped{opts}"
-    elif s.transport == "http":
+    elif not s.wrappable:
         state = "not wrappable (http)"
     else:
         state = "not wrapped"
@@ -298,8 +298,11 @@ def _doctor(args: argparse.Namespace) -> int:
             continue
         name = _shown(s.name)
         if not s.wrapped and not args.all:
-            hint = "not wrappable (http)" if s.transport == "http" else "not wrapped"
-            print(f"  - {name}: {hint}; gcfkit install-mcp {shlex.quote(s.name)} to wrap it")
+            if s.wrappable:
+                how = f"gcfkit install-mcp {shlex.quote(s.name)} to wrap it"
+                print(f"  - {name}: not wrapped; {how}")
+            else:
+                print(f"  - {name}: not wrappable (a remote server the proxy cannot relay)")
             continue
         if s.entry is None or s.transport != "stdio":
             print(f"  - {name}: a remote server; not started")

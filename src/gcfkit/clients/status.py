@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from .entries import is_http_entry, split_wrapped
+from .entries import check_wrappable, is_http_entry, split_wrapped
 from .jsondoc import JsonObject
 from .locations import ConfigDocument, ConfigLocation, load_config, select_locations, servers_of
 
@@ -25,6 +25,9 @@ class ServerStatus:
     command: str
     proxy_args: tuple[str, ...] = ()
     error: str | None = None
+    #: Whether ``install-mcp`` can wrap it (an SSE server, or a Codex one that signs in
+    #: itself, cannot); False for a wrapped entry.
+    wrappable: bool = True
     #: The entry in the common shape (:mod:`.shapes`: ``command``, ``args``, ``env``, ``cwd``
     #: whatever the client calls them), for ``gcfkit doctor`` to start it as the client
     #: would. Not in :meth:`to_dict`: its env often holds secrets.
@@ -43,6 +46,7 @@ class ServerStatus:
             "command": self.command,
             "proxy_args": list(self.proxy_args),
             "error": self.error,
+            "wrappable": self.wrappable,
         }
 
 
@@ -91,7 +95,16 @@ def mcp_status(
             entry = loc.kind.shape.to_common(own)
             if is_http_entry(entry):
                 url = entry.get("url", entry.get("serverUrl", ""))
-                result.append(ServerStatus(loc, name, "http", False, str(url), entry=entry))
+                try:
+                    check_wrappable(entry, name, loc.describe())
+                    wrappable = loc.kind.shape.refusal(own) is None
+                except ConfigError:
+                    wrappable = False
+                result.append(
+                    ServerStatus(
+                        loc, name, "http", False, str(url), wrappable=wrappable, entry=entry
+                    )
+                )
                 continue
             parts = split_wrapped(entry)
             if parts is not None:
