@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
         help="token cost of a JSON value per format, or the proxy's savings ledger",
         description="Measure a JSON value (FILE, '-' or piped stdin) as pretty JSON, compact "
         "JSON, TOON, GCX1, GCF and GCF's dense profile: bytes, tokens (o200k_base and "
-        "cl100k_base), change against compact JSON (−13.4%% is 13.4%% fewer tokens) and a "
+        "cl100k_base), change against compact JSON (−13.4% is 13.4% fewer tokens) and a "
         "lossless round-trip check per format. Without input, or with --ledger, show the "
         "MCP proxy's savings ledger.",
     )
@@ -295,7 +295,7 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     numbers = [_before_after(total), *(_before_after(t) for _, t in rows)]
     fixed = 5 + max(map(len, numbers)) + 8 + 4 * 3 + 4  # calls, tokens, change, padding
     longest = max(map(len, names), default=5)
-    bar = out.width >= fixed + longest + _BAR_WIDTH + 3
+    bar = out.width >= max(80, fixed + longest + _BAR_WIDTH + 3)
     table = Table(title=Text(title), show_footer=True)
     table.add_column(
         "server tool",
