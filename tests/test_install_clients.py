@@ -481,3 +481,19 @@ def test_status_tells_a_wrappable_remote_server_from_one_that_is_not(home: Path)
     put(home / ".codex" / "config.toml", CODEX_TOML)
     status = {s.name: s for s in mcp_status(client="codex")}
     assert status["remote"].wrappable and not status["oauth"].wrappable
+
+
+def test_codex_headers_in_a_table_of_their_own_come_back(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = home / ".codex" / "config.toml"
+    original = put(
+        path,
+        '[mcp_servers.r]\nurl = "https://example.invalid/mcp"\n\n'
+        '[mcp_servers.r.http_headers]\nX-Team = "core"  # the team\n\n[other]\nk = 1\n',
+    )
+    assert run(["install-mcp", "r", "--gcfkit", LAUNCHER], capsys)[0] == 0
+    entry = tomllib.loads(path.read_text())["mcp_servers"]["r"]
+    assert entry["args"][-2:] == ["--header", "X-Team: core"] and "http_headers" not in entry
+    assert run(["uninstall-mcp", "r"], capsys)[0] == 0
+    assert path.read_bytes() == original

@@ -52,12 +52,14 @@ def _item(tomlkit: Any, value: Any, source: str | None) -> Any:
     """A value as TOML writes it inside a server table: as ``source`` spelled it when that
     is the same value (a restored entry gets its own bytes back), a table on one line."""
     if source is not None:
-        try:
-            item = tomlkit.parse(f"v = {source}\n")["v"]
-        except tomlkit.exceptions.TOMLKitError:
-            item = None
-        if item is not None and same_value(item.unwrap(), value, number_types=True):
-            return item
+        # A value on its key's line, or a table of its own ([servers.NAME.http_headers]).
+        for text in (f"v = {source.strip()}\n", f"[v]\n{source}"):
+            try:
+                item = tomlkit.parse(text)["v"]
+            except tomlkit.exceptions.TOMLKitError:
+                continue
+            if same_value(item.unwrap(), value, number_types=True):
+                return item
     if isinstance(value, Mapping):
         table = tomlkit.inline_table()
         table.update(value)
@@ -135,7 +137,7 @@ class TomlDocument:
         node: Any = _tomlkit().parse(self.text)
         for key in keys:
             node = node[key]
-        return {key: node.item(key).as_string().strip() for key in node}
+        return {key: node.item(key).as_string() for key in node}
 
     @classmethod
     def load(cls, path: Path) -> TomlDocument:
