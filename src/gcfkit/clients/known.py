@@ -255,7 +255,9 @@ KNOWN: tuple[Client, ...] = (
 CLIENTS: tuple[str, ...] = tuple(c.name for c in KNOWN)
 
 #: A config file of no known client (``--config`` naming something else): ``mcpServers``.
-_CUSTOM = Client("custom", "a custom config", ("mcpServers",), STANDARD, lambda *_: [], bool)
+_CUSTOM = Client(
+    "custom", "a custom config", ("mcpServers",), STANDARD, lambda *_: [], lambda _: False
+)
 
 
 def client_named(name: str) -> Client:
