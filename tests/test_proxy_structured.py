@@ -26,6 +26,7 @@ from gcfkit.proxy.structured import feeds_ui, flatten, model_view, strip_output_
 from gcfkit.readers import CLIENTS, flattens, reader_of, reads_of
 from gcfkit.relative import Reader
 from gcfkit.traffic.verify import GateError, read_back
+from tests.conformance import GCF_HEADS
 from tests.structured_server import FILE_TEXT, GRAPH, TOOLS, result_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +171,7 @@ def test_claude_code_gets_the_value_where_its_model_reads_it() -> None:
         before = tokens.count(dumps_compact(sent["structuredContent"]))
         assert sum(tokens.count(t) for t in view) <= before + 8  # a ref= stamp at most
     graph = s.call("read_graph")["content"][0]["text"]
-    assert graph.startswith("GCF ")  # compressed, where the model reads it
+    assert graph.startswith(GCF_HEADS)  # compressed, where the model reads it
     # Untouched: the UI tool and the error.
     assert s.call("chart") == result_of("chart")
     assert s.call("fail") == result_of("fail")
