@@ -57,8 +57,13 @@ def put(path: Path, text: str) -> bytes:
     return path.read_bytes()
 
 
-def wrapped_args(name: str, *inner: str) -> list[str]:
-    return ["proxy", "--name", name, "--", *inner]
+def wrapped_args(name: str, *inner: str, client: str | None = None) -> list[str]:
+    # A client whose model reads structuredContent is named (gcfkit.readers: Codex).
+    named = ["--client", client] if client else []
+    return ["proxy", "--name", name, *named, "--", *inner]
+
+
+CODEX_NAME = "codex-mcp-client"
 
 
 # --- Codex: TOML, comments and layout kept ------------------------------------------------
@@ -110,12 +115,16 @@ def test_codex_round_trip_keeps_comments_and_layout(
     text = path.read_text(encoding="utf-8")
     data = tomllib.loads(text)["mcp_servers"]
     assert data["git"]["command"] == LAUNCHER
-    assert data["git"]["args"] == wrapped_args("git", "uvx", "mcp-server-git", "--repository", ".")
+    git = wrapped_args("git", "uvx", "mcp-server-git", "--repository", ".", client=CODEX_NAME)
+    assert data["git"]["args"] == git
     assert (
         data["git"]["env"] == {"GIT_TOKEN": "s3cr\u00e9t"}
         and data["git"]["startup_timeout_sec"] == 20
     )
-    assert data["bare"] == {"command": LAUNCHER, "args": wrapped_args("bare", "my-server")}
+    assert data["bare"] == {
+        "command": LAUNCHER,
+        "args": wrapped_args("bare", "my-server", client=CODEX_NAME),
+    }
     assert data["remote"] == {
         "tool_timeout_sec": 60.0,
         "command": LAUNCHER,
@@ -123,6 +132,8 @@ def test_codex_round_trip_keeps_comments_and_layout(
             "proxy",
             "--name",
             "remote",
+            "--client",
+            CODEX_NAME,
             "--upstream",
             "https://example.invalid/mcp",
             "--header",
@@ -140,7 +151,7 @@ def test_codex_round_trip_keeps_comments_and_layout(
     assert f'command = "{LAUNCHER}"   # the git server' in text
     status = {s.name: s for s in mcp_status(client="codex")}
     assert status["git"].wrapped and status["remote"].wrapped and not status["oauth"].wrapped
-    assert data["time"]["args"] == wrapped_args("time", "uvx", "mcp-server-time")
+    assert data["time"]["args"] == wrapped_args("time", "uvx", "mcp-server-time", client=CODEX_NAME)
     rc, out, _ = run(["uninstall-mcp", "git", "bare", "remote", "time"], capsys)
     assert rc == 0 and out.count("restored the original") == 4
     assert path.read_bytes() == original
