@@ -526,4 +526,6 @@ def build_command_app(
                 await reaper
             await server.close()
 
-    return guarded_app(server.handle, ["GET", "POST", "DELETE"], guard, lifespan, routes)
+    app = guarded_app(server.handle, ["GET", "POST", "DELETE"], guard, lifespan, routes)
+    app.state.sessions = server.sessions  # for health and metrics routes (and tests)
+    return app

@@ -293,8 +293,10 @@ def guarded_app(
     >>> client.get("/x").text, client.get("/x", headers={"host": "evil.example"}).status_code
     ('ok', 421)
     """
-    return Starlette(
+    app = Starlette(
         routes=[*routes, Route("/{path:path}", endpoint, methods=list(methods))],
         middleware=[Middleware(GuardMiddleware, guard=guard)],
         lifespan=lifespan,
     )
+    app.state.refusals = guard.refusals  # what the limits refused, by kind (metrics)
+    return app

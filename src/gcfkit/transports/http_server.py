@@ -579,7 +579,9 @@ def build_gateway(
         return await state["gateway"].handle(request)
 
     methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"]
-    return guarded_app(endpoint, methods, guard, lifespan, routes)
+    app = guarded_app(endpoint, methods, guard, lifespan, routes)
+    app.state.sessions = cores.sessions  # for health and metrics routes (and tests)
+    return app
 
 
 async def serve_gateway(
