@@ -639,6 +639,11 @@ def test_an_answer_that_is_not_utf8_ends_its_stream(tmp_path: Path) -> None:
             )
             assert b"caf\xe9" in answer.content  # delivered as the server wrote it
             assert b'"id":7' in answer.content
+            # The same on the shared process of the 2026-07-28 protocol (no session).
+            modern = {**JSON, "mcp-protocol-version": "2026-07-28"}
+            sent = http.post(url, json=call(8, "latin1"), headers=modern)
+            shared = await asyncio.wait_for(sent, 60)
+            assert b"caf\xe9" in shared.content and b'"id":8' in shared.content
 
     run(scenario)
 
