@@ -3,12 +3,13 @@
 Two shells on one starlette app, served by uvicorn:
 
 * :func:`serve_gateway` (``--http HOST:PORT --upstream URL``): HTTP on both sides. Every
-  request is relayed to the upstream with the client's own headers (``Authorization``,
-  ``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Last-Event-ID``, the 2026-07-28
-  ``Mcp-Method``/``Mcp-Name``/``Mcp-Param-*``), ``--header`` ones added; every answer comes
-  back with the upstream's status and headers (``WWW-Authenticate`` too), its JSON body or
-  each SSE event's message rewritten by the core. The gateway serves the upstream's path;
-  any other path (OAuth discovery under ``/.well-known/``) is relayed untouched.
+  request to the MCP endpoint is relayed to the upstream with the client's own headers
+  (``Authorization``, ``Origin``, ``Mcp-Session-Id``, ``MCP-Protocol-Version``,
+  ``Last-Event-ID``, the 2026-07-28 ``Mcp-Method``/``Mcp-Name``/``Mcp-Param-*``), ``--header``
+  ones added; every answer comes back with the upstream's status and headers
+  (``WWW-Authenticate`` too), its JSON body or each SSE event's message rewritten by the
+  core. The gateway serves the upstream's path and relays nothing else but OAuth discovery
+  (``GET /.well-known/oauth-*``, without the ``--header`` credential); any other path is 404.
 * :func:`serve_command` (``--http HOST:PORT -- COMMAND``): a stdio server behind Streamable
   HTTP at ``/mcp``. Each ``initialize`` starts a session: its own server process and its own
   core, named by the ``Mcp-Session-Id`` the proxy gives; ``DELETE`` (or an idle hour) ends it.
@@ -25,9 +26,12 @@ its own stream, never the event loop, and past the time budget the original goes
 With ``--capture-dir`` each session is recorded in its own directory, as a stdio proxy's
 is (:class:`~gcfkit.transports.http.Captures`).
 
-Bound to a loopback address, the proxy refuses requests whose ``Host`` or ``Origin`` is not
-a loopback name (DNS rebinding); the host must be given, so serving beyond this machine is
-a decision, never a default.
+On every bind, :mod:`gcfkit.transports.http_guard` checks ``Host`` and ``Origin`` (DNS
+rebinding, pages elsewhere), the client token when there is one, and the body's size; the
+host must be given, so serving beyond this machine is a decision, never a default, and a
+gateway bound beyond loopback lends its ``--header`` credential only behind a client token
+(:func:`check_lending`). Sessions, bytes remembered and slow clients are bounded by
+:class:`~gcfkit.transports.http_limits.HttpLimits`.
 """
 
 from __future__ import annotations
