@@ -8,7 +8,9 @@ take to send its headers: a client that trickles a byte at a time holds a descri
 good, and a thousand of them leave none for real clients. :func:`protocol_for` adds that
 deadline to uvicorn's own h11 protocol: from the connection's opening (and from each
 response's end, for the next request) to the request's last header; past it the connection
-is closed and counted (``header_timeout``).
+is closed and counted (``header_timeout``). And the process may open as many descriptors as
+the system lets it (:func:`raise_descriptor_limit`): the usual soft limit of 1,024 is what a
+flood of idle connections exhausts first.
 
 >>> sock = listen_socket("127.0.0.1", 0)
 >>> sock.proto == socket.IPPROTO_TCP
@@ -19,6 +21,7 @@ True
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from typing import Any
 
@@ -28,7 +31,26 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ..errors import ConfigError
 from .http_limits import HttpLimits, Refusals
 
-__all__ = ["listen_socket", "protocol_for", "uvicorn_config"]
+__all__ = ["listen_socket", "protocol_for", "raise_descriptor_limit", "uvicorn_config"]
+
+
+def raise_descriptor_limit(wanted: int = 65536) -> int:
+    """Raise this process's soft limit of open descriptors towards ``wanted`` (never past
+    the hard limit); the limit now. POSIX only: elsewhere, and when refused, it stays.
+
+    >>> raise_descriptor_limit(1) >= 1
+    True
+    """
+    try:
+        import resource
+    except ImportError:  # Windows
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

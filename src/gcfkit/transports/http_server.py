@@ -73,7 +73,7 @@ from .http import (
 )
 from .http_guard import Guard, guarded_app
 from .http_limits import DEFAULT_LIMITS, HttpLimits, Refusals
-from .http_listen import listen_socket, uvicorn_config
+from .http_listen import listen_socket, raise_descriptor_limit, uvicorn_config
 from .http_sessions import SessionTable
 from .offload import Lane, Offload, answer, server_pool, start_pool
 
@@ -641,6 +641,7 @@ def check_lending(guard: Guard, lends: bool) -> None:
 async def _serve(app: Any, host: str, port: int, path: str, guard: Guard) -> int:
     import uvicorn
 
+    raise_descriptor_limit()
     sock = listen_socket(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
