@@ -74,9 +74,10 @@ class HttpLimits:
     #: The gateway: sessions whose state it keeps (least recently used forgotten first).
     max_sessions: int = 1024
     #: The gateway: bytes of results remembered across all sessions (for deltas and
-    #: relative answers); each session counts the results it has seen, up to its own bound
-    #: (``ProxyConfig.ref_bytes``, 8 MiB).
-    remembered_bytes: int = 256 * _MIB
+    #: relative answers); each session counts the results it has seen as JSON text, up to
+    #: its own bound (``ProxyConfig.ref_bytes``, 8 MiB). The parsed values the workers keep
+    #: take several times that (some ten times, measured), hence a modest default.
+    remembered_bytes: int = 64 * _MIB
     #: Seconds a session may go without a request or an open stream before it ends.
     idle_timeout: float = 3600.0
     #: Bytes of one request body.
