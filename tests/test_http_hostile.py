@@ -176,9 +176,10 @@ class Upstream:
     """A Streamable HTTP MCP server stub that records every request it gets: sessions it
     issued (404 for others), ``big`` results of a given size."""
 
-    def __init__(self) -> None:
+    def __init__(self, lax: bool = False) -> None:
         self.seen: list[tuple[str, str, dict[str, str]]] = []
         self.sessions: set[str] = set()
+        self.lax = lax  # accepts any session id (it should answer 404)
 
     def app(self) -> Starlette:
         methods = ["GET", "POST", "DELETE", "OPTIONS", "HEAD"]
@@ -206,7 +207,7 @@ class Upstream:
                       "serverInfo": {"name": "stub", "version": "1"}}  # fmt: skip
             body = {"jsonrpc": "2.0", "id": msg["id"], "result": result}
             return JSONResponse(body, headers={"mcp-session-id": new})
-        if session is not None and session not in self.sessions:
+        if session is not None and session not in self.sessions and not self.lax:
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32001,
                                  "message": "Session not found"}}, 404)  # fmt: skip
         if "id" not in msg:
@@ -424,6 +425,22 @@ def test_made_up_session_ids_get_404_and_keep_nothing(tmp_path: Path) -> None:
             assert command.state.sessions == {}
 
     run(on_the_command_server)
+
+
+def test_made_up_ids_an_upstream_accepts_never_push_a_real_session_out() -> None:
+    upstream = Upstream(lax=True)
+    guard = Guard("127.0.0.1", limits=HttpLimits(max_sessions=2))
+
+    async def scenario() -> None:
+        async with gateway(upstream, guard) as (url, app), httpx2.AsyncClient(timeout=30) as http:
+            real = await open_session(http, url)
+            for n in range(10):
+                fake = {**JSON, "mcp-session-id": f"made-up-{n}"}
+                assert (await http.post(url, json=call(2, "t"), headers=fake)).status_code == 200
+            assert real["mcp-session-id"] in app.state.sessions
+            assert len(app.state.sessions) == 2
+
+    run(scenario)
 
 
 def test_a_session_the_upstream_knows_is_kept_after_a_gateway_restart() -> None:

@@ -175,8 +175,11 @@ class _Cores:
     def vouched(self, session_id: str, peer: _Peer) -> None:
         """The upstream answered a request of a session this gateway did not know (begun
         before it started, or forgotten): keep it. Its exchanges are recorded one by one, as
-        those of no session (the ids may not be this client's alone)."""
-        self.adopt(session_id, peer, record=False)
+        those of no session (the ids may not be this client's alone). Only while there is
+        room: a session the gateway did not see begin never evicts one it did (an upstream
+        that accepts any id would otherwise let made-up ids push real sessions out)."""
+        if len(self.sessions) < self.sessions.max_entries:
+            self.adopt(session_id, peer, record=False)
 
     def adopt(self, session_id: str, peer: _Peer, *, record: bool = True) -> _Peer:
         """``peer`` (made for the ``initialize`` that opened the session) is the session's;
