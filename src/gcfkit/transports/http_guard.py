@@ -153,7 +153,7 @@ class Guard:
     bound: str
     allowed_hosts: frozenset[str] = frozenset()
     allowed_origins: frozenset[str] = frozenset()
-    client_token: str | None = None
+    client_token: str | None = dataclasses.field(default=None, repr=False)
     open_paths: frozenset[str] = frozenset()
     limits: HttpLimits = DEFAULT_LIMITS
     refusals: Refusals = dataclasses.field(default_factory=Refusals)
