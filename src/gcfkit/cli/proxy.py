@@ -256,7 +256,7 @@ def add_http_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=limits.remembered_bytes // 2**20,
         metavar="MB",
-        help="a gateway's results remembered across sessions, least recently used "
+        help="a gateway's ref= results remembered across sessions, least recently used "
         f"forgotten first (default {limits.remembered_bytes // 2**20})",
     )
     g.add_argument(

@@ -73,10 +73,10 @@ class HttpLimits:
     max_processes: int = 32
     #: The gateway: sessions whose state it keeps (least recently used forgotten first).
     max_sessions: int = 1024
-    #: The gateway: bytes of results remembered across all sessions (for deltas and
-    #: relative answers); each session counts the results it has seen as JSON text, up to
-    #: its own bound (``ProxyConfig.ref_bytes``, 8 MiB). The parsed values the workers keep
-    #: take several times that (some ten times, measured), hence a modest default.
+    #: The gateway: bytes of results remembered across all sessions (the ``ref=`` results
+    #: relative answers refer to, as ``ProxyConfig.ref_bytes`` counts them, 8 MiB at most
+    #: per session). The gateway keeps their text and the worker holding a session the
+    #: parsed values, several times the text; hence a modest default.
     remembered_bytes: int = 64 * _MIB
     #: Seconds a session may go without a request or an open stream before it ends.
     idle_timeout: float = 3600.0

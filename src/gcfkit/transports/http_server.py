@@ -155,7 +155,6 @@ class _Cores:
             limits.remembered_bytes,
             limits.idle_timeout,
             clock=clock,
-            entry_bytes=config.ref_bytes,
         )
 
     def fresh(self) -> _Peer:
@@ -200,10 +199,11 @@ class _Cores:
             self.retire(old)  # the id names this session now, or there is no room
         return peer
 
-    def charge(self, peer: _Peer, size: int) -> None:
-        """The session saw a message of ``size`` bytes: what its state may hold grows."""
+    def measure(self, peer: _Peer) -> None:
+        """After a result: the session holds what its lane's memory holds now (the results
+        it may answer relative to), and the table stays within its bytes."""
         if peer.session is not None and self.sessions.get(peer.session) is peer:
-            for old in self.sessions.charge(peer.session, size):
+            for old in self.sessions.resize(peer.session, peer.lane.memory.bytes):
                 self.retire(old)
 
     def expire(self) -> None:
@@ -461,7 +461,7 @@ class _Gateway:
         if ctype == "application/json" and body:
             new = await _to_client(peer, body, self.cores.captures, sent, ids)
             self.cores.flush(core)
-            self.cores.charge(peer, len(body))
+            self.cores.measure(peer)
             if new is not None:
                 body = new
         return _response(upstream.status_code, headers, body)
@@ -482,7 +482,7 @@ class _Gateway:
                 if data and event.event in ("", "message"):
                     new = await _to_client(peer, data, self.cores.captures, sent, ids)
                     self.cores.flush(core)
-                    self.cores.charge(peer, len(data))
+                    self.cores.measure(peer)
                     data = new if new is not None else one_line(data)
                 yield sse_event(data, event=event.event, event_id=event_id, retry=event.retry)
         except httpx2.HTTPError:

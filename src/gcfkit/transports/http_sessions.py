@@ -1,9 +1,9 @@
 """The sessions an HTTP server keeps: bounded in number and in bytes, expired when idle.
 
 A :class:`SessionTable` maps a session id to what the server keeps for it, most recently
-used last. Each entry is charged the bytes it holds (:meth:`SessionTable.charge`, capped
-per entry); past ``max_entries`` entries or ``max_bytes`` bytes in all, the least recently
-used are evicted, and :meth:`SessionTable.expired` takes out those idle longer than
+used last. Each entry is told the bytes it holds (:meth:`SessionTable.resize`); past
+``max_entries`` entries or ``max_bytes`` bytes in all, the least recently used are
+evicted, and :meth:`SessionTable.expired` takes out those idle longer than
 ``idle_timeout``. What an eviction means is the owner's (the gateway forgets a session's
 state; its next results start from a full answer, as after a restart). Times come from the
 ``clock`` given (the event loop's), so the table itself keeps no clock of its own.
@@ -12,7 +12,7 @@ state; its next results start from a full answer, as after a restart). Times com
 >>> table: SessionTable[str] = SessionTable(2, 100, 60.0, clock=lambda: now[0])
 >>> table.add("a", "A"), table.add("b", "B"), table.add("c", "C")
 ([], [], ['A'])
->>> table.charge("b", 90), table.charge("c", 20)
+>>> table.resize("b", 90), table.resize("c", 20)
 ([], ['B'])
 >>> now[0] = 61.0
 >>> table.expired(), len(table)
@@ -39,8 +39,7 @@ class _Entry(Generic[T]):
 
 
 class SessionTable(Generic[T]):
-    """Sessions by id, bounded (see the module doc). ``entry_bytes``: the most one entry is
-    charged (what one session can hold at most)."""
+    """Sessions by id, bounded (see the module doc)."""
 
     def __init__(
         self,
@@ -49,12 +48,10 @@ class SessionTable(Generic[T]):
         idle_timeout: float,
         *,
         clock: Callable[[], float],
-        entry_bytes: int | None = None,
     ) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.idle_timeout = idle_timeout
-        self.entry_bytes = entry_bytes
         self._clock = clock
         self._entries: collections.OrderedDict[str, _Entry[T]] = collections.OrderedDict()
         self.bytes = 0
@@ -101,17 +98,14 @@ class SessionTable(Generic[T]):
         self.bytes -= entry.bytes
         return entry.value
 
-    def charge(self, session_id: str, size: int) -> list[T]:
-        """Count ``size`` more bytes held by the entry (up to ``entry_bytes``); the values
-        evicted to stay within ``max_bytes`` (possibly this one)."""
+    def resize(self, session_id: str, size: int) -> list[T]:
+        """The entry holds ``size`` bytes now; the values evicted to stay within
+        ``max_bytes`` (the least recently used first, possibly this one)."""
         entry = self._entries.get(session_id)
-        if entry is None or size <= 0:
+        if entry is None:
             return []
-        new = entry.bytes + size
-        if self.entry_bytes is not None:
-            new = min(new, self.entry_bytes)
-        self.bytes += new - entry.bytes
-        entry.bytes = new
+        self.bytes += size - entry.bytes
+        entry.bytes = size
         return self._evict()
 
     def expired(self) -> list[T]:
