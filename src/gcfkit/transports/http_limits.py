@@ -88,8 +88,9 @@ class HttpLimits:
     body_timeout: float = 60.0
     #: Seconds an idle keep-alive connection is kept between requests.
     keepalive_timeout: float = 5.0
-    #: Connections (and requests in progress) at once; past it, 503.
-    max_connections: int = 512
+    #: Connections (and requests in progress) at once; past it, 503. Idle and slow ones
+    #: count too (until a deadline above cuts them), so it is well above what clients use.
+    max_connections: int = 2048
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
