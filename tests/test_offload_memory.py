@@ -132,7 +132,9 @@ def test_the_copy_follows_the_reports_and_a_reset() -> None:
     from gcfkit.proxy.held import report
     from gcfkit.relative import ResultMemory
 
-    names = Names("all", 15, 0, len, ResultMemory(max_results=2, seed=5))
+    names = Names(
+        mode="all", reanchor=15, min_bytes=0, count=len, memory=ResultMemory(max_results=2, seed=5)
+    )
     known: set[str] = set()
     copy = SessionMemory()
     first = names.memory.remember("t", "a", "text", "one", size=3)

@@ -96,7 +96,7 @@ from ..answers.choose import (
 )
 from ..answers.codec import DENSE_CONSTRUCTS, Codec
 from ..answers.forms import FullForms, full_candidates
-from ..answers.since import Names, handle_of
+from ..answers.since import Asked, Names, handle_of
 from ..generic.encoder import dumps as generic_dumps
 from ..graph import Graph, graph_to_json
 from ..graph import Session as GraphSession
@@ -308,9 +308,12 @@ class GCFResponder:
         if state is None:
             return [_text(choose(candidates, _ANSWERS), candidates.json)]
         if state.names is None:
-            state.names = Names("all", 15, 0, count, ResultMemory())
+            state.names = Names(
+                mode="all", reanchor=15, min_bytes=0, count=count, memory=ResultMemory()
+            )
         names = state.names
-        held = names.held(tool, call_key, handle_of(since), False, "json")
+        asked = Asked(tool, call_key, handle_of(since))
+        held = names.held(asked, "json")
         handle = names.memory.mint()
         if held is not None:
             candidates = names.json_candidate(candidates, held, value, tool, handle, None)
@@ -319,7 +322,7 @@ class GCFResponder:
             return [_text(choice, candidates.json)]
         plain = candidates.json.tokens  # no original text: compact JSON is the plain form
         named, _, block = names.name_value(
-            choice, handle, plain, tool, call_key, None, False, value, held, candidates.json.size
+            choice, handle, plain, asked, value, held, candidates.json.size
         )
         texts = [_text(named, candidates.json)]
         return [*texts, block] if block is not None else texts
