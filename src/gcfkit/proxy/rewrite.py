@@ -181,7 +181,7 @@ class Outcome:
     lazy: list[str] = field(default_factory=list)
     owed: list[str] = field(default_factory=list)
 
-    def settle(self, count: Callable[[str], int]) -> None:
+    def count_owed(self, count: Callable[[str], int]) -> None:
         """Count what is owed (after the answer is out: not on the relay's path)."""
         for text in self.lazy:
             n = _ledger_count(text, count)
@@ -204,8 +204,8 @@ class Outcome:
         encoding: str,
         encode_ms: float,
     ) -> LedgerRecord:
-        """The ledger's record of this outcome, what is owed counted first (:meth:`settle`)."""
-        self.settle(count)
+        """The ledger's record of this outcome, what is owed counted first (:meth:`count_owed`)."""
+        self.count_owed(count)
         return LedgerRecord(
             server=server,
             tool=tool,
