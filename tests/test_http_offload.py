@@ -47,6 +47,7 @@ from gcfkit.transports.http_server import build_gateway
 from gcfkit.transports.http_shared import SharedServer
 from gcfkit.transports.offload import Offload, OffloadFailed
 from tests.fault_codec import stuck_dumps
+from tests.proxy_support import alive
 from tests.test_http import (
     CONFIG,
     INIT,
@@ -63,7 +64,6 @@ from tests.test_http import (
     text,
     upstream_params,
 )
-from tests.test_proxy_faults import alive
 
 __all__ = ["servers"]  # the module-scoped fixture, shared with tests/test_http.py
 

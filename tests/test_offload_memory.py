@@ -24,7 +24,7 @@ from gcfkit.proxy.held import SessionMemory
 from gcfkit.transports.offload import Lane, Offload
 from gcfkit.transports.relay import relay_one
 from tests import fault_codec
-from tests.test_proxy_core import request, response, text_result
+from tests.proxy_support import request, response, text_result
 
 CONFIG = ProxyConfig(primer=False, dense=(), time_budget=60.0)
 LOG = "".join(f"Commit: {i:040x}\nAuthor: A. Author\nMessage: change {i}\n\n" for i in range(40))
