@@ -126,9 +126,15 @@ class _Peer:
 
 
 @dataclasses.dataclass
-class _Cores:
-    """The sessions (most recently used last), the worker pool that rewrites their
-    results, the ledger their records go to and their recordings."""
+class _SessionTable:
+    """How the gateway maps a client's session to the upstream's: it does not translate
+    one. The ``Mcp-Session-Id`` the upstream gives in its answer to ``initialize`` reaches
+    the client unchanged and comes back on every request; the gateway keys what it keeps
+    for the session (a :class:`_Peer`: core, lane, recording) by that id (:meth:`adopt`),
+    finds it per request (:meth:`for_session`), and drops it at ``DELETE``
+    (:meth:`end`) or as the least recently used past :data:`MAX_SESSIONS`. Also held: the
+    worker pool that rewrites the sessions' results, the ledger their records go to and
+    their recordings."""
 
     config: ProxyConfig
     ledger: Ledger | None
@@ -268,7 +274,7 @@ class _Gateway:
         self,
         url: str,
         http: httpx2.AsyncClient,
-        cores: _Cores,
+        cores: _SessionTable,
         headers: Mapping[str, str],
         loopback: bool,
         keepalive: float,
@@ -462,7 +468,7 @@ def build_gateway(
     if config.stats and ledger is None:
         ledger = Ledger()
     offload = server_pool(config, codec, ledger.path if ledger is not None else None)
-    cores = _Cores(config, ledger, offload, Captures(capture), codec)
+    cores = _SessionTable(config, ledger, offload, Captures(capture), codec)
     state: dict[str, _Gateway] = {}
 
     @contextlib.asynccontextmanager
