@@ -18,6 +18,7 @@ import pytest
 import gcfkit
 from gcfkit import GCFError, dense, tokens
 from gcfkit.errors import GCFDecodeError
+from tests.codec_support import identical
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "dense"
 FIXTURES = [
@@ -26,19 +27,6 @@ FIXTURES = [
 ]
 OPERATIONS = ("encode", "roundtrip", "decode", "error")
 DENSE_HEADER = "GCF profile=dense"
-
-
-def identical(got: Any, want: Any) -> bool:
-    """Equality that keeps key order and never mixes bool, int and float."""
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, dict):
-        return list(got) == list(want) and all(identical(got[k], want[k]) for k in want)
-    if isinstance(want, list):
-        return len(got) == len(want) and all(
-            identical(g, w) for g, w in zip(got, want, strict=True)
-        )
-    return bool(got == want)
 
 
 def _dumps(fx: dict[str, Any]) -> str:
