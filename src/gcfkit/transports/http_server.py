@@ -130,10 +130,14 @@ class _Peer:
     session: str | None = None
 
 
-class _Cores:
-    """The sessions (a :class:`~gcfkit.transports.http_sessions.SessionTable`: bounded in
-    number, in bytes remembered, and expired when idle), the worker pool that rewrites their
-    results, the ledger their records go to and their recordings."""
+class _Peers:
+    """How the gateway maps a client's session to the upstream's: it does not translate
+    one. The ``Mcp-Session-Id`` the upstream gives in its answer to ``initialize`` reaches
+    the client unchanged and comes back on every request; the gateway keys what it keeps
+    for the session (a :class:`_Peer`: core, lane, recording) by that id, in a
+    :class:`~gcfkit.transports.http_sessions.SessionTable` (bounded in number, in bytes
+    remembered, and expired when idle). Also held: the worker pool that rewrites the
+    sessions' results, the ledger their records go to and their recordings."""
 
     def __init__(
         self,
@@ -307,7 +311,7 @@ class _Gateway:
         self,
         url: str,
         http: httpx2.AsyncClient,
-        cores: _Cores,
+        cores: _Peers,
         headers: Mapping[str, str],
         keepalive: float,
         client_token: bool = False,
@@ -551,7 +555,7 @@ def build_gateway(
     if config.stats and ledger is None:
         ledger = Ledger()
     offload = server_pool(config, codec, ledger.path if ledger is not None else None)
-    cores = _Cores(config, ledger, offload, Captures(capture), codec, guard.limits, clock)
+    cores = _Peers(config, ledger, offload, Captures(capture), codec, guard.limits, clock)
     state: dict[str, _Gateway] = {}
 
     async def expire() -> None:
