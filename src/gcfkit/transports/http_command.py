@@ -43,6 +43,7 @@ from ..ledger import Ledger
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore, ToolJob
 from ..proxy.jsonrpc import RequestKey, request_key
+from .health import command_ready, health_routes, metered
 from .http import (
     DEFAULT_KEEPALIVE,
     MCP_PROTOCOL_VERSION,
@@ -451,7 +452,10 @@ def build_command_app(
     config = config or ProxyConfig()
     if config.stats and ledger is None:
         ledger = Ledger()
+    metrics, ledger = metered(ledger)
     server = _CommandServer(command, config, ledger, grace, loopback, keepalive, codec, capture)
+    server.offload.observer = metrics
+    metrics.watch(sessions=lambda: len(server.sessions), pool=server.offload)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -464,8 +468,14 @@ def build_command_app(
             with contextlib.suppress(BaseException):
                 await reaper
             await server.close()
+            metrics.close()
 
-    return Starlette(
-        routes=[Route("/{path:path}", server.handle, methods=["GET", "POST", "DELETE"])],
+    health = health_routes(
+        metrics, lambda: command_ready(server.shared), loopback=loopback, mcp_path="/mcp"
+    )
+    app = Starlette(
+        routes=[*health, Route("/{path:path}", server.handle, methods=["GET", "POST", "DELETE"])],
         lifespan=lifespan,
     )
+    app.state.metrics = metrics  # for whatever else counts into them (refusals)
+    return app

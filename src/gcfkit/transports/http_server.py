@@ -53,6 +53,7 @@ from ..errors import ConfigError
 from ..ledger import Ledger
 from ..proxy.config import Codec
 from ..proxy.core import ProxyConfig, ProxyCore
+from .health import health_routes, metered, upstream_ready
 from .http import (
     DEFAULT_KEEPALIVE,
     MCP_SESSION_ID,
@@ -460,8 +461,11 @@ def build_gateway(
     config = config or ProxyConfig()
     if config.stats and ledger is None:
         ledger = Ledger()
+    metrics, ledger = metered(ledger)
     offload = server_pool(config, codec, ledger.path if ledger is not None else None)
+    offload.observer = metrics
     cores = _Cores(config, ledger, offload, Captures(capture), codec)
+    metrics.watch(sessions=lambda: len(cores.sessions), pool=offload)
     state: dict[str, _Gateway] = {}
 
     @contextlib.asynccontextmanager
@@ -477,12 +481,24 @@ def build_gateway(
                     cores.end(session_id)
                 await offload.close()
                 await cores.captures.aclose()
+                metrics.close()
 
     async def endpoint(request: Request) -> Response:
         return await state["gateway"].handle(request)
 
+    async def ready() -> str | None:
+        gateway = state.get("gateway")
+        if gateway is None:
+            return "starting"
+        return await upstream_ready(gateway.http, url, gateway.headers)
+
     methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"]
-    return Starlette(routes=[Route("/{path:path}", endpoint, methods=methods)], lifespan=lifespan)
+    health = health_routes(metrics, ready, loopback=loopback, mcp_path=urlsplit(url).path)
+    app = Starlette(
+        routes=[*health, Route("/{path:path}", endpoint, methods=methods)], lifespan=lifespan
+    )
+    app.state.metrics = metrics  # for whatever else counts into them (refusals)
+    return app
 
 
 async def serve_gateway(

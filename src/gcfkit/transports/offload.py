@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import pickle
@@ -73,10 +74,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.core import Output, ProxyCore, ToolJob
+from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Call
 from ..proxy.sequencer import Sequencer
 from .worker import HEADER_SIZE, decode_frame_length, encode_frame
@@ -85,6 +87,7 @@ __all__ = [
     "MAX_WORKERS",
     "PATIENCE",
     "Lane",
+    "Observer",
     "Offload",
     "OffloadFailed",
     "Outbox",
@@ -123,6 +126,16 @@ MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 _RETIRE_AFTER: Final = 60.0
 
 T = TypeVar("T")
+
+
+class Observer(Protocol):
+    """What hears of the pool's results (:class:`gcfkit.transports.metrics.Metrics`): each
+    ledger record a worker wrote, and each result answered (``outcome``: ``rewritten``,
+    ``original`` or ``fallback``, ``seconds`` after it reached the pool)."""
+
+    def record(self, record: LedgerRecord) -> None: ...
+
+    def settled(self, server: str, tool: str, outcome: str, seconds: float) -> None: ...
 
 
 class OffloadFailed(Exception):
@@ -221,6 +234,7 @@ class Lane:
         if not self.available:
             raise OffloadFailed("no-worker")
         job = self._pool._submit(self, line, call, server, list(events))
+        job.future.add_done_callback(functools.partial(self._pool._settled, job))
         try:
             return await job.future
         except asyncio.CancelledError:
@@ -281,6 +295,8 @@ class Offload:
         self.moved = 0
         #: Results rewritten stray (their session's own worker was busy with its last one).
         self.strays = 0
+        #: Told of every record and answer (the HTTP shells' metrics); never fails a result.
+        self.observer: Observer | None = None
 
     # -- the public side ---------------------------------------------------------------
 
@@ -434,6 +450,8 @@ class Offload:
                     self._answered(worker, frame[1], frame[2], frame[3])
                 elif frame[0] == "idle":
                     worker.booking = False
+                    if len(frame) > 1 and frame[1] is not None:
+                        self._observe(functools.partial(_report_record, frame[1]))
                     self._dispatch()
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass
@@ -478,6 +496,21 @@ class Offload:
             loop = asyncio.get_running_loop()
             worker.retiring = loop.call_later(_RETIRE_AFTER, self._retire, worker, worker.done)
         self._dispatch()
+
+    def _settled(self, job: _Job, future: asyncio.Future[bytes | None]) -> None:
+        if future.cancelled():
+            return  # the caller went away: nothing was answered
+        failed = future.exception() is not None
+        line = None if failed else future.result()
+        outcome = "fallback" if failed else "original" if line is None else "rewritten"
+        seconds = time.monotonic() - job.queued
+        self._observe(lambda seen: seen.settled(job.server, job.call.tool, outcome, seconds))
+
+    def _observe(self, report: Callable[[Observer], None]) -> None:
+        if self.observer is None:
+            return
+        with contextlib.suppress(Exception):  # losing a statistic must never break a call
+            report(self.observer)
 
     def _retire(self, worker: _Worker, done: int) -> None:
         if worker.job is None and worker.done == done and len(self._workers) > self.min_workers:
@@ -713,6 +746,10 @@ class Offload:
             worker.job = None
             job.worker = None
             self._fail(job, "worker-exited")
+
+
+def _report_record(record: LedgerRecord, observer: Observer) -> None:
+    observer.record(record)
 
 
 def _sigkill(process: asyncio.subprocess.Process) -> None:

@@ -26,8 +26,10 @@ first, then ``("job", id, session, stray, spent, events, line, call, deadline, s
 here, the result handles its earlier workers issued; ``events``: what the core saw happen to
 the session since its last job, ``("forget", slot)`` and ``("reset",)``) and
 ``("drop", session)``. From the worker: ``("ready",)`` once warmed up, then ``("answer",
-id, line or None, handles minted)`` per job, in order, each followed by ``("idle",)`` once
-its ledger record is written (the pool sends the next job only then).
+id, line or None, handles minted)`` per job, in order, each followed by ``("idle", record)``
+once its ledger record is written (the pool sends the next job only then; ``record``: that
+:class:`~gcfkit.proxy.record.LedgerRecord`, for the server's metrics, or None without a
+ledger).
 
 >>> import io
 >>> buf = io.BytesIO()
@@ -192,18 +194,18 @@ def main() -> None:
         reported[0] = len(issued)
         write_frame(channel, ("answer", job_id, out, minted))
         del line, out, frame
+        record = None
         if ledger is not None:
-            ledger.append(
-                outcome.ledger_record(
-                    rewriter.count,
-                    server=server,
-                    tool=tool,
-                    encoding=config.encoding,
-                    encode_ms=(time.monotonic() - started) * 1000.0,
-                )
+            record = outcome.ledger_record(
+                rewriter.count,
+                server=server,
+                tool=tool,
+                encoding=config.encoding,
+                encode_ms=(time.monotonic() - started) * 1000.0,
             )
+            ledger.append(record)
         # Free for the next job only now: its clock must not run during this bookkeeping.
-        write_frame(channel, ("idle",))
+        write_frame(channel, ("idle", record))
 
 
 def _answer(
