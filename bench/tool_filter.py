@@ -90,9 +90,9 @@ def main() -> int:
         "| cl100k: list → filtered (saved) |",
         "|---|---|---|---|---|",
     ]
-    for server, kept, spec, counts in rows:
+    for server, shown, spec, counts in rows:
         cells = [_cell(*counts[e]) for e in tokens.ENCODINGS]
-        lines.append(f"| {server} | {kept} | `{spec}` | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {server} | {shown} | `{spec}` | {cells[0]} | {cells[1]} |")
     cells = [_cell(*totals[e]) for e in tokens.ENCODINGS]
     lines.append(f"| **all six** | | | {cells[0]} | {cells[1]} |")
     text = "\n".join(lines) + "\n"
