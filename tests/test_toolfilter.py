@@ -368,3 +368,22 @@ def inproc() -> Any:
         yield background
     finally:
         background.close()
+
+
+def test_upstream_a_filtered_tool_is_neither_listed_nor_callable() -> None:
+    """``gcfkit proxy --upstream URL --tools ...``: the stdio client of a remote server."""
+    with http_tests.sdk_server() as base:
+        params = http_tests.upstream_params(f"{base}/stateful/mcp", "--tools", "orders,echo,!echo")
+
+        async def body() -> tuple[list[str], str]:
+            async with Client(params, mode="legacy") as c:
+                tools = sorted(t.name for t in (await c.list_tools()).tools)
+                try:
+                    await c.call_tool("echo", {"text": "hi"})
+                except Exception as e:
+                    return tools, _mcp_message(e)
+            raise AssertionError("a hidden tool was called")
+
+        tools, message = http_tests.run(body)
+    assert tools == ["orders"]
+    assert "'echo'" in message and "orders,echo,!echo" in message

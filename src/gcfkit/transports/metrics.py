@@ -12,8 +12,8 @@ The series are built with ``prometheus_client`` in a registry of each server's o
   ``--time-budget``, sent as the server wrote them) and ``gcfkit_rewrite_seconds`` (the time
   spent on one result, its token counts included). So the figures are the ledger's, and a
   proxy run with ``--no-stats`` (no ledger, no counts) has none of them;
-* live, on a server: ``gcfkit_added_latency_seconds`` (from a tool result's arrival at the
-  proxy to its answer leaving, by server and outcome: ``rewritten``, ``original``,
+* live, on a server: ``gcfkit_added_latency_seconds`` (from a tool result reaching the
+  rewriting pool to its answer being ready, by server and outcome: ``rewritten``, ``original``,
   ``fallback``), ``gcfkit_sessions`` (open), ``gcfkit_workers`` and
   ``gcfkit_worker_restarts_total`` (workers started after the first: a deadline, a crash,
   the pool growing), and ``gcfkit_refusals_total`` (requests an HTTP shell refused, by
@@ -205,7 +205,7 @@ class Metrics:
         if live:
             self.added = Histogram(
                 "gcfkit_added_latency_seconds",
-                "From a tool result's arrival at the proxy to its answer leaving.",
+                "From a tool result reaching the rewriting pool to its answer being ready.",
                 ("server", "outcome"),
                 buckets=_LATENCY_BUCKETS,
                 registry=r,

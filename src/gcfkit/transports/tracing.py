@@ -12,7 +12,7 @@ come from ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` (service ``gcfk
 unnamed); the exporters read their own variables (endpoint, headers, timeout).
 
 One span per tool result, ``tools/call {tool}`` (the tool label of :mod:`.metrics`, so
-bounded), covering the result from its arrival at the proxy to its answer leaving, with
+bounded), covering the result from its arrival at the rewriting pool to its answer, with
 the server, the outcome and the added milliseconds; never arguments or content.
 
 >>> spans_from_env({}) is None
