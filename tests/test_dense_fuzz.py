@@ -25,7 +25,7 @@ from tests.test_fuzz import _MUTATORS, _assert_json_model, _lossy, _rejected
 from tests.test_properties import same, wire_order
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dense"
-H = "GCF profile=dense\n"
+H = "GCF-dense\n"
 LONG = "authored 2026-08-07 by Dayna Blackwell"
 
 _HANDWRITTEN = [
@@ -43,7 +43,7 @@ def _corpus() -> list[str]:
         fx = json.loads(path.read_text(encoding="utf-8"))
         for key in ("input", "expected"):
             text = fx.get(key)
-            if isinstance(text, str) and text.startswith("GCF profile=dense"):
+            if isinstance(text, str) and text.startswith("GCF-dense"):
                 out.append(text)
     rows = [{"id": i, "note": LONG, "tags": ["a", "$b"][: i % 3], "k": "c"} for i in range(5)]
     out.append(dense.dumps({"rows": rows, "m": {"x": {"v": LONG}, "y": {"v": 2}}}))

@@ -37,6 +37,7 @@ from typing import IO, Any, TypeVar
 import pytest
 
 import gcfkit
+from tests.conformance import GCF_HEADS
 
 mcp = pytest.importorskip("mcp")
 import httpx2  # noqa: E402
@@ -352,7 +353,7 @@ def text(result: Any) -> str:
 
 def value(text: str) -> Any:
     # v3.5.3 or the dense profile: gcfkit.decode reads either by its header.
-    return gcfkit.decode(text) if text.startswith("GCF profile=") else json.loads(text)
+    return gcfkit.decode(text) if text.startswith(GCF_HEADS) else json.loads(text)
 
 
 async def exercise(client: Client) -> dict[str, Any]:
@@ -398,7 +399,7 @@ def test_sdk_server_through_the_proxy(
         _DIRECT[kind, mode] = run(lambda: through(url))
     want = _DIRECT[kind, mode]
     got = run(lambda: through(target_for(shape, url, inproc)))
-    assert got["orders_text"].startswith("GCF profile=")
+    assert got["orders_text"].startswith(GCF_HEADS)
     assert len(got["orders_text"]) < len(want["orders_text"])
     assert got["orders"] == want["orders"] == json.loads(want["orders_text"])
     assert got["steps"] == want["steps"]
@@ -447,7 +448,7 @@ def test_a_stdio_server_served_over_http(command_url: str, mode: str) -> None:
 
     want = run(direct)
     for result in run(two_sessions):
-        assert result["orders"].startswith("GCF profile=")
+        assert result["orders"].startswith(GCF_HEADS)
         assert value(result["orders"]) == json.loads(want["orders"])
         assert result["search"] == want["search"]
         assert result["progress"] == want["progress"] == [1.0, 2.0]
@@ -485,7 +486,7 @@ def test_an_sdk_stdio_server_served_over_http(sdk_command_url: str, mode: str) -
         _DIRECT["stdio", ""] = run(direct)
     want = _DIRECT["stdio", ""]
     for got in run(clients):
-        assert got["orders_text"].startswith("GCF profile=")
+        assert got["orders_text"].startswith(GCF_HEADS)
         assert got["orders"] == want["orders"] == json.loads(want["orders_text"])
         assert got["steps"] == want["steps"]
         assert got["echo"] == want["echo"] == "  keep   me  "

@@ -488,6 +488,7 @@ def parsed(data: bytes) -> Any:
 def texts_value(msg: dict[str, Any]) -> Any:
     """A result's text blocks as values (GCF or JSON decoded), with everything else."""
     import gcfkit
+    from tests.conformance import GCF_HEADS
 
     result = msg.get("result")
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
@@ -501,7 +502,7 @@ def texts_value(msg: dict[str, Any]) -> Any:
         text = block.get("text") if isinstance(block, dict) else None
         if isinstance(text, str):
             with contextlib.suppress(ValueError):
-                text = gcfkit.loads(text) if text.startswith("GCF profile=") else json.loads(text)
+                text = gcfkit.decode(text) if text.startswith(GCF_HEADS) else json.loads(text)
         blocks.append({**block, "text": text} if isinstance(block, dict) else block)
     return {**msg, "result": {**result, "content": blocks}}
 

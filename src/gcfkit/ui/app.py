@@ -9,9 +9,10 @@ analytics. The API:
 * ``GET /api/examples`` and ``GET /api/examples/{id}``: the bundled examples;
 * ``POST /api/playground`` with ``{"text": "..."}``: :func:`gcfkit.ui.playground.analyze`
   (400 with ``{"error": {"code", "message", "line"}}`` for input it cannot measure);
-* ``GET /api/savings?since=7d``: the ledger summarised by :mod:`gcfkit.measure.savings` (the
-  numbers of ``gcfkit stats --json``), its timeline, what each decision means, and the charts
-  as inline SVG.
+* ``GET /api/savings?since=7d&width=1140``: the ledger summarised by
+  :mod:`gcfkit.measure.savings` (the numbers of ``gcfkit stats --json``), its timeline, what
+  each decision means, and the charts as inline SVG, the timeline drawn ``width`` pixels wide
+  (the page asks for the width it has, so a phone's chart has labels it can read).
 
 Requests are accepted only for the hosts the server was started for (loopback names by
 default: a DNS-rebinding page cannot talk to it), and a POST must be JSON from the page's own
@@ -159,9 +160,17 @@ def create_app(
 
     async def savings(request: Request) -> Response:
         since_text = request.query_params.get("since") or ""
+        width = request.query_params.get("width") or ""
+        try:
+            chart_width = int(width) if width else _CHART_WIDTH
+        except ValueError:
+            return _error(400, "invalid_option", f"width={width!r}: expected a number of pixels")
         try:
             # A long ledger takes a moment to read and sum: off the event loop.
-            return JSONResponse(await run_in_threadpool(savings_payload, ledger_path, since_text))
+            payload = await run_in_threadpool(
+                savings_payload, ledger_path, since_text, chart_width=chart_width
+            )
+            return JSONResponse(payload)
         except ConfigError as e:
             return _error(400, e.code, e.detail)
 
@@ -182,7 +191,14 @@ def create_app(
     return Starlette(routes=routes, middleware=middleware)
 
 
-def savings_payload(ledger_path: Path, since_text: str = "") -> dict[str, Any]:
+#: The timeline's width on a wide screen, and the narrowest it is drawn (a phone's column).
+_CHART_WIDTH: Final = 1140
+_CHART_MIN_WIDTH: Final = 300
+
+
+def savings_payload(
+    ledger_path: Path, since_text: str = "", *, chart_width: int = _CHART_WIDTH
+) -> dict[str, Any]:
     """What ``GET /api/savings`` answers: the ledger (entries at or after ``since_text``, an
     age like ``7d`` or an ISO date; ``all`` or empty for everything) summarised by
     :mod:`gcfkit.measure.savings`, its timeline, the decisions explained, the charts as SVG.
@@ -220,8 +236,15 @@ def savings_payload(ledger_path: Path, since_text: str = "") -> dict[str, Any]:
         "timeline": timeline_to_json(period, buckets),
         "decisions": decisions,
         "charts": {
-            "timeline": timeline_chart(f"Tokens per {period}", points, width=1140, height=240),
-            "servers": before_after_bars("Tokens per server", server_rows, width=540),
+            "timeline": timeline_chart(
+                f"Tokens per {period}",
+                points,
+                width=min(max(chart_width, _CHART_MIN_WIDTH), _CHART_WIDTH),
+                height=240,
+            ),
+            "servers": before_after_bars(
+                "Tokens per server", server_rows, width=min(max(chart_width, _CHART_MIN_WIDTH), 540)
+            ),
         },
     }
 
