@@ -16,9 +16,9 @@ from gcfkit import GCFError, dense, tokens
 from gcfkit.errors import GCFEncodeError
 from gcfkit.generic import definitions
 from gcfkit.traffic.corpus import read_sessions
+from tests.codec_support import identical
 from tests.conformance import CORPUS_DIR
 from tests.gcf_python import rejects_at_line_1
-from tests.test_dense_conformance import identical
 
 LONG = "authored 2026-08-07 by Dayna Blackwell"
 MEMORY = CORPUS_DIR / "mcp" / "memory" / "015_read_graph.json"

@@ -19,6 +19,7 @@ import gcfkit
 from gcfkit import GCFError, dense, tokens
 from gcfkit.errors import GCFDecodeError
 from gcfkit.header import DENSE_MAGIC
+from tests.codec_support import identical
 from tests.gcf_python import rejects_at_line_1
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "dense"
@@ -28,19 +29,6 @@ FIXTURES = [
 ]
 OPERATIONS = ("encode", "roundtrip", "decode", "error")
 DENSE_HEADER = DENSE_MAGIC
-
-
-def identical(got: Any, want: Any) -> bool:
-    """Equality that keeps key order and never mixes bool, int and float."""
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, dict):
-        return list(got) == list(want) and all(identical(got[k], want[k]) for k in want)
-    if isinstance(want, list):
-        return len(got) == len(want) and all(
-            identical(g, w) for g, w in zip(got, want, strict=True)
-        )
-    return bool(got == want)
 
 
 def _dumps(fx: dict[str, Any]) -> str:

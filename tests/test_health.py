@@ -25,10 +25,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from gcfkit.ledger import Ledger, read_entries
 from gcfkit.proxy.core import ProxyConfig
 from gcfkit.transports.health import Readiness, health_routes
+from gcfkit.transports.http_guard import Guard
 from gcfkit.transports.http_server import build_gateway
 from gcfkit.transports.metrics import Metrics
 
-from . import test_http as h
+from . import http_support as h
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = str(ROOT / "examples" / "demo_server.py")
@@ -56,9 +57,9 @@ def get(url: str, **headers: str) -> httpx2.Response:
     return httpx2.get(url, headers=headers, timeout=30)
 
 
-def scrape(base: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+def scrape(base: str, **headers: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     """Every sample of ``base``/metrics, by name and labels."""
-    response = get(f"{base}/metrics")
+    response = get(f"{base}/metrics", **headers)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     out: dict[str, dict[tuple[tuple[str, str], ...], float]] = collections.defaultdict(dict)
@@ -111,7 +112,8 @@ def probes_answer_without_a_session(base: str) -> None:
     ready = get(f"{base}/readyz")
     assert (ready.status_code, ready.text) == (200, "ready\n")
     assert httpx2.head(f"{base}/healthz", timeout=30).status_code == 200
-    # Bound to loopback: a foreign Host is refused here as at the MCP endpoint.
+    # Behind the guard as every route is: a foreign Host or Origin is refused here as at
+    # the MCP endpoint.
     assert get(f"{base}/metrics", host="evil.example").status_code == 421
     assert get(f"{base}/readyz", origin="http://evil.example").status_code == 403
 
@@ -159,6 +161,45 @@ def test_readyz_fails_when_the_upstream_is_down(inproc: h.Background) -> None:
     assert get(f"{base}/healthz").status_code == 200  # the process itself lives
 
 
+def test_with_a_client_token_the_probes_are_open_and_the_metrics_are_not(
+    inproc: h.Background,
+) -> None:
+    token = {"authorization": "Bearer client-secret"}
+    with h.sdk_server() as upstream:
+        guard = Guard("127.0.0.1", client_token="client-secret")
+        base = inproc.serve(build_gateway(f"{upstream}/stateful/mcp", CONFIG, guard=guard))
+        # A load balancer's probe carries no token...
+        assert get(f"{base}/healthz").status_code == 200
+        assert get(f"{base}/readyz").status_code == 200
+        # ... but it is still refused from a rebinding page.
+        assert get(f"{base}/healthz", host="evil.example").status_code == 421
+        assert get(f"{base}/readyz", origin="http://evil.example").status_code == 403
+        # The series name the tools in use: a scrape sends the token.
+        assert get(f"{base}/metrics").status_code == 401
+        assert get(f"{base}/metrics", **token).status_code == 200
+        mcp = httpx2.post(f"{base}/stateful/mcp", json=h.INIT, headers=h.ACCEPT, timeout=30)
+        assert mcp.status_code == 401  # the MCP endpoint is not opened
+        got = scrape(base, **token)
+    refused = got["gcfkit_refusals_total"]
+    assert refused == {(("reason", "host"),): 1, (("reason", "origin"),): 1,
+                       (("reason", "unauthorized"),): 2}  # fmt: skip
+
+
+def test_every_refusal_the_guard_counts_is_in_the_series(inproc: h.Background) -> None:
+    with h.sdk_server() as upstream:
+        app = build_gateway(f"{upstream}/stateful/mcp", CONFIG)
+        base = inproc.serve(app)
+        assert scrape(base)["gcfkit_refusals_total"] == {}
+        foreign = {**h.ACCEPT, "origin": "http://evil.example"}
+        url = f"{base}/stateful/mcp"
+        assert httpx2.post(url, json=h.INIT, headers=foreign, timeout=30).status_code == 403
+        assert get(f"{base}/elsewhere").status_code == 404  # the gateway relays no other path
+        got = scrape(base)
+    assert got["gcfkit_refusals_total"] == {(("reason", "origin"),): 1,
+                                            (("reason", "not_relayed"),): 1}  # fmt: skip
+    assert app.state.refusals.counts == {"origin": 1, "not_relayed": 1}
+
+
 # ---------------------------------------------------------------------------------------
 # --http -- COMMAND, as a process
 # ---------------------------------------------------------------------------------------
@@ -177,9 +218,9 @@ def gcfkit_http(*args: str) -> Any:
     )
     assert process.stderr is not None
     try:
-        url = h._read_line(process.stderr, r"serving (http://\S+)", h.START_TIMEOUT).group(1)
+        url = h.read_line(process.stderr, r"serving (http://\S+)", h.START_TIMEOUT).group(1)
     except BaseException:
-        h._stop(process)
+        h.stop_process(process)
         raise
     return process, url.removesuffix("/mcp")
 
@@ -199,7 +240,7 @@ def test_a_command_server_is_probed_and_scraped(tmp_path: Path) -> None:
         h.run(calls)
         got = settled(base, ledger, 3)
     finally:
-        h._stop(process)
+        h.stop_process(process)
     assert_the_ledger_agrees(got, ledger)
     assert got["gcfkit_tokens_saved"][(("server", "gcfkit-demo"), ("tool", "list_orders"))] > 0
 
@@ -211,7 +252,7 @@ def test_readyz_fails_when_the_command_cannot_start(tmp_path: Path) -> None:
         ready = get(f"{base}/readyz")
         health = get(f"{base}/healthz")
     finally:
-        h._stop(process)
+        h.stop_process(process)
     assert ready.status_code == 503 and "could not be started" in ready.text
     assert health.status_code == 200
 
@@ -225,9 +266,9 @@ def test_an_mcp_endpoint_at_a_probe_path_keeps_it() -> None:
     async def up() -> None:
         return None
 
-    paths = [getattr(r, "path", "") for r in health_routes(Metrics(), up, loopback=True)]
+    paths = [getattr(r, "path", "") for r in health_routes(Metrics(), up)]
     assert paths == ["/healthz", "/readyz", "/metrics"]
-    routes = health_routes(Metrics(), up, loopback=True, mcp_path="/metrics/")
+    routes = health_routes(Metrics(), up, mcp_path="/metrics/")
     assert [getattr(r, "path", "") for r in routes] == ["/healthz", "/readyz"]
 
 

@@ -266,7 +266,7 @@ mcp = pytest.importorskip("mcp")
 from mcp.client.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
-from . import test_http as http_tests  # noqa: E402
+from . import http_support as http_tests  # noqa: E402
 
 
 async def hidden_and_refused(client: Client) -> tuple[list[str], str]:

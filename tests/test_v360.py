@@ -23,8 +23,8 @@ import gcfkit
 from gcfkit import GCFDecodeError, GCFEncodeError, GCFError
 from gcfkit.generic import v360
 from gcfkit.header import DENSE_MAGIC
+from tests.codec_support import PROPERTY_SETTINGS, documents, same, wire_order
 from tests.conformance import CORPUS_DIR
-from tests.test_properties import _SETTINGS, documents, same, wire_order
 
 gcf = pytest.importorskip("gcf")
 
@@ -181,7 +181,7 @@ _generated = st.recursive(
 )
 
 
-@settings(max_examples=400, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=400, **PROPERTY_SETTINGS)  # type: ignore[arg-type]
 @given(_generated)
 def test_generated_values_as_the_reference_writes_them(value: Any) -> None:
     wire = gcf.encode_generic(value)
@@ -189,7 +189,7 @@ def test_generated_values_as_the_reference_writes_them(value: Any) -> None:
     assert gcfkit.dumps(value, spec="3.6.0") == wire
 
 
-@settings(max_examples=400, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=400, **PROPERTY_SETTINGS)  # type: ignore[arg-type]
 @given(documents)
 def test_gcfkit_reads_what_it_writes_as_v360(value: Any) -> None:
     wire = gcfkit.dumps(value, spec="3.6.0")
@@ -207,7 +207,7 @@ _records = st.lists(
 )
 
 
-@settings(max_examples=300, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=300, **PROPERTY_SETTINGS)  # type: ignore[arg-type]
 @given(_records, st.sampled_from(["g", "v", "w"]))
 def test_generated_groupings_as_the_reference_writes_them(
     rows: list[dict[str, Any]], column: str

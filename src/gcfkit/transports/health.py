@@ -12,20 +12,25 @@ and Prometheus scrapes, none of them an MCP request, so none needs a session.
 * ``/metrics``: :class:`~gcfkit.transports.metrics.Metrics`, in the format the scraper's
   ``Accept`` asks for.
 
-They answer GET and HEAD, and are refused as the MCP endpoint is when a loopback-bound
-server gets a foreign ``Host`` or ``Origin`` (:func:`~gcfkit.transports.http.rebinding_refusal`):
-the metrics name the tools in use. A server whose MCP endpoint is one of these paths keeps
-it (that path is not registered here).
+They answer GET and HEAD, behind the server's :class:`~gcfkit.transports.http_guard.Guard`
+as every route is: a foreign ``Host`` or ``Origin`` is refused here as at the MCP endpoint.
+:func:`probed` opens ``/healthz`` and ``/readyz`` to requests without the client token (a
+load balancer's probe carries none, and they tell nothing but up or down); ``/metrics``
+keeps it, for the series name the tools in use (a Prometheus scrape can send a bearer
+token). It also counts every refusal the guard counts in ``gcfkit_refusals_total``. A
+server whose MCP endpoint is one of these paths keeps it (that path is neither registered
+nor opened here).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from starlette.requests import Request
@@ -33,7 +38,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..ledger import Ledger
-from .http import ACCEPT_BOTH, rebinding_refusal
+from .http import ACCEPT_BOTH, redact_url
+from .http_guard import Guard
 from .metrics import MeteredLedger, Metrics
 from .tracing import spans_from_env
 
@@ -51,12 +57,15 @@ __all__ = [
     "command_ready",
     "health_routes",
     "metered",
+    "probed",
     "upstream_ready",
 ]
 
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
+#: The paths served without the client token (probes).
+_OPEN: Final = frozenset({HEALTH_PATH, READY_PATH})
 
 #: Seconds a readiness check is reused for.
 READY_FOR: Final = 1.0
@@ -103,41 +112,48 @@ def metered(ledger: Ledger | None) -> tuple[Metrics, Ledger | None]:
     return metrics, MeteredLedger.of(metrics, ledger)
 
 
-def health_routes(
-    metrics: Metrics, ready: Check, *, loopback: bool, mcp_path: str = "/mcp"
-) -> list[BaseRoute]:
-    """The three routes (see the module docstring), to go before the MCP endpoint's."""
+def _served(paths: Iterable[str], mcp_path: str) -> list[str]:
+    """``paths`` but the MCP endpoint's (which it keeps), in their order."""
+    taken = mcp_path.rstrip("/") or "/"
+    return [path for path in paths if path != taken]
+
+
+def probed(guard: Guard, metrics: Metrics, mcp_path: str = "/mcp") -> Guard:
+    """``guard`` for a server with the health routes (see the module docstring): the probes
+    served without the client token, the Host and Origin checks kept, and each refusal the
+    guard counts, of whatever kind, counted in ``metrics`` too. The refusals are ``guard``'s
+    own (shared, not copied).
+
+    >>> g = probed(Guard("127.0.0.1", client_token="t"), Metrics())
+    >>> sorted(g.open_paths), g.refusal("GET", "/metrics", {"host": "localhost"}, None)[0]
+    (['/healthz', '/readyz'], 401)
+    """
+    guard.refusals.listen(metrics.refused)
+    opened = guard.open_paths | frozenset(_served(_OPEN, mcp_path))
+    return dataclasses.replace(guard, open_paths=opened)
+
+
+def health_routes(metrics: Metrics, ready: Check, *, mcp_path: str = "/mcp") -> list[BaseRoute]:
+    """The three routes (see the module docstring), to go before the MCP endpoint's, behind
+    a guard made by :func:`probed`."""
     readiness = Readiness(ready)
 
-    def refused(request: Request) -> Response | None:
-        refusal = rebinding_refusal(request.headers, loopback)
-        return None if refusal is None else PlainTextResponse(refusal[1], refusal[0])
-
     async def healthz(request: Request) -> Response:
-        return refused(request) or PlainTextResponse("ok\n")
+        return PlainTextResponse("ok\n")
 
     async def readyz(request: Request) -> Response:
-        no = refused(request)
-        if no is not None:
-            return no
         reason = await readiness.reason()
         if reason is None:
             return PlainTextResponse("ready\n")
         return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
 
     async def scrape(request: Request) -> Response:
-        no = refused(request)
-        if no is not None:
-            return no
         body, content_type = metrics.exposition(request.headers.get("accept"))
         return Response(body, headers={"content-type": content_type})
 
     mine = {HEALTH_PATH: healthz, READY_PATH: readyz, METRICS_PATH: scrape}
-    taken = mcp_path.rstrip("/") or "/"
     return [
-        Route(path, endpoint, methods=["GET", "HEAD"])
-        for path, endpoint in mine.items()
-        if path != taken
+        Route(path, mine[path], methods=["GET", "HEAD"]) for path in _served(tuple(mine), mcp_path)
     ]
 
 
@@ -155,10 +171,10 @@ async def upstream_ready(
         # Streamed and closed at once: a server that opens an SSE stream would never end it.
         response = await http.send(request, stream=True)
     except httpx2.HTTPError as e:
-        return f"the MCP server at {url} is unreachable: {type(e).__name__}"
+        return f"the MCP server at {redact_url(url)} is unreachable: {type(e).__name__}"
     await response.aclose()
     if response.status_code >= 500:
-        return f"the MCP server at {url} answered {response.status_code}"
+        return f"the MCP server at {redact_url(url)} answered {response.status_code}"
     return None
 
 

@@ -251,9 +251,10 @@ class Metrics:
             self.spans.tool_call(server, self.labels.tool(tool), outcome, seconds)
 
     def refused(self, reason: str) -> None:
-        """A request an HTTP shell refused (a limit, an Origin, a missing credential);
-        ``reason`` is a short constant such as ``body-too-large`` (anything else is
-        ``_other``)."""
+        """A request an HTTP shell refused (a limit, an Origin, a missing credential):
+        a listener on the guard's :class:`~gcfkit.transports.http_limits.Refusals`
+        (:func:`~gcfkit.transports.health.probed`). ``reason`` is a short constant, the
+        refusal's kind such as ``body_too_large`` (anything else is ``_other``)."""
         if self.refusals is not None:
             self.refusals.labels(reason if _REASON.fullmatch(reason) else OTHER).inc()
 

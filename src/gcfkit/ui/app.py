@@ -33,7 +33,6 @@ from typing import Any, Final
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -53,6 +52,7 @@ from ..measure.savings import (
     timeline_to_json,
 )
 from ..paths import default_ledger_path
+from ..transports.http_guard import host_allowed
 from .playground import (
     MAX_INPUT_BYTES,
     PlaygroundError,
@@ -104,10 +104,16 @@ def _error(status: int, code: str, message: str, line: int | None = None) -> JSO
 
 
 def create_app(
-    *, ledger: Path | str | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    *,
+    ledger: Path | str | None = None,
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+    bound: str = "127.0.0.1",
 ) -> Starlette:
     """The application; ``ledger`` is the savings ledger the dashboard reads (default: the one
-    the proxy writes, :func:`gcfkit.paths.default_ledger_path`)."""
+    the proxy writes, :func:`gcfkit.paths.default_ledger_path`). ``bound``: the host the
+    server listens on; requests are served for a loopback ``Host``, the address they arrived
+    at, ``bound`` itself and ``allowed_hosts``
+    (:func:`~gcfkit.transports.http_guard.host_allowed`, the proxy's rule)."""
     ledger_path = Path(ledger) if ledger is not None else default_ledger_path()
 
     async def index(request: Request) -> Response:
@@ -184,7 +190,7 @@ def create_app(
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
     middleware = [
-        Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+        Middleware(_HostCheck, bound=bound, allowed=allowed_hosts),
         Middleware(_SameOrigin),
         Middleware(_SecurityHeaders),
     ]
@@ -247,6 +253,28 @@ def savings_payload(
             ),
         },
     }
+
+
+class _HostCheck:
+    """Refuses (400) a request whose ``Host`` this server was not started for: what a
+    DNS-rebinding page sends."""
+
+    def __init__(self, app: ASGIApp, bound: str, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.bound = bound
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            raw = dict(scope.get("headers", [])).get(b"host")
+            server = scope.get("server")
+            local = str(server[0]) if server else None
+            host = raw.decode("latin-1") if raw is not None else ""
+            if not host_allowed(host, local, self.bound, self.allowed):
+                response = Response("Invalid host header", status_code=400)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _SameOrigin:
