@@ -186,6 +186,26 @@ def flattens(mode: StructuredMode, client: str | None) -> bool:
     return mode == "text" or reads_of(client) == "structured"
 
 
+def declared_name(obj: Mapping[str, Any], field: str, meta_key: str) -> str:
+    """The ``name`` of the implementation an MCP message declares: in its ``field``
+    (``clientInfo`` in ``initialize``, ``serverInfo`` in its result) or, in the 2026-era
+    sessionless protocol, under ``meta_key`` in its ``_meta``; "" when it gives none. One rule
+    for a client's name and a server's.
+
+    >>> declared_name({"serverInfo": {"name": "git"}}, "serverInfo", "x/serverInfo")
+    'git'
+    """
+    meta = obj.get("_meta")
+    for info in (
+        obj.get(field),
+        meta.get(meta_key) if isinstance(meta, dict) else None,
+    ):
+        name = info.get("name") if isinstance(info, dict) else None
+        if isinstance(name, str) and name:
+            return name
+    return ""
+
+
 def declared_client(params: Mapping[str, Any]) -> str:
     """The name a client declares in the params of ``initialize`` (``clientInfo.name``) or
     of a 2026-era request (its ``_meta``); "" when it gives none.
@@ -195,12 +215,4 @@ def declared_client(params: Mapping[str, Any]) -> str:
     >>> declared_client({"_meta": {"io.modelcontextprotocol/clientInfo": {"name": "codex"}}})
     'codex'
     """
-    meta = params.get("_meta")
-    for info in (
-        params.get("clientInfo"),
-        meta.get(_CLIENT_INFO_META) if isinstance(meta, dict) else None,
-    ):
-        name = info.get("name") if isinstance(info, dict) else None
-        if isinstance(name, str) and name:
-            return name
-    return ""
+    return declared_name(params, "clientInfo", _CLIENT_INFO_META)

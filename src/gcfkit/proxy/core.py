@@ -67,7 +67,7 @@ from ..answers.choose import FailureReason, fallback_word, utf8_len
 from ..answers.primer import append_primer, append_relative_primer
 from ..answers.since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 from ..errors import GCFError
-from ..readers import Reads, declared_client, flattens, reader_of, reads_of
+from ..readers import Reads, declared_client, declared_name, flattens, reader_of, reads_of
 from ..relative import ResultMemory
 from .config import Codec, ProxyConfig
 from .content import text_blocks_of
@@ -894,15 +894,7 @@ def _server_name(result: dict[str, Any]) -> str:
     >>> _server_name({"_meta": {"io.modelcontextprotocol/serverInfo": {"name": "time"}}})
     'time'
     """
-    meta = result.get("_meta")
-    for info in (
-        result.get("serverInfo"),
-        meta.get(_SERVER_INFO_META) if isinstance(meta, dict) else None,
-    ):
-        name = info.get("name") if isinstance(info, dict) else None
-        if isinstance(name, str) and name:
-            return name
-    return ""
+    return declared_name(result, "serverInfo", _SERVER_INFO_META)
 
 
 def _preview_of(client: str) -> int | None:
