@@ -29,7 +29,9 @@ __all__ = [
     "accelerator",
     "active",
     "decode",
+    "decode_dense",
     "encode",
+    "encode_dense",
     "pure_python",
     "status",
 ]
@@ -44,6 +46,19 @@ class Speedups(Protocol):
     def encode(
         self, value: Any, header: str, flatten: bool, shared_schemas: bool, inline_schemas: bool, /
     ) -> str | None: ...
+
+    def encode_dense(
+        self,
+        value: Any,
+        header: str,
+        defs: dict[str, str],
+        lists: bool,
+        constants: bool,
+        short_rows: bool,
+        /,
+    ) -> tuple[str, int] | None: ...
+
+    def decode_dense(self, text: str, header: str, /) -> tuple[Any] | None: ...
 
     def format_number(self, value: Any, /) -> str | None: ...
 
@@ -110,6 +125,67 @@ def encode(
     return accel.encode(value, header, flatten, shared_schemas, inline_schemas)
 
 
+#: The dense constructs, as the accelerator's bits say which ones an encode used.
+_USED_BITS: Final = (("defs", 1), ("lists", 2), ("constants", 4), ("short_rows", 8))
+
+
+def encode_dense(
+    value: Any,
+    header: str,
+    defs: dict[str, str],
+    lists: bool,
+    constants: bool,
+    short_rows: bool,
+) -> tuple[str, set[str]] | None:
+    """The accelerator's dense payload of ``value`` (``header`` first, then the definition
+    lines of ``defs``: string -> name, in name order) and the constructs it used, or None:
+    no accelerator, or it leaves the value (errors included) to the pure-Python encoder.
+
+    >>> got = encode_dense({"t": [1]}, "GCF profile=dense", {}, True, True, True)
+    >>> got is None or got == ("GCF profile=dense\\nt[1]: 1\\n", set())
+    True
+    """
+    accel = accelerator
+    if accel is None:
+        return None
+    got = accel.encode_dense(value, header, defs, lists, constants, short_rows)
+    if got is None:
+        return None
+    text, bits = got
+    return text, {name for name, bit in _USED_BITS if bits & bit}
+
+
+def decode_dense(text: str, header: str, reference: Callable[[str], Any]) -> Any:
+    """The value of the dense payload ``text`` whose header line, without fields, is
+    ``header``: the accelerator's when it reads it, else ``reference(text)``. The cyclic GC
+    is paused meanwhile, as in :func:`decode`.
+
+    >>> from gcfkit import dense
+    >>> decode_dense("GCF profile=dense\\n$a=x y z\\nv=$a\\n", "GCF profile=dense", dense.loads)
+    {'v': 'x y z'}
+    """
+    return _paused(lambda: _decode_dense(text, header, reference))
+
+
+def _decode_dense(text: str, header: str, reference: Callable[[str], Any]) -> Any:
+    accel = accelerator
+    if accel is not None:
+        got = accel.decode_dense(text, header)
+        if got is not None:
+            return got[0]
+    return reference(text)
+
+
+def _paused(run: Callable[[], Any]) -> Any:
+    if not gc.isenabled():
+        return run()
+    gc.disable()
+    try:
+        return run()
+    finally:
+        gc.enable()
+
+
 def decode(text: str, reference: Callable[[str], Any]) -> Any:
     """The value of the generic payload ``text``: the accelerator's when it reads it, else
     ``reference(text)`` (the pure-Python decoder, which reports every error).
@@ -122,13 +198,7 @@ def decode(text: str, reference: Callable[[str], Any]) -> Any:
     >>> decode("GCF profile=generic\\nx=1\\n", lambda t: "reference")
     {'x': 1}
     """
-    if not gc.isenabled():
-        return _decode(text, reference)
-    gc.disable()
-    try:
-        return _decode(text, reference)
-    finally:
-        gc.enable()
+    return _paused(lambda: _decode(text, reference))
 
 
 def _decode(text: str, reference: Callable[[str], Any]) -> Any:
