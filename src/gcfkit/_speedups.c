@@ -2863,6 +2863,9 @@ typedef struct {
     int keyed;
     int simple; /* no path groups */
     PNode plan; /* over the value fields (cell indices from 1 in a keyed map) */
+    /* dense (D6): per field its constant value (owned) or NULL, and the cells of a row */
+    PyObject **consts;
+    Py_ssize_t row_width;
 } Schema;
 
 typedef struct {
@@ -2879,6 +2882,11 @@ typedef struct {
     PyObject *schemas; /* (decl text, keyed) -> capsule(Schema) */
     Py_UCS4 *tmp;      /* unescaped text of quoted strings */
     Py_ssize_t tmpcap;
+    /* A dense payload (docs/extensions/dense.md): its definitions, "$a", "$b"... in order */
+    int dense;
+    PyObject **defs;
+    Py_ssize_t ndefs, capdefs;
+    int split_lists; /* while a dense row is split: list cells are cells (D5.1) */
 } Dec;
 
 #define CH(d, i) PyUnicode_READ((d)->kind, (d)->data, (i))
@@ -2933,6 +2941,12 @@ pnode_add(PNode *p)
 static void
 schema_free(Schema *s)
 {
+    Py_ssize_t i;
+    if (s->consts != NULL) {
+        for (i = 0; i < s->width; i++)
+            Py_XDECREF(s->consts[i]);
+        PyMem_Free(s->consts);
+    }
     Py_XDECREF(s->fields);
     pnode_clear(&s->plan);
     PyMem_Free(s);
@@ -3359,6 +3373,23 @@ parse_token_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, int in_row, Py
     Py_UCS4 cl = CK(b - 1);
     if (c0 == ' ' || cl == ' ')
         return RC_FALLBACK;
+    if (c0 == '$' && d->dense) {
+        /* A reference (D4.2), by its canonical name: a..z, aa.. in definition order. */
+        Py_ssize_t i, idx = 0;
+        if (len < 2 || len > 7)
+            return RC_FALLBACK;
+        for (i = a + 1; i < b; i++) {
+            Py_UCS4 c = CK(i);
+            if (c < 'a' || c > 'z')
+                return RC_FALLBACK;
+            idx = idx * 26 + (Py_ssize_t)(c - 'a' + 1);
+        }
+        if (idx - 1 >= d->ndefs)
+            return RC_FALLBACK; /* undefined_reference */
+        *out = d->defs[idx - 1];
+        Py_INCREF(*out);
+        return RC_OK;
+    }
     if (len == 1) {
         if (c0 == '-') {
             Py_INCREF(Py_None);
@@ -3453,6 +3484,16 @@ parse_value(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
 static int parse_inline_decl(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out,
                              Py_ssize_t *end);
 
+/* grammar.LIST_HEAD at i: "[" [^\]|]* "]:" (the head of a dense list cell). */
+static ALWAYS_INLINE int
+list_head_k(Dec *d, const int kind, Py_ssize_t i, Py_ssize_t b)
+{
+    Py_ssize_t j = i + 1;
+    while (j < b && CK(j) != ']' && CK(j) != '|')
+        j++;
+    return j + 1 < b && CK(j) == ']' && CK(j + 1) == ':';
+}
+
 /* Split [a, b) on delim outside quoted cells (scalar.split_cells for canonical text):
  * each cell's [start, end) goes to spans, quoted cells with their quotes. Returns the
  * count, or RC_FALLBACK when a quoted cell does not end at a delimiter (or the line). */
@@ -3479,6 +3520,20 @@ split_cells_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim,
             j++;
             if (j < b && CK(j) != delim)
                 return RC_FALLBACK; /* trailing characters after a closing quote */
+        }
+        else if (d->split_lists && i < b && CK(i) == '[' && list_head_k(d, kind, i, b)) {
+            /* A list cell (D5.1): its quoted elements may hold the delimiter. */
+            j = i;
+            while (j < b && CK(j) != delim) {
+                if (CK(j) == '"') {
+                    j++;
+                    while (j < b && CK(j) != '"')
+                        j += CK(j) == '\\' ? 2 : 1;
+                    if (j >= b)
+                        return RC_FALLBACK;
+                }
+                j++;
+            }
         }
         else if (kind == PyUnicode_1BYTE_KIND) {
             const char *p = (const char *)d->data;
@@ -3538,7 +3593,52 @@ split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans
     }
 }
 
-/* A cell given its span: quoted string or token. */
+static int parse_inline_values(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_ssize_t count,
+                               PyObject **out);
+
+static int
+list_head(Dec *d, Py_ssize_t i, Py_ssize_t b)
+{
+    switch (d->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return list_head_k(d, PyUnicode_1BYTE_KIND, i, b);
+    case PyUnicode_2BYTE_KIND:
+        return list_head_k(d, PyUnicode_2BYTE_KIND, i, b);
+    default:
+        return list_head_k(d, PyUnicode_4BYTE_KIND, i, b);
+    }
+}
+
+/* A dense list cell "[N]: a,b" or "[0]:" at [a, b) (D5.1): its list. */
+static int
+parse_list_cell(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
+{
+    Py_ssize_t q = a + 1, count = 0;
+    if (CH(d, q) == '0')
+        q++;
+    else {
+        while (q < b && is_digit(CH(d, q)) && q - a <= 9) {
+            count = count * 10 + (Py_ssize_t)(CH(d, q) - '0');
+            q++;
+        }
+        if (q == a + 1 || CH(d, a + 1) == '0')
+            return RC_FALLBACK; /* invalid_count */
+    }
+    if (q + 1 >= b || CH(d, q) != ']' || CH(d, q + 1) != ':')
+        return RC_FALLBACK;
+    q += 2;
+    if (q == b) {
+        if (count)
+            return RC_FALLBACK; /* count_mismatch */
+        *out = PyList_New(0);
+        return *out == NULL ? RC_ERR : RC_OK;
+    }
+    if (CH(d, q) != ' ' || count == 0 || count > b - q)
+        return RC_FALLBACK;
+    return parse_inline_values(d, q, b, count, out);
+}
+
+/* A cell given its span: quoted string or token (in a dense row, also a list cell). */
 static int
 parse_cell(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
 {
@@ -3546,6 +3646,8 @@ parse_cell(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
         Py_ssize_t next;
         return parse_quoted(d, a, b, out, &next); /* split_cells checked the end */
     }
+    if (in_row && d->dense && a < b && CH(d, a) == '[' && list_head(d, a, b))
+        return parse_list_cell(d, a, b, out);
     return parse_token(d, a, b, in_row, out);
 }
 
@@ -3819,37 +3921,98 @@ get_schema(Dec *d, Py_ssize_t i, int keyed, Schema **out, PyObject **capsule)
         rc = RC_ERR;
         goto fail;
     }
+    PyObject **consts = NULL; /* dense constant columns (D6), by field index */
+    Py_ssize_t nconst = 0, capconst = 0;
     Py_ssize_t p = i + 1;
     for (;;) {
         PyObject *name;
         Py_ssize_t next;
         if ((rc = parse_key(d, p, d->end, &name, &next)) != RC_OK)
-            goto fail;
+            goto fail_consts;
         int c = PySet_Contains(seen, name);
         if (c != 0 || PySet_Add(seen, name) < 0 || PyList_Append(s->fields, name) < 0) {
             Py_DECREF(name);
             rc = c > 0 ? RC_FALLBACK : RC_ERR; /* duplicate_field_name */
-            goto fail;
+            goto fail_consts;
         }
         Py_DECREF(name);
         if (next >= d->end) {
             rc = RC_FALLBACK;
-            goto fail;
+            goto fail_consts;
         }
         Py_UCS4 ch = CH(d, next);
+        if (ch == '=' && d->dense) {
+            /* name=value: one scalar token, quoted, or bare up to the next ',' or '}' */
+            Py_ssize_t f = PyList_GET_SIZE(s->fields) - 1, a = next + 1, e = a;
+            PyObject *v = NULL;
+            if (a < d->end && CH(d, a) == '"')
+                rc = parse_quoted(d, a, d->end, &v, &e);
+            else {
+                while (e < d->end && CH(d, e) != ',' && CH(d, e) != '}')
+                    e++;
+                /* empty, ~, ^, ^{...} and list cells are invalid_constant */
+                rc = e > a && CH(d, a) == '[' && list_head(d, a, e) ? RC_FALLBACK
+                                                                   : parse_token(d, a, e, 0, &v);
+            }
+            if (rc != RC_OK)
+                goto fail_consts;
+            if (f >= capconst) {
+                Py_ssize_t cap = (f + 1) * 2, k;
+                PyObject **grown = PyMem_Realloc(consts, sizeof(PyObject *) * (size_t)cap);
+                if (grown == NULL) {
+                    Py_DECREF(v);
+                    PyErr_NoMemory();
+                    rc = RC_ERR;
+                    goto fail_consts;
+                }
+                for (k = capconst; k < cap; k++)
+                    grown[k] = NULL;
+                consts = grown;
+                capconst = cap;
+            }
+            consts[f] = v;
+            nconst++;
+            next = e;
+            if (next >= d->end) {
+                rc = RC_FALLBACK;
+                goto fail_consts;
+            }
+            ch = CH(d, next);
+        }
         p = next + 1;
         if (ch == '}')
             break;
         if (ch != ',') {
             rc = RC_FALLBACK;
-            goto fail;
+            goto fail_consts;
         }
     }
     if (p != d->end) {
         rc = RC_FALLBACK;
-        goto fail;
+        goto fail_consts;
     }
     s->width = PyList_GET_SIZE(s->fields);
+    s->row_width = s->width - nconst;
+    if (nconst) {
+        /* A keyed map's key, or every value column, constant: invalid_constant. */
+        if ((keyed && consts[0] != NULL) || nconst == s->width - keyed) {
+            rc = RC_FALLBACK;
+            goto fail_consts;
+        }
+        if (capconst < s->width) {
+            PyObject **grown = PyMem_Realloc(consts, sizeof(PyObject *) * (size_t)s->width);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                rc = RC_ERR;
+                goto fail_consts;
+            }
+            for (; capconst < s->width; capconst++)
+                grown[capconst] = NULL;
+            consts = grown;
+        }
+        s->consts = consts;
+        consts = NULL;
+    }
     if ((rc = build_plan(s, keyed ? 1 : 0)) != RC_OK)
         goto fail;
     cap = PyCapsule_New(s, "gcfkit.schema", schema_capsule_free);
@@ -3868,6 +4031,13 @@ get_schema(Dec *d, Py_ssize_t i, int keyed, Schema **out, PyObject **capsule)
     *out = s;
     *capsule = cap;
     return RC_OK;
+fail_consts:
+    if (consts != NULL) {
+        Py_ssize_t k;
+        for (k = 0; k < capconst; k++)
+            Py_XDECREF(consts[k]);
+        PyMem_Free(consts);
+    }
 fail:
     Py_DECREF(seen);
     Py_DECREF(key);
@@ -4037,13 +4207,32 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
         a += m;
         has_id = 1;
     }
-    Py_ssize_t got = split_cells(d, a, b, '|', spans, s->width);
-    if (got != s->width)
-        return got < 0 ? (int)got : RC_FALLBACK; /* row_width_mismatch */
-    Py_ssize_t nv = 0;
+    /* A dense row holds the cells of the columns that are not constant, or fewer down to
+     * min(2, that width): its last cells are then absent (D6, D7). */
+    Py_ssize_t rw = d->dense ? s->row_width : s->width;
+    d->split_lists = d->dense;
+    Py_ssize_t got = split_cells(d, a, b, '|', spans, rw);
+    d->split_lists = 0;
+    if (got < 0)
+        return (int)got;
+    if (got != rw && (!d->dense || got < (rw > 1 ? 2 : rw)))
+        return RC_FALLBACK; /* row_width_mismatch */
+    Py_ssize_t nv = 0, cell = 0;
     for (i = 0; i < s->width; i++) {
-        Py_ssize_t ca = spans[2 * i], cb = spans[2 * i + 1];
         decls[i] = NULL;
+        if (s->consts != NULL && s->consts[i] != NULL) {
+            vals[i] = s->consts[i];
+            Py_INCREF(vals[i]);
+            nv = i + 1;
+            continue;
+        }
+        if (cell >= got) {
+            vals[i] = MISSING_CELL;
+            nv = i + 1;
+            continue;
+        }
+        Py_ssize_t ca = spans[2 * cell], cb = spans[2 * cell + 1];
+        cell++;
         if (cb - ca > 1 && CH(d, ca) == '^' && CH(d, ca + 1) == '{' && CH(d, cb - 1) == '}') {
             /* ^{...}: an inline-schema attachment reference (§7.4.5.1) */
             Py_ssize_t e;
@@ -4084,9 +4273,12 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
             if (v == MISSING_CELL)
                 continue;
             if (v == ATTACH_CELL) {
-                if (!has_id) {
+                /* A row with ^ cells carries its @N prefix; a dense one only when a
+                 * positional body follows (D8). */
+                if (!has_id && (!d->dense || decls[slot->ref] != NULL ||
+                                t->inline_schemas[i] != NULL)) {
                     Py_DECREF(row);
-                    rc = RC_FALLBACK; /* a row with ^ cells must carry its @N prefix */
+                    rc = RC_FALLBACK;
                     goto fail;
                 }
                 mk->active = 1;
@@ -4675,12 +4867,81 @@ dec_root(Dec *d, PyObject **out)
     return rc;
 }
 
-/* decode(text) -> (value,) | None */
-static PyObject *
-sp_decode(PyObject *self, PyObject *text)
+/* The header line at the start of d's text: exactly `head` (n characters of the given
+ * kind), optionally followed by one tool= field. The index of its newline, or -1 when the
+ * reference must read it. */
+static Py_ssize_t
+read_header(Dec *d, int kind, const void *head, Py_ssize_t hn)
 {
-    if (!PyUnicode_CheckExact(text))
-        Py_RETURN_NONE;
+    Py_ssize_t i;
+    if (d->n < hn)
+        return -1;
+    for (i = 0; i < hn; i++)
+        if (CH(d, i) != PyUnicode_READ(kind, head, i))
+            return -1;
+    Py_ssize_t eol = find_newline(d, 0);
+    if (eol > hn) {
+        static const char tool[] = " tool=";
+        Py_ssize_t tn = (Py_ssize_t)sizeof tool - 1;
+        if (eol - hn <= tn)
+            return -1;
+        for (i = 0; i < tn; i++)
+            if (CH(d, hn + i) != (Py_UCS4)tool[i])
+                return -1;
+        for (i = hn + tn; i < eol; i++) {
+            Py_UCS4 c = CH(d, i);
+            if (c < 0x21 || c > 0x7e)
+                return -1;
+        }
+    }
+    return eol;
+}
+
+/* A dense payload's definition lines "$name=value" at d's current line (D4.1), in the
+ * canonical order of their names (a, b, ... z, aa, ...): anything else is the reference's. */
+static int
+read_definitions(Dec *d)
+{
+    int rc = RC_OK;
+    while (rc == RC_OK && !d->eof && d->ind == 0 && CH(d, d->cs) == '$') {
+        Py_ssize_t i = d->cs + 1, idx = 0;
+        while (i < d->end && CH(d, i) >= 'a' && CH(d, i) <= 'z' && i - d->cs <= 6) {
+            idx = idx * 26 + (Py_ssize_t)(CH(d, i) - 'a' + 1);
+            i++;
+        }
+        if (i >= d->end || CH(d, i) != '=' || idx != d->ndefs + 1)
+            return RC_FALLBACK; /* invalid_definition, or a name out of order */
+        i++;
+        if (i >= d->end || CH(d, i) == '$')
+            return RC_FALLBACK; /* a definition's value is a literal */
+        PyObject *v;
+        if ((rc = parse_value(d, i, d->end, &v)) != RC_OK)
+            return rc;
+        if (!PyUnicode_CheckExact(v)) {
+            Py_DECREF(v);
+            return RC_FALLBACK;
+        }
+        if (d->ndefs == d->capdefs) {
+            Py_ssize_t cap = d->capdefs ? d->capdefs * 2 : 16;
+            PyObject **p = PyMem_Realloc(d->defs, sizeof(PyObject *) * (size_t)cap);
+            if (p == NULL) {
+                Py_DECREF(v);
+                PyErr_NoMemory();
+                return RC_ERR;
+            }
+            d->defs = p;
+            d->capdefs = cap;
+        }
+        d->defs[d->ndefs++] = v;
+        rc = advance(d);
+    }
+    return rc;
+}
+
+/* The value of a generic payload, or with `dense` of a dense one whose header is `head`. */
+static PyObject *
+decode_text(PyObject *text, int kind, const void *head, Py_ssize_t hn, int dense)
+{
     if (!STR_READY(text))
         return NULL;
     Dec d;
@@ -4689,29 +4950,12 @@ sp_decode(PyObject *self, PyObject *text)
     d.kind = PyUnicode_KIND(text);
     d.data = PyUnicode_DATA(text);
     d.n = PyUnicode_GET_LENGTH(text);
-    /* The header: exactly "GCF profile=generic", optionally with a tool= field. */
-    static const char head[] = "GCF profile=generic";
-    Py_ssize_t hn = (Py_ssize_t)sizeof head - 1, i;
-    if (d.n < hn || PyUnicode_FindChar(text, '\r', 0, d.n, 1) != -1)
+    d.dense = dense;
+    if (PyUnicode_FindChar(text, '\r', 0, d.n, 1) != -1)
         Py_RETURN_NONE;
-    for (i = 0; i < hn; i++)
-        if (CH(&d, i) != (Py_UCS4)head[i])
-            Py_RETURN_NONE;
-    Py_ssize_t eol = find_newline(&d, 0);
-    if (eol > hn) {
-        static const char tool[] = " tool=";
-        Py_ssize_t tn = (Py_ssize_t)sizeof tool - 1;
-        if (eol - hn <= tn)
-            Py_RETURN_NONE;
-        for (i = 0; i < tn; i++)
-            if (CH(&d, hn + i) != (Py_UCS4)tool[i])
-                Py_RETURN_NONE;
-        for (i = hn + tn; i < eol; i++) {
-            Py_UCS4 c = CH(&d, i);
-            if (c < 0x21 || c > 0x7e)
-                Py_RETURN_NONE;
-        }
-    }
+    Py_ssize_t eol = read_header(&d, kind, head, hn), i;
+    if (eol < 0)
+        Py_RETURN_NONE;
     /* About one slot per 128 characters: enough for the repeated values, small next to
      * the decoded value (a table's transient memory counts in the decode's peak). */
     size_t slots = 64;
@@ -4730,6 +4974,8 @@ sp_decode(PyObject *self, PyObject *text)
     else {
         d.pos = eol + 1;
         rc = load_line(&d);
+        if (rc == RC_OK && dense)
+            rc = read_definitions(&d);
         if (rc == RC_OK)
             rc = dec_root(&d, &value);
     }
@@ -4746,19 +4992,197 @@ sp_decode(PyObject *self, PyObject *text)
             Py_XDECREF(d.cache[i].value);
         PyMem_Free(d.cache);
     }
+    for (i = 0; i < d.ndefs; i++)
+        Py_DECREF(d.defs[i]);
+    PyMem_Free(d.defs);
     Py_XDECREF(d.schemas);
     PyMem_Free(d.tmp);
     return result;
 }
 
+/* decode(text) -> (value,) | None */
+static PyObject *
+sp_decode(PyObject *self, PyObject *text)
+{
+    static const char head[] = "GCF profile=generic";
+    if (!PyUnicode_CheckExact(text))
+        Py_RETURN_NONE;
+    return decode_text(text, PyUnicode_1BYTE_KIND, head, (Py_ssize_t)sizeof head - 1, 0);
+}
+
+/* decode_dense(text, header) -> (value,) | None: header is the dense header line without
+ * fields (gcfkit.generic.encoder.dense_header_line writes it). */
+static PyObject *
+sp_decode_dense(PyObject *self, PyObject *args)
+{
+    PyObject *text, *header;
+    if (!PyArg_ParseTuple(args, "OU:decode_dense", &text, &header))
+        return NULL;
+    if (!PyUnicode_CheckExact(text) || !STR_READY(header))
+        Py_RETURN_NONE;
+    return decode_text(text, PyUnicode_KIND(header), PyUnicode_DATA(header),
+                       PyUnicode_GET_LENGTH(header), 1);
+}
+
+/* ======================================================================================
+ * JSON-model equality (jsonio.same_value with its defaults: key order kept, numbers by
+ * value), the lossless check behind every rewritten result
+ * ====================================================================================== */
+
+static inline int
+is_number_exact(PyObject *v)
+{
+    return PyLong_CheckExact(v) || PyFloat_CheckExact(v);
+}
+
+/* 1: the same JSON value, 0: not, RC_FALLBACK: a type (or a depth) the Python walk decides,
+ * RC_ERR. */
+static int
+same_rec(PyObject *x, PyObject *y, int depth)
+{
+    if (depth > C_MAX_DEPTH)
+        return RC_FALLBACK;
+    PyTypeObject *tx = Py_TYPE(x), *ty = Py_TYPE(y);
+    int ax = tx == &PyList_Type || tx == &PyTuple_Type;
+    int ay = ty == &PyList_Type || ty == &PyTuple_Type;
+    if (ax && ay) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(x), i;
+        if (n != PySequence_Fast_GET_SIZE(y))
+            return 0;
+        PyObject **xs = PySequence_Fast_ITEMS(x), **ys = PySequence_Fast_ITEMS(y);
+        for (i = 0; i < n; i++) {
+            int r = same_rec(xs[i], ys[i], depth + 1);
+            if (r != 1)
+                return r;
+        }
+        return 1;
+    }
+    if (tx == &PyDict_Type && ty == &PyDict_Type) {
+        if (PyDict_GET_SIZE(x) != PyDict_GET_SIZE(y))
+            return 0;
+        Py_ssize_t px = 0, py = 0;
+        PyObject *kx, *vx, *ky, *vy;
+        /* Both key lists equal in order, then each value with the other's at the same key. */
+        while (PyDict_Next(x, &px, &kx, &vx) && PyDict_Next(y, &py, &ky, &vy)) {
+            if (kx != ky) {
+                if (!PyUnicode_CheckExact(kx) || !PyUnicode_CheckExact(ky))
+                    return RC_FALLBACK;
+                if (PyUnicode_Compare(kx, ky) != 0)
+                    return PyErr_Occurred() ? RC_ERR : 0;
+            }
+        }
+        px = py = 0;
+        while (PyDict_Next(x, &px, &kx, &vx) && PyDict_Next(y, &py, &ky, &vy)) {
+            int r = same_rec(vx, vy, depth + 1);
+            if (r != 1)
+                return r;
+        }
+        return 1;
+    }
+    if (tx == &PyUnicode_Type && ty == &PyUnicode_Type)
+        return x == y || PyUnicode_Compare(x, y) == 0 ? 1 : (PyErr_Occurred() ? RC_ERR : 0);
+    if (tx == &PyFloat_Type && ty == &PyFloat_Type)
+        return PyFloat_AS_DOUBLE(x) == PyFloat_AS_DOUBLE(y);
+    if (is_number_exact(x) && is_number_exact(y))
+        return PyObject_RichCompareBool(x, y, Py_EQ); /* int == int, int == float: exact */
+    if ((x == Py_None || PyBool_Check(x)) && (y == Py_None || PyBool_Check(y)))
+        return x == y;
+    if ((ax || tx == &PyDict_Type || is_number_exact(x) || tx == &PyUnicode_Type ||
+         x == Py_None || PyBool_Check(x)) &&
+        (ay || ty == &PyDict_Type || is_number_exact(y) || ty == &PyUnicode_Type ||
+         y == Py_None || PyBool_Check(y)))
+        return 0; /* two JSON-model values of different kinds */
+    return RC_FALLBACK;
+}
+
+/* definitions._occurrences: every string in a value position counted into `counts`;
+ * RC_FALLBACK for a type outside the plain JSON model (the Python walk then counts). */
+static int
+occ_rec(PyObject *v, PyObject *counts, int depth)
+{
+    if (depth > C_MAX_DEPTH)
+        return RC_FALLBACK;
+    if (PyUnicode_CheckExact(v)) {
+        PyObject *n = PyDict_GetItemWithError(counts, v);
+        if (n == NULL && PyErr_Occurred())
+            return RC_ERR;
+        PyObject *m = PyLong_FromSsize_t(n == NULL ? 1 : PyLong_AsSsize_t(n) + 1);
+        if (m == NULL)
+            return RC_ERR;
+        int r = PyDict_SetItem(counts, v, m);
+        Py_DECREF(m);
+        return r < 0 ? RC_ERR : RC_OK;
+    }
+    if (PyDict_CheckExact(v)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        int rc;
+        while (PyDict_Next(v, &pos, &k, &x))
+            if ((rc = occ_rec(x, counts, depth + 1)) != RC_OK)
+                return rc;
+        return RC_OK;
+    }
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v), i;
+        PyObject **items = PySequence_Fast_ITEMS(v);
+        int rc;
+        for (i = 0; i < n; i++)
+            if ((rc = occ_rec(items[i], counts, depth + 1)) != RC_OK)
+                return rc;
+        return RC_OK;
+    }
+    if (PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyBool_Check(v) || v == Py_None)
+        return RC_OK;
+    return RC_FALLBACK;
+}
+
+/* occurrences(value) -> dict | None */
+static PyObject *
+sp_occurrences(PyObject *self, PyObject *value)
+{
+    PyObject *counts = PyDict_New();
+    if (counts == NULL)
+        return NULL;
+    int rc = occ_rec(value, counts, 0);
+    if (rc == RC_OK)
+        return counts;
+    Py_DECREF(counts);
+    if (rc == RC_ERR)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* same_value(a, b) -> bool | None */
+static PyObject *
+sp_same_value(PyObject *self, PyObject *args)
+{
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO:same_value", &a, &b))
+        return NULL;
+    int r = same_rec(a, b, 0);
+    if (r == RC_ERR)
+        return NULL;
+    if (r == RC_FALLBACK)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(r);
+}
 
 static PyMethodDef methods[] = {
+    {"occurrences", sp_occurrences, METH_O,
+     "occurrences(value) -> dict | None\n\n"
+     "Each string in a value position of value, counted (dense D9.2 step 1), or None."},
+    {"same_value", sp_same_value, METH_VARARGS,
+     "same_value(a, b) -> bool | None\n\n"
+     "jsonio.same_value(a, b) for plain JSON-model values, or None: let Python decide."},
     {"encode", sp_encode, METH_VARARGS,
      "encode(value, header, flatten, shared_schemas, inline_schemas) -> str | None\n\n"
      "The canonical generic-profile text of value, or None: let the reference do it."},
     {"encode_dense", sp_encode_dense, METH_VARARGS,
      "encode_dense(value, header, defs, lists, constants, short_rows) -> (str, int) | None\n\n"
      "The dense-profile text of value and the constructs it used, or None."},
+    {"decode_dense", sp_decode_dense, METH_VARARGS,
+     "decode_dense(text, header) -> (value,) | None\n\n"
+     "The value of a dense-profile payload in canonical spelling, or None."},
     {"format_number", sp_format_number, METH_O,
      "format_number(x) -> str | None: canonical number text (§2.3.1)."},
     {"format_scalar", sp_format_scalar, METH_O,

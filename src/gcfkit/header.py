@@ -17,6 +17,7 @@ __all__ = [
     "PROFILES",
     "Header",
     "check_header_value",
+    "dense_header",
     "first_line",
     "format_header",
     "parse_header",
@@ -182,6 +183,17 @@ def format_header(
     parts = [head]
     parts.extend(f"{k}={check_header_value(k, v, code)}" for k, v in pairs)
     return " ".join(parts)
+
+
+def dense_header(tool: str | None = None) -> str:
+    """The dense profile's header line (docs/extensions/dense.md D2), with ``tool=`` when
+    given: the one place it is spelled, for the encoders and for the accelerated decoder,
+    which reads the line as this writes it.
+
+    >>> dense_header(), dense_header("git")
+    ('GCF profile=dense', 'GCF profile=dense tool=git')
+    """
+    return format_header("dense", [] if tool is None else [("tool", tool)])
 
 
 def to_text(data: str | bytes) -> str:

@@ -32,7 +32,9 @@ __all__ = [
     "decode_dense",
     "encode",
     "encode_dense",
+    "occurrences",
     "pure_python",
+    "same_value",
     "status",
 ]
 
@@ -59,6 +61,10 @@ class Speedups(Protocol):
     ) -> tuple[str, int] | None: ...
 
     def decode_dense(self, text: str, header: str, /) -> tuple[Any] | None: ...
+
+    def same_value(self, a: Any, b: Any, /) -> bool | None: ...
+
+    def occurrences(self, value: Any, /) -> dict[str, int] | None: ...
 
     def format_number(self, value: Any, /) -> str | None: ...
 
@@ -208,6 +214,30 @@ def _decode(text: str, reference: Callable[[str], Any]) -> Any:
         if got is not None:
             return got[0]
     return reference(text)
+
+
+def occurrences(value: Any) -> dict[str, int] | None:
+    """Each string in a value position of ``value`` counted, in first-seen order (the dense
+    profile's D9.2 step 1, ``generic.definitions``), or None: no accelerator, or a value
+    outside the plain JSON model, which the Python walk then counts.
+
+    >>> occurrences({"a": ["x", "y", "x"], "b": 1}) in ({"x": 2, "y": 1}, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.occurrences(value)
+
+
+def same_value(a: Any, b: Any) -> bool | None:
+    """:func:`gcfkit.jsonio.same_value` of ``a`` and ``b`` (key order kept, numbers by
+    value) in one pass in C, or None: no accelerator, or a value of a type outside the
+    plain JSON model (subclasses included), which the Python walk then decides.
+
+    >>> same_value({"n": [25, True]}, {"n": (25.0, True)}) in (True, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.same_value(a, b)
 
 
 @contextlib.contextmanager

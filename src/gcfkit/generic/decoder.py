@@ -47,8 +47,8 @@ from ..grammar import (
     TRAILER,
     is_comment,
 )
+from ..header import dense_header, to_text
 from ..header import parse_header as _parse_header_line
-from ..header import to_text
 from ..scalar import (
     MISSING,
     Attach,
@@ -979,15 +979,13 @@ def loads(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None)
     {'price': Decimal('19.990')}
     """
     if parse_float is None:
-        # The C accelerator reads what it can exactly as the reference does, and hands
-        # the rest, every error included, to the reference below.
-        return speedups.decode(to_text(text), _loads_reference)
-    numbers = numbers_for(parse_float)
-    return _decode(to_text(text), False, accept_answers=False, numbers=numbers).value
+        # The C accelerator answers exactly as the reference does, or hands the text to it.
+        return speedups.decode(to_text(text), _reference)
+    return _reference(to_text(text), False, numbers_for(parse_float))
 
 
-def _loads_reference(text: str) -> Any:
-    return _decode(text, False, accept_answers=False).value
+def _reference(text: str, dense: bool = False, numbers: Numbers | None = None) -> Any:
+    return _decode(text, False, accept_answers=False, numbers=numbers, dense=dense).value
 
 
 def loads_dense(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
@@ -996,5 +994,6 @@ def loads_dense(text: str | bytes, *, parse_float: Callable[[str], Any] | None =
     >>> loads_dense("GCF profile=dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
     [{'k': 1, 'v': 'two words'}, {'k': 2, 'v': ['two words']}]
     """
-    numbers = None if parse_float is None else numbers_for(parse_float)
-    return _decode(to_text(text), False, accept_answers=False, numbers=numbers, dense=True).value
+    if parse_float is None:  # as in loads
+        return speedups.decode_dense(to_text(text), dense_header(), lambda t: _reference(t, True))
+    return _reference(to_text(text), True, numbers_for(parse_float))

@@ -32,7 +32,7 @@ from typing import Any, Final
 from .. import speedups
 from ..errors import GCFEncodeError, GCFError, as_encode_error, at_path
 from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL
-from ..header import format_header
+from ..header import dense_header, format_header
 from . import dense_rows
 from .cells import (
     ABSENT,
@@ -48,7 +48,7 @@ from .cells import (
 )
 from .definitions import spelling
 
-__all__ = ["MAX_DEPTH", "Dense", "dense_header_line", "dumps", "encode_dense", "render_tabular"]
+__all__ = ["MAX_DEPTH", "Dense", "dumps", "encode_dense", "render_tabular"]
 
 
 _DENSE_SAFE_BARE: Final = DENSE_SAFE_BARE.match
@@ -825,17 +825,6 @@ def header_line(tool: str | None) -> str:
     return format_header("generic", [] if tool is None else [("tool", tool)])
 
 
-def dense_header_line(tool: str | None = None) -> str:
-    """The dense profile's header line (docs/extensions/dense.md D2), with ``tool=`` when
-    given: the one place it is written, for both codec paths and for the accelerated
-    decoder, which reads the line as this writes it.
-
-    >>> dense_header_line(), dense_header_line("git")
-    ('GCF profile=dense', 'GCF profile=dense tool=git')
-    """
-    return format_header("dense", [] if tool is None else [("tool", tool)])
-
-
 def dumps(
     value: Any,
     *,
@@ -901,7 +890,7 @@ def encode_dense(
     >>> encode_dense({"a": ["ab cd ef", "ab cd ef"]}, {"ab cd ef": "a"})
     ('GCF profile=dense\\n$a=ab cd ef\\na[2]: $a,$a\\n', {'defs'})
     """
-    header = dense_header_line(tool)
+    header = dense_header(tool)
     # As in dumps: the C accelerator answers exactly as the reference below, or not at all.
     if type(defs) is dict and (
         got := speedups.encode_dense(value, header, defs, lists, constants, short_rows)
