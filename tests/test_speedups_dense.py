@@ -282,3 +282,26 @@ def test_c_occurrences_hand_back_values_outside_the_plain_model() -> None:
 
     assert speedups.occurrences({"a": [Name("x")]}) is None
     assert definitions._occurrences({"a": [Name("x"), "x"]}) == {"x": 2}
+
+
+@requires_c
+def test_c_decoders_read_the_proxys_primer_comment_as_the_reference() -> None:
+    from gcfkit import dumps
+    from gcfkit.proxy.primer import annotate
+    from tests import test_speedups
+
+    for _, value in SAMPLES[::3]:
+        try:
+            wire, generic = dense.encode(value), dumps(value)
+        except GCFError:
+            continue
+        assert _check_decode(annotate(wire.text, ("dense", *wire.constructs)))
+        assert test_speedups._check_decode(annotate(generic, ("gcf",)))
+    # Comments the reference reads otherwise, or rejects, are its own to answer.
+    for head in ("GCF profile=dense", "GCF profile=generic"):
+        for comment in ("#", "# a|b", "#x", "# " + "x" * 10, "#\t", "## x"):
+            text = f"{head}\n{comment}\n## r [2]{{k}}\n1\n2\n"
+            if head.endswith("dense"):
+                _check_decode(text)
+            else:
+                test_speedups._check_decode(text)

@@ -4973,6 +4973,14 @@ decode_text(PyObject *text, int kind, const void *head, Py_ssize_t hn, int dense
     }
     else {
         d.pos = eol + 1;
+        /* Comment lines after the header ("#", "# ..."; the proxy's primer is one): skipped,
+         * as the reference skips them (§11). */
+        while (d.pos < d.n && CH(&d, d.pos) == '#') {
+            Py_ssize_t e = find_newline(&d, d.pos);
+            if (e - d.pos > MAX_LINE || (e - d.pos > 1 && CH(&d, d.pos + 1) != ' '))
+                break;
+            d.pos = e + 1;
+        }
         rc = load_line(&d);
         if (rc == RC_OK && dense)
             rc = read_definitions(&d);
