@@ -548,3 +548,30 @@ def test_c_same_value_takes_integral_floats_in_one_pass() -> None:
     assert speedups.same_value(decoded, rows) is False
     # Outside the plain model (a subclass) the walk decides.
     assert speedups.same_value({"a": collections.OrderedDict()}, {"a": {}}) is None
+
+
+def _loads_json(text: str) -> Any:
+    from gcfkit import jsonio
+
+    try:
+        value = jsonio.loads_json(text)
+    except GCFError as e:
+        return ("error", e.code, str(e))
+    return ("value", json.dumps(value), repr(value))
+
+
+@requires_c
+@settings(max_examples=600, **_SETTINGS)
+@given(_encoder_inputs(), st.randoms())
+def test_c_json_hooks_parse_as_the_python_hooks(value: Any, rng: random.Random) -> None:
+    try:
+        text = json.dumps(value, default=repr)
+    except (TypeError, ValueError):
+        return
+    # Duplicate keys, overflowing and long numbers, NaN: the refusals, placed at random.
+    extra = rng.choice(['"k": 1, "k": 2', '"x": 1e999', '"x": -1.5e308', '"x": NaN',
+                        '"x": 1.0000000000000002', '"x": 12345678901234567890123'])  # fmt: skip
+    for candidate in (text, "{" + extra + "}", "[" + text + ", {" + extra + "}]"):
+        got = _loads_json(candidate)
+        with speedups.pure_python():
+            assert got == _loads_json(candidate), candidate

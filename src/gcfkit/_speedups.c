@@ -5160,6 +5160,79 @@ sp_occurrences(PyObject *self, PyObject *value)
     Py_RETURN_NONE;
 }
 
+/* ======================================================================================
+ * Strict JSON in: the hooks json.loads calls (jsonio.loads_json), without a Python frame
+ * ====================================================================================== */
+
+/* Raised by the hooks with (code, message); jsonio turns it into GCFError(code, message). */
+static PyObject *Refused;
+
+/* json_pairs(pairs) -> dict: an object's members, a duplicate key refused. */
+static PyObject *
+sp_json_pairs(PyObject *self, PyObject *pairs)
+{
+    if (!PyList_CheckExact(pairs)) {
+        PyErr_SetString(PyExc_TypeError, "json_pairs expects the list json.loads passes");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(pairs), i;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "json_pairs expects (key, value) pairs");
+            return NULL;
+        }
+        PyObject *k = PyTuple_GET_ITEM(pair, 0);
+        int had = PyDict_Contains(out, k);
+        if (had != 0) {
+            if (had > 0) {
+                PyObject *msg = PyUnicode_FromFormat("JSON object has the key %R twice", k);
+                if (msg != NULL) {
+                    PyObject *args = Py_BuildValue("(sN)", "duplicate_key", msg);
+                    if (args != NULL) {
+                        PyErr_SetObject(Refused, args);
+                        Py_DECREF(args);
+                    }
+                }
+            }
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (PyDict_SetItem(out, k, PyTuple_GET_ITEM(pair, 1)) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* json_float(text) -> float: a number with a fraction or an exponent, an overflow refused. */
+static PyObject *
+sp_json_float(PyObject *self, PyObject *text)
+{
+    PyObject *f = PyFloat_FromString(text);
+    if (f == NULL || !isinf(PyFloat_AS_DOUBLE(f)))
+        return f;
+    Py_DECREF(f);
+    PyObject *head = PyUnicode_Substring(text, 0, 40);
+    if (head == NULL)
+        return NULL;
+    PyObject *msg = PyUnicode_FromFormat("number %U overflows a double", head);
+    Py_DECREF(head);
+    if (msg != NULL) {
+        PyObject *args = Py_BuildValue("(sN)", "out_of_range", msg);
+        if (args != NULL) {
+            PyErr_SetObject(Refused, args);
+            Py_DECREF(args);
+        }
+    }
+    return NULL;
+}
+
 /* same_value(a, b) -> bool | None */
 static PyObject *
 sp_same_value(PyObject *self, PyObject *args)
@@ -5176,6 +5249,10 @@ sp_same_value(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"json_pairs", sp_json_pairs, METH_O,
+     "json_pairs(pairs) -> dict: json.loads' object_pairs_hook, refusing duplicate keys."},
+    {"json_float", sp_json_float, METH_O,
+     "json_float(text) -> float: json.loads' parse_float, refusing overflows."},
     {"occurrences", sp_occurrences, METH_O,
      "occurrences(value) -> dict | None\n\n"
      "Each string in a value position of value, counted (dense D9.2 step 1), or None."},
@@ -5214,5 +5291,13 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     init_tables();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Refused = PyErr_NewException("gcfkit._speedups.Refused", NULL, NULL);
+    if (Refused == NULL || PyModule_AddObjectRef(m, "Refused", Refused) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -25,6 +25,7 @@ from typing import Any, Final, Protocol
 
 __all__ = [
     "ENV_VAR",
+    "Refused",
     "Speedups",
     "accelerator",
     "active",
@@ -32,6 +33,7 @@ __all__ = [
     "decode_dense",
     "encode",
     "encode_dense",
+    "json_hooks",
     "occurrences",
     "pure_python",
     "same_value",
@@ -64,6 +66,10 @@ class Speedups(Protocol):
 
     def same_value(self, a: Any, b: Any, /) -> bool | None: ...
 
+    def json_pairs(self, pairs: list[tuple[str, Any]], /) -> dict[str, Any]: ...
+
+    def json_float(self, text: str, /) -> float: ...
+
     def occurrences(self, value: Any, /) -> dict[str, int] | None: ...
 
     def format_number(self, value: Any, /) -> str | None: ...
@@ -87,6 +93,15 @@ def _load() -> tuple[Speedups | None, str]:
 _LOADED, _STATUS = _load()
 #: The loaded accelerator module, or None when the pure-Python codec runs.
 accelerator: Speedups | None = _LOADED
+
+
+class _NotLoaded(Exception):
+    """Never raised: the stand-in for :data:`Refused` without the accelerator."""
+
+
+#: What the accelerator's JSON hooks (:func:`json_hooks`) raise, with ``(code, message)``
+#: as its arguments; :func:`gcfkit.jsonio.loads_json` raises the matching ``GCFError``.
+Refused: type[Exception] = getattr(_LOADED, "Refused", _NotLoaded)
 
 
 def active() -> bool:
@@ -214,6 +229,22 @@ def _decode(text: str, reference: Callable[[str], Any]) -> Any:
         if got is not None:
             return got[0]
     return reference(text)
+
+
+def json_hooks() -> tuple[Callable[[Any], Any], Callable[[str], float]] | None:
+    """The accelerator's ``object_pairs_hook`` (a duplicate key refused) and ``parse_float``
+    (an overflow refused) for :func:`json.loads`, or None without the accelerator. They
+    raise :class:`Refused`.
+
+    >>> import json
+    >>> hooks = json_hooks()
+    >>> hooks is None or json.loads('{"a": 1.5}', object_pairs_hook=hooks[0]) == {"a": 1.5}
+    True
+    """
+    loaded = _LOADED
+    if loaded is None:
+        return None
+    return loaded.json_pairs, loaded.json_float
 
 
 def occurrences(value: Any) -> dict[str, int] | None:
