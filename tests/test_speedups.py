@@ -575,3 +575,23 @@ def test_c_json_hooks_parse_as_the_python_hooks(value: Any, rng: random.Random) 
         got = _loads_json(candidate)
         with speedups.pure_python():
             assert got == _loads_json(candidate), candidate
+
+
+@requires_c
+@settings(max_examples=600, **_SETTINGS)
+@given(_encoder_inputs(), st.one_of(st.none(), st.integers(0, 40)))
+def test_c_table_cells_is_the_python_walk(value: Any, stop: int | None) -> None:
+    from gcfkit.proxy.rewrite import gcf_cells
+
+    fast = speedups.table_cells(value, stop)
+    with speedups.pure_python():
+        assert fast == gcf_cells(value, stop)
+
+
+@requires_c
+@settings(max_examples=400, **_SETTINGS)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=40))
+def test_c_utf8_len_is_the_encoded_size(text: str) -> None:
+    assert speedups.utf8_len(text) == len(text.encode("utf-8", "surrogatepass"))
+    for wide in (text + "é", text + "€", text + "\U0001f600", text + "\ud800"):
+        assert speedups.utf8_len(wide) == len(wide.encode("utf-8", "surrogatepass"))

@@ -5233,6 +5233,173 @@ sp_json_float(PyObject *self, PyObject *text)
     return NULL;
 }
 
+/* The number of distinct keys of the dicts rows[0..n) (proxy/rewrite.py _union_width), or
+ * -1 with an exception set. */
+static Py_ssize_t
+union_width(PyObject **rows, Py_ssize_t n)
+{
+    PyObject *seen = PySet_New(NULL), *prev = NULL;
+    if (seen == NULL)
+        return -1;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        PyObject *row = rows[i], *k, *v, *pk, *pv;
+        Py_ssize_t pos = 0, ppos = 0;
+        if (prev != NULL && PyDict_GET_SIZE(prev) == PyDict_GET_SIZE(row)) {
+            /* The common uniform table: the previous row's very keys add nothing. */
+            int same = 1;
+            while (PyDict_Next(row, &pos, &k, &v) && PyDict_Next(prev, &ppos, &pk, &pv))
+                if (k != pk) {
+                    same = 0;
+                    break;
+                }
+            if (same)
+                continue;
+            pos = 0;
+        }
+        while (PyDict_Next(row, &pos, &k, &v))
+            if (PySet_Add(seen, k) < 0) {
+                Py_DECREF(seen);
+                return -1;
+            }
+        prev = row;
+    }
+    Py_ssize_t w = PySet_GET_SIZE(seen);
+    Py_DECREF(seen);
+    return w;
+}
+
+/* table_cells(value, stop) -> int: proxy/rewrite.py gcf_cells, the same walk in the same
+ * order (the count it returns once past stop is the same too). */
+static PyObject *
+sp_table_cells(PyObject *self, PyObject *args)
+{
+    PyObject *value, *stop_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:table_cells", &value, &stop_obj))
+        return NULL;
+    long long stop = -1;
+    if (stop_obj != Py_None) {
+        stop = PyLong_AsLongLong(stop_obj);
+        if (stop == -1 && PyErr_Occurred())
+            return NULL;
+        if (stop < 0)
+            Py_RETURN_NONE; /* the Python walk answers a negative stop */
+    }
+    Py_ssize_t cap = 64, top = 0;
+    PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)cap), **rows = NULL;
+    Py_ssize_t caprows = 0;
+    long long cells = 0;
+    int failed = stack == NULL;
+    if (!failed)
+        stack[top++] = value;
+#define PUSH(x)                                                                              \
+    do {                                                                                     \
+        if (top == cap) {                                                                    \
+            PyObject **grown = PyMem_Realloc(stack, sizeof(PyObject *) * (size_t)cap * 2);  \
+            if (grown == NULL) {                                                             \
+                failed = 1;                                                                  \
+                break;                                                                       \
+            }                                                                                \
+            stack = grown;                                                                   \
+            cap *= 2;                                                                        \
+        }                                                                                    \
+        stack[top++] = (x);                                                                  \
+    } while (0)
+    while (!failed && top > 0) {
+        PyObject *v = stack[--top];
+        if (PyList_CheckExact(v)) {
+            Py_ssize_t n = PyList_GET_SIZE(v), i;
+            int all_rows = n > 0;
+            for (i = 0; i < n && !failed; i++) {
+                PyObject *x = PyList_GET_ITEM(v, i);
+                if (PyDict_CheckExact(x))
+                    PUSH(x);
+                else {
+                    all_rows = 0;
+                    if (PyList_CheckExact(x))
+                        PUSH(x);
+                }
+            }
+            if (!failed && all_rows) {
+                Py_ssize_t w = union_width(&PyList_GET_ITEM(v, 0), n);
+                if (w < 0)
+                    failed = 2;
+                else
+                    cells += (long long)n * w;
+            }
+        }
+        else if (PyDict_CheckExact(v)) {
+            Py_ssize_t pos = 0, objects = 0, n = PyDict_GET_SIZE(v);
+            PyObject *k, *x;
+            if (n > caprows) {
+                PyObject **grown = PyMem_Realloc(rows, sizeof(PyObject *) * (size_t)n);
+                if (grown == NULL) {
+                    failed = 1;
+                    break;
+                }
+                rows = grown;
+                caprows = n;
+            }
+            while (!failed && PyDict_Next(v, &pos, &k, &x)) {
+                if (PyDict_CheckExact(x)) {
+                    rows[objects++] = x;
+                    PUSH(x);
+                }
+                else if (PyList_CheckExact(x))
+                    PUSH(x);
+            }
+            if (!failed && objects >= 2 && objects == n) {
+                Py_ssize_t w = union_width(rows, n);
+                if (w < 0)
+                    failed = 2;
+                else
+                    cells += (long long)objects * w;
+            }
+        }
+        if (stop >= 0 && cells > stop)
+            break;
+    }
+#undef PUSH
+    PyMem_Free(stack);
+    PyMem_Free(rows);
+    if (failed == 1)
+        return PyErr_NoMemory();
+    if (failed)
+        return NULL;
+    return PyLong_FromLongLong(cells);
+}
+
+/* utf8_len(text) -> int: len(text.encode("utf-8", "surrogatepass")) without the copy. */
+static PyObject *
+sp_utf8_len(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "utf8_len expects a str");
+        return NULL;
+    }
+    if (!STR_READY(text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), size = n, i;
+    int kind = PyUnicode_KIND(text);
+    const void *d = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)d;
+        for (i = 0; i < n; i++)
+            size += p[i] >> 7;
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)d;
+        for (i = 0; i < n; i++)
+            size += (p[i] >= 0x80) + (p[i] >= 0x800);
+    }
+    else {
+        const Py_UCS4 *p = (const Py_UCS4 *)d;
+        for (i = 0; i < n; i++)
+            size += (p[i] >= 0x80) + (p[i] >= 0x800) + (p[i] >= 0x10000);
+    }
+    return PyLong_FromSsize_t(size);
+}
+
 /* same_value(a, b) -> bool | None */
 static PyObject *
 sp_same_value(PyObject *self, PyObject *args)
@@ -5249,6 +5416,10 @@ sp_same_value(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"utf8_len", sp_utf8_len, METH_O,
+     "utf8_len(text) -> int: the UTF-8 size of text, lone surrogates 3 bytes each."},
+    {"table_cells", sp_table_cells, METH_VARARGS,
+     "table_cells(value, stop=None) -> int | None: proxy.rewrite.gcf_cells in C."},
     {"json_pairs", sp_json_pairs, METH_O,
      "json_pairs(pairs) -> dict: json.loads' object_pairs_hook, refusing duplicate keys."},
     {"json_float", sp_json_float, METH_O,

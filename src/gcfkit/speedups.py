@@ -38,6 +38,8 @@ __all__ = [
     "pure_python",
     "same_value",
     "status",
+    "table_cells",
+    "utf8_len",
 ]
 
 #: Set to a non-empty value other than ``0`` to force the pure-Python codec.
@@ -65,6 +67,10 @@ class Speedups(Protocol):
     def decode_dense(self, text: str, header: str, /) -> tuple[Any] | None: ...
 
     def same_value(self, a: Any, b: Any, /) -> bool | None: ...
+
+    def table_cells(self, value: Any, stop: int | None = None, /) -> int | None: ...
+
+    def utf8_len(self, text: str, /) -> int: ...
 
     def json_pairs(self, pairs: list[tuple[str, Any]], /) -> dict[str, Any]: ...
 
@@ -269,6 +275,29 @@ def same_value(a: Any, b: Any) -> bool | None:
     """
     accel = accelerator
     return None if accel is None else accel.same_value(a, b)
+
+
+def table_cells(value: Any, stop: int | None) -> int | None:
+    """:func:`gcfkit.proxy.rewrite.gcf_cells` (the table cells GCF would write for
+    ``value``, counted until past ``stop``) in C, the same walk in the same order; None
+    without the accelerator.
+
+    >>> table_cells([{"a": 1}, {"b": 2}], None) in (4, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.table_cells(value, stop)
+
+
+def utf8_len(text: str) -> int | None:
+    """The UTF-8 size of ``text`` (lone surrogates 3 bytes each, as ``surrogatepass``
+    encodes them) counted in C without encoding a copy, or None without the accelerator.
+
+    >>> utf8_len("é€😀") in (9, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.utf8_len(text)
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from .. import speedups
 from ..errors import GCFError
 from ..jsonio import dumps_compact, loads_json
 from ..keyed import DeltaSession, FixedN, KeyedSet
@@ -219,6 +220,8 @@ def gcf_cells(value: Any, stop: int | None = None) -> int:
     >>> gcf_cells({"a": [{"x": 1}, {"y": 2}], "b": {"p": {"q": 1}, "r": {"s": 2}}})
     8
     """
+    if (fast := speedups.table_cells(value, stop)) is not None:
+        return fast  # the same walk in C
     cells = 0
     stack: list[Any] = [value]
     pop, push = stack.pop, stack.append
