@@ -3,11 +3,6 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
-# The codec tests that run a second time on the pure-Python codec (GCFKIT_PURE_PYTHON=1):
-# the full suite runs on the C accelerator, and the reference must pass on its own too.
-PURE_TESTS := tests/test_conformance.py tests/test_properties.py tests/test_fuzz.py \
-	tests/test_encoder.py tests/test_decoder.py tests/test_keyed.py tests/test_stream.py \
-	tests/test_dense.py tests/test_dense_conformance.py tests/test_dense_properties.py
 # make test SPEEDUPS=optional accepts a machine where the C accelerator cannot be built.
 SPEEDUPS ?= required
 NODE_DIR := tests/node
@@ -56,7 +51,8 @@ typecheck: $(STAMP)
 
 test: lint typecheck node speedups-check
 	$(BIN)/python -m pytest -q
-	GCFKIT_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PURE_TESTS)
+	# The codec tests marked pure, again on the pure-Python codec (the marker's description).
+	GCFKIT_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m pure tests
 
 # The inner loop: the same checks without the tests marked slow.
 test-fast: lint typecheck

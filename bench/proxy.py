@@ -523,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         emit(f"- {name}: failed/timed out: {', '.join(f)}")
     grown = {k: v for k, v in growth.items() if v}
     if grown:
-        from gcfkit.proxy.since import FREE_NAMING_BYTES
+        from gcfkit.answers.since import FREE_NAMING_BYTES
 
         emit(
             "- results larger than the server's only by their `ref=` block (4 tokens; auto "

@@ -374,8 +374,8 @@ def render_sessions() -> str:
             for e in ENCODINGS:
                 tot[e] += got[e]
         out.append(f"| {label} | {tot['o200k_base']:,} | {tot['cl100k_base']:,} |")
-    from gcfkit.proxy.primer import RELATIVE_PRIMER
-    from gcfkit.proxy.since import SINCE_SCHEMA
+    from gcfkit.answers.primer import RELATIVE_PRIMER
+    from gcfkit.answers.since import SINCE_SCHEMA
 
     n_tools = sum(
         len(json.loads((CORPUS / s / "meta" / "tools_list.json").read_text())["tools"])

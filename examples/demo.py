@@ -18,7 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from gcfkit import tokens
-from gcfkit.proxy.primer import RELATIVE_PRIMER
+from gcfkit.answers.primer import RELATIVE_PRIMER
 
 HERE = Path(__file__).resolve().parent
 SERVER = [sys.executable, str(HERE / "demo_server.py")]

@@ -1,4 +1,4 @@
-"""The one answer policy (gcfkit.proxy.answer) and its promise at both entry points: an
+"""The one answer policy (gcfkit.answers.choose) and its promise at both entry points: an
 answer never costs more tokens than compact JSON of the same value (nor, in the proxy, than
 what the tool wrote), whatever the sequence of calls, and it always reads back exactly.
 
@@ -24,12 +24,7 @@ from mcp.server.mcpserver import MCPServer
 
 import gcfkit
 from gcfkit import keyed, tokens
-from gcfkit.graph import Edge, Graph, SessionReader, Symbol
-from gcfkit.jsonio import dumps_compact, same_value
-from gcfkit.mcp.client import with_output_format
-from gcfkit.mcp.server import GCFResponder, graph_to_json
-from gcfkit.proxy import ProxyConfig, ProxyCore
-from gcfkit.proxy.answer import (
+from gcfkit.answers.choose import (
     AnswerPolicy,
     Candidates,
     Choice,
@@ -42,6 +37,11 @@ from gcfkit.proxy.answer import (
     held_after,
     settle,
 )
+from gcfkit.graph import Edge, Graph, SessionReader, Symbol
+from gcfkit.jsonio import dumps_compact, same_value
+from gcfkit.mcp.client import with_output_format
+from gcfkit.mcp.server import GCFResponder, graph_to_json
+from gcfkit.proxy import ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.proxy.record import ledger_decision
 

@@ -22,6 +22,9 @@ from gcfkit import GCFError, graph, keyed
 from gcfkit.errors import GCFDecodeError, GCFEncodeError
 from tests.conformance import CONFORMANCE_DIR, load_fixtures, strict_equal
 
+# Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
+pytestmark = pytest.mark.pure
+
 FIXTURES = load_fixtures()
 OUTCOMES: Counter[tuple[str, str]] = Counter()
 

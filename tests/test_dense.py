@@ -19,6 +19,9 @@ from gcfkit.traffic.corpus import read_sessions
 from tests.conformance import CORPUS_DIR
 from tests.test_dense_conformance import identical
 
+# Run again on the pure-Python codec by make test (the marker's description).
+pytestmark = pytest.mark.pure
+
 LONG = "authored 2026-08-07 by Dayna Blackwell"
 MEMORY = CORPUS_DIR / "mcp" / "memory" / "015_read_graph.json"
 

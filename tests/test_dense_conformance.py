@@ -19,6 +19,9 @@ import gcfkit
 from gcfkit import GCFError, dense, tokens
 from gcfkit.errors import GCFDecodeError
 
+# Run again on the pure-Python codec by make test (the marker's description).
+pytestmark = pytest.mark.pure
+
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "dense"
 FIXTURES = [
     (p.relative_to(FIXTURE_DIR).as_posix(), json.loads(p.read_text(encoding="utf-8")))

@@ -20,6 +20,9 @@ from gcfkit.generic.encoder import MAX_DEPTH, dumps, render_tabular
 
 from .conformance import strict_equal
 
+# Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
+pytestmark = pytest.mark.pure
+
 H = "GCF profile=generic\n"
 
 

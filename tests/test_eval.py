@@ -127,7 +127,7 @@ def test_kinds_cover_the_issue_and_delta_uses_the_proxys_delta() -> None:
 
 
 def test_gcf_ext_repeats_are_relative_answers_with_the_proxys_primer() -> None:
-    from gcfkit.proxy.primer import PRIMER, RELATIVE_PRIMER
+    from gcfkit.answers.primer import PRIMER, RELATIVE_PRIMER
 
     ext = formats.get_format("gcf-ext")
     assert ext.available
@@ -168,7 +168,7 @@ def test_graph_dataset_matches_the_server_helpers_json_and_uses_the_graph_profil
 
 
 def test_primer_is_the_proxys_and_noprimer_conditions_drop_it() -> None:
-    from gcfkit.proxy.primer import PRIMER
+    from gcfkit.answers.primer import PRIMER
 
     assert formats.get_format("gcf").primer == PRIMER
     conds = runner.parse_conditions(["json", "gcf"], primer="both")

@@ -26,6 +26,9 @@ from gcfkit.generic.decoder import loads
 from gcfkit.generic.encoder import MAX_DEPTH
 from tests.conformance import load_fixtures, strict_equal
 
+# Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
+pytestmark = pytest.mark.pure
+
 H = "GCF profile=generic\n"
 
 _HANDWRITTEN = [

@@ -27,6 +27,9 @@ from gcfkit.keyed import (
     pack_root,
 )
 
+# Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
+pytestmark = pytest.mark.pure
+
 F = ["id", "total", "status"]
 
 

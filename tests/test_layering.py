@@ -12,7 +12,7 @@ import sys
 
 from .importgraph import EXTENSIONS, MODULES, imports
 
-#: The codec layer (LAYOUT.md): pure, zero-dependency, below everything else.
+#: The codec layer (README.md, "Architecture"): pure, zero-dependency, below everything else.
 CODEC = (
     "gcfkit",
     "gcfkit.speedups",

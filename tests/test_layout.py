@@ -161,6 +161,13 @@ def test_application_layers_do_not_import_upward() -> None:
     # Data flows down: the proxy core never reaches for its shells, the CLI or the SDK helpers.
     graph = edges()
     upward = {
+        "gcfkit.answers": (
+            "gcfkit.proxy",
+            "gcfkit.transports",
+            "gcfkit.cli",
+            "gcfkit.mcp",
+            "gcfkit.ledger",
+        ),
         "gcfkit.proxy": ("gcfkit.transports", "gcfkit.cli", "gcfkit.mcp", "gcfkit.ledger"),
         "gcfkit.transports": ("gcfkit.cli", "gcfkit.mcp"),
         "gcfkit.clients": ("gcfkit.proxy", "gcfkit.transports", "gcfkit.cli", "gcfkit.mcp"),

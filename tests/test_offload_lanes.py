@@ -31,7 +31,8 @@ from gcfkit.proxy.config import Codec, ProxyConfig
 from gcfkit.proxy.core import ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.proxy.rewrite import Call
-from gcfkit.transports.offload import Offload, OffloadFailed, Outbox
+from gcfkit.transports.offload import Offload, OffloadFailed
+from gcfkit.transports.outbox import Outbox
 from gcfkit.transports.stdio import write_chunked
 from tests import fault_codec
 from tests.test_proxy_budget import Client, by_id
@@ -409,7 +410,7 @@ def test_results_pass_as_sent_once_workers_keep_dying(monkeypatch: pytest.Monkey
     codec = Codec(dumps=fault_codec.crash_dumps)
 
     async def scenario() -> list[tuple[bytes, bytes]]:
-        from gcfkit.transports.offload import receive, settle
+        from gcfkit.transports.relay import receive, rewrite_job
 
         offload = Offload(config, codec, python="/bin/false")
         try:
@@ -430,7 +431,7 @@ def test_results_pass_as_sent_once_workers_keep_dying(monkeypatch: pytest.Monkey
                 sent = line(i, stock(i))
                 got = receive(core, lane, sent)
                 if not isinstance(got, list):
-                    got = await settle(core, lane, got, core.pop_events())
+                    got = await rewrite_job(core, lane, got, core.pop_events())
                 pairs.append((sent, b"".join(o.data for o in got if o.to == "client")))
             return pairs
         finally:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,9 @@ from gcfkit.generic.decoder import loads
 from gcfkit.generic.encoder import dumps
 from gcfkit.grammar import SAFE_BARE
 from tests.test_fast_paths import general, outcome
+
+# Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
+pytestmark = pytest.mark.pure
 
 AWKWARD = [
     "",

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import gcfkit
 from gcfkit import keyed, tokens
+from gcfkit.answers.choose import AnswerPolicy, Candidates, Cost, Form, choose, utf8_len
 from gcfkit.jsonio import dumps_compact, same_value
-from gcfkit.proxy.answer import AnswerPolicy, Candidates, Cost, Form, choose, utf8_len
 from gcfkit.proxy.config import Codec, ProxyConfig
 from gcfkit.proxy.core import Output, ProxyCore, ToolJob
 from gcfkit.proxy.jsonrpc import sniff_envelope

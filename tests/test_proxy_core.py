@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 import gcfkit
 from gcfkit import tokens
+from gcfkit.answers.primer import NOTES, PRIMER, append_primer
 from gcfkit.errors import ConfigError, GCFError
 from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import CONNECTION_CLOSED, Codec, Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy, cap_format, load_policy
-from gcfkit.proxy.primer import NOTES, PRIMER, append_primer
 from gcfkit.proxy.record import LedgerRecord
 
 ORDERS = [

@@ -12,11 +12,11 @@ import pytest
 
 import gcfkit
 from gcfkit import tokens
+from gcfkit.answers.choose import utf8_len
+from gcfkit.answers.since import FREE_NAMING_BYTES
 from gcfkit.jsonio import same_value
-from gcfkit.proxy.answer import utf8_len
 from gcfkit.proxy.core import Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
-from gcfkit.proxy.since import FREE_NAMING_BYTES
 from tests.conformance import CORPUS_DIR
 
 CORPUS = CORPUS_DIR / "mcp"

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import pytest
 
 import gcfkit
+from gcfkit.answers.primer import PRIMER, RELATIVE_PRIMER
 from gcfkit.jsonio import same_value
-from gcfkit.proxy.primer import PRIMER, RELATIVE_PRIMER
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 import gcfkit
 from gcfkit import tokens
-from gcfkit.proxy.answer import AnswerPolicy, choose
+from gcfkit.answers.choose import AnswerPolicy, choose
+from gcfkit.answers.forms import GENERIC_SKIP_BYTES, FullForms, full_candidates
+from gcfkit.answers.primer import NOTES
 from gcfkit.proxy.config import Codec, ProxyConfig
-from gcfkit.proxy.forms import GENERIC_SKIP_BYTES, FullForms, full_candidates
-from gcfkit.proxy.primer import NOTES
 from gcfkit.proxy.rewrite import Budget, Call, Rewriter
 
 ENC = "o200k_base"

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gcfkit
+from gcfkit.answers.pyliteral import MAX_LITERAL_BYTES, literal_value, renders
 from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import ProxyConfig, ProxyCore
-from gcfkit.proxy.pyliteral import MAX_LITERAL_BYTES, literal_value, renders
 
 ROOT = Path(__file__).resolve().parent.parent
 

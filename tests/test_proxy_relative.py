@@ -14,11 +14,11 @@ import pytest
 
 import gcfkit
 from gcfkit import relative
+from gcfkit.answers.primer import PRIMER, RELATIVE_PRIMER
+from gcfkit.answers.since import FREE_NAMING_BYTES
 from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import SINCE_ARGUMENT, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
-from gcfkit.proxy.primer import PRIMER, RELATIVE_PRIMER
-from gcfkit.proxy.since import FREE_NAMING_BYTES
 from gcfkit.relative import ResultMemory
 from tests.test_proxy_core import call, delivered_result, pretty, request, response, text_result
 

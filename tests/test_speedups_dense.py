@@ -287,7 +287,7 @@ def test_c_occurrences_hand_back_values_outside_the_plain_model() -> None:
 @requires_c
 def test_c_decoders_read_the_proxys_primer_comment_as_the_reference() -> None:
     from gcfkit import dumps
-    from gcfkit.proxy.primer import annotate
+    from gcfkit.answers.primer import annotate
     from tests import test_speedups
 
     for _, value in SAMPLES[::3]:

@@ -256,3 +256,18 @@ def test_the_savings_table_folds_names_never_numbers(tmp_path: Path, width: int)
     assert "tokens → gcfkit" in out
     assert "139,220 → 65,870" in out
     assert "139,229 → 65,879" in out  # the total
+
+
+def test_every_decision_the_proxy_writes_is_explained() -> None:
+    """The ledger's words and fallback reasons are Literals (mypy checks what the proxy
+    writes); the dashboard explains each one, so a new one cannot go unexplained."""
+    from typing import get_args
+
+    from gcfkit.answers.choose import FailureReason, FallbackReason, fallback_word
+    from gcfkit.measure.savings import describe_decision
+    from gcfkit.proxy.record import LedgerWord
+
+    for word in get_args(LedgerWord):
+        assert describe_decision(word) != word, word
+    for reason in (*get_args(FallbackReason), *get_args(FailureReason)):
+        assert not describe_decision(fallback_word(reason)).startswith("a fallback:"), reason

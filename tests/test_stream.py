@@ -14,6 +14,9 @@ from gcfkit.stream import GenericStreamEncoder
 
 from .conformance import strict_equal
 
+# Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
+pytestmark = pytest.mark.pure
+
 
 class Sink:
     """A writer that keeps what it is given."""

@@ -30,13 +30,13 @@ from typing import Any, Final
 
 from .. import dense, tokens
 from .. import dumps as gcf_dumps
+from ..answers.primer import PRIMER as _PROXY_PRIMER
 from ..errors import ConfigError, GCFError
 from ..graph import Graph, graph_to_json
 from ..graph import dumps as graph_dumps
 from ..header import first_line, parse_header
 from ..jsonio import dumps_compact, loads_json
 from ..measure.report import toon_codec
-from ..proxy.primer import PRIMER as _PROXY_PRIMER
 
 __all__ = [
     "FORMATS",

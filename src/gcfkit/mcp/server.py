@@ -19,7 +19,7 @@ What the client gets:
 
 * **JSON** (compact) unless it opted in: the default, configurable per :class:`GCFResponder`.
 * **GCF** when it opted in, in one of the forms below, but only when that is fewer tokens
-  than compact JSON of the same value (the one answer policy of :mod:`gcfkit.proxy.answer`,
+  than compact JSON of the same value (the one answer policy of :mod:`gcfkit.answers.choose`,
   which the proxy uses too: no answer ever costs more than JSON). A session opts in at
   ``initialize`` with the capability ``{"experimental": {"output_format": {"format":
   "gcf"}}}`` (a bare ``"gcf"`` string is accepted too, but the MCP schema - and so the
@@ -96,13 +96,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from .. import tokens
-from ..generic.encoder import dumps as generic_dumps
-from ..graph import Graph, graph_to_json
-from ..graph import Session as GraphSession
-from ..graph import dumps as graph_dumps
-from ..jsonio import dumps_compact
-from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
-from ..proxy.answer import (
+from ..answers.choose import (
     AnswerPolicy,
     Candidates,
     Choice,
@@ -115,12 +109,18 @@ from ..proxy.answer import (
     keyed_set,
     settle,
 )
+from ..answers.forms import FullForms, full_candidates
+from ..answers.since import SINCE_ARGUMENT, Names, handle_of
+from ..generic.encoder import dumps as generic_dumps
+from ..graph import Graph, graph_to_json
+from ..graph import Session as GraphSession
+from ..graph import dumps as graph_dumps
+from ..jsonio import dumps_compact
+from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
 from ..proxy.config import DENSE_CONSTRUCTS, Codec
-from ..proxy.forms import FullForms, full_candidates
 from ..proxy.policy import CAPABILITY as _CAPABILITY
 from ..proxy.policy import OUTPUT_FORMATS, output_format_capability
 from ..proxy.policy import OutputFormat as OutputFormat
-from ..proxy.since import SINCE_ARGUMENT, Names, handle_of
 from ..relative import ResultMemory
 from .client import with_output_format
 
@@ -494,7 +494,7 @@ class GCFResponder:
         since: str | None,
     ) -> list[str]:
         """The proxy's path, through the same pieces: the full forms (GCF, dense, JSON) of
-        :class:`~gcfkit.proxy.forms.FormBuilder`, a relative answer to the result ``since``
+        :class:`~gcfkit.answers.forms.FormBuilder`, a relative answer to the result ``since``
         names, the one answer policy, and the result named."""
         # A dense payload carries the explanation of what it uses (counted); GCF itself was
         # negotiated, so the client reads it.

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import dense, dumps, gcx1, loads, tokens
+from ..answers.choose import utf8_len
 from ..errors import GCFError
 from ..jsonio import dumps_compact, same_value
-from ..proxy.answer import utf8_len
 
 __all__ = [
     "Comparison",

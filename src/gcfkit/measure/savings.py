@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Literal
 
+from ..answers.choose import FailureReason, FallbackReason
 from ..ledger import LedgerEntry, parse_time
-from ..proxy.record import LedgerRecord, Sizes
+from ..proxy.record import LedgerRecord, LedgerWord, Sizes
 
 __all__ = [
     "LEFT_ALONE",
@@ -251,10 +252,12 @@ def timeline_to_json(period: str, buckets: list[Bucket]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------
 
 #: Decisions under which the proxy delivered the server's own text.
-LEFT_ALONE: Final = frozenset({"unchanged", "passthrough-file"})
+LEFT_ALONE: Final[frozenset[LedgerWord]] = frozenset({"unchanged", "passthrough-file"})
 
-_MEANINGS: Final[dict[str, str]] = {
+_MEANINGS: Final[dict[LedgerWord, str]] = {
     "gcf": "sent as GCF: fewer tokens than compact JSON, decoded back and compared first",
+    "dense": "sent in the dense profile: fewer tokens than GCF and JSON, decoded back and "
+    "compared first",
     "json-minified": "sent as compact JSON: GCF was not fewer tokens, compact JSON was smaller",
     "unchanged": "left alone: not JSON text, an error result, or no form was smaller than "
     "what the server sent",
@@ -265,7 +268,7 @@ _MEANINGS: Final[dict[str, str]] = {
     "since-patch": "answered @@ patch against the result the call named with _since",
     "since-edit": "answered @@ edit (kept line ranges) of the text the call named with _since",
 }
-_FALLBACKS: Final[dict[str, str]] = {
+_FALLBACKS: Final[dict[FallbackReason | FailureReason, str]] = {
     "time-budget": "the original was sent: rewriting took longer than the time budget",
     "unsafe-envelope": "the original was sent: the JSON-RPC line could not be rewritten "
     "safely (duplicate keys or another ambiguity)",
@@ -274,7 +277,16 @@ _FALLBACKS: Final[dict[str, str]] = {
     "delta-selfcheck": "the delta did not rebuild the new set, so it was not sent",
     "since-selfcheck": "the relative answer did not rebuild the result, so it was not sent",
     "error": "the original was sent after an internal error in the proxy",
+    "no-worker": "the original was sent: no worker process could rewrite it",
+    "worker-exited": "the original was sent: the worker process rewriting it exited",
+    "worker-start": "the original was sent: no worker process was ready in time",
+    "closed": "the original was sent: the proxy was shutting down",
+    "workers-crashed": "the original was sent: worker processes kept dying, so none rewrites",
 }
+# Ledger files hold any string: looked up as such.
+_WORDS: Final[dict[str, str]] = {str(k): v for k, v in _MEANINGS.items()}
+_LEFT_ALONE: Final[frozenset[str]] = frozenset(LEFT_ALONE)
+_REASONS: Final[dict[str, str]] = {str(k): v for k, v in _FALLBACKS.items()}
 
 
 def is_left_alone(decision: str) -> bool:
@@ -283,7 +295,7 @@ def is_left_alone(decision: str) -> bool:
     >>> [is_left_alone(d) for d in ("passthrough-file", "fallback:time-budget", "gcf")]
     [True, True, False]
     """
-    return decision in LEFT_ALONE or decision.startswith("fallback:")
+    return decision in _LEFT_ALONE or decision.startswith("fallback:")
 
 
 def describe_decision(decision: str) -> str:
@@ -294,14 +306,14 @@ def describe_decision(decision: str) -> str:
     >>> describe_decision("fallback:encode-out_of_range")
     'GCF refused the value (out_of_range)'
     """
-    if decision in _MEANINGS:
-        return _MEANINGS[decision]
+    if decision in _WORDS:
+        return _WORDS[decision]
     if decision.startswith("fallback:"):
         reason = decision[len("fallback:") :]
-        for key in sorted(_FALLBACKS, key=len, reverse=True):
+        for key in sorted(_REASONS, key=len, reverse=True):
             if reason == key:
-                return _FALLBACKS[key]
+                return _REASONS[key]
             if reason.startswith(key + "-"):
-                return f"{_FALLBACKS[key]} ({reason[len(key) + 1 :]})"
+                return f"{_REASONS[key]} ({reason[len(key) + 1 :]})"
         return f"a fallback: {reason}"
     return decision

@@ -14,7 +14,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
   file-reading tools are never touched. With ``join``, a result whose text blocks are all
   JSON objects is delivered as one array. With ``delta``, a repeated call whose results are
   keyed sets is delivered as a GCF generic delta (spec §10a).
-* relative answers (docs/extensions/relative-answers.md, :mod:`gcfkit.proxy.since`): results
+* relative answers (docs/extensions/relative-answers.md, :mod:`gcfkit.answers.since`): results
   are named (``ref=``), and a call that passes ``"_since"`` naming one this session holds
   for the same tool and arguments is answered ``@@ unchanged``, ``@@ patch`` or ``@@ edit``
   when that is verified and clearly smaller; else in full.
@@ -25,7 +25,7 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
 * ``tools/call`` requests: ``_format`` and ``_since`` arguments are stripped, and with
   ``decode_args`` GCF arguments are decoded where the tool's schema wants an object or array.
 
-Which form a result takes is the one answer policy of :mod:`gcfkit.proxy.answer`, shared with
+Which form a result takes is the one answer policy of :mod:`gcfkit.answers.choose`, shared with
 the server helpers. Before sending GCF the core decodes it and compares it with the original
 value (same types, key order and contents; :func:`gcfkit.jsonio.same_value`), and applies a
 delta to its base before sending it; any failure, or running past the time budget, falls back
@@ -57,10 +57,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from ..answers.choose import FailureReason, fallback_word, utf8_len
+from ..answers.primer import append_primer, append_relative_primer
+from ..answers.since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
 from ..errors import GCFError
 from ..relative import ResultMemory
-from .answer import utf8_len
 from .config import Codec, ProxyConfig
+from .content import text_blocks_of
 from .jsonrpc import (
     CONNECTION_CLOSED,
     RequestKey,
@@ -77,10 +80,8 @@ from .policy import (
     cap_format,
     output_format_capability,
 )
-from .primer import append_primer, append_relative_primer
 from .record import LedgerRecord
-from .rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
-from .since import SINCE_ARGUMENT, SINCE_SCHEMA, RefMode
+from .rewrite import Budget, Call, Forget, Outcome, Reset, Rewriter, SessionEvent
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -100,8 +101,6 @@ FORMAT_ARGUMENT: Final = "_format"
 _MAX_TASKS: Final = 1024
 #: Lines longer than this are read from their envelope only (see ``receive_server``).
 _SNIFF_BYTES: Final = 1024 * 1024
-#: What a response may hold around its text blocks and still be tried (``max_text_bytes``).
-_ENVELOPE_SLACK: Final = 64 * 1024
 _MODERN_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 
 
@@ -221,7 +220,7 @@ class ProxyCore:
         self._session = _Session(ceiling=self.config.format, server_name=self.config.server_name)
         self._pending: dict[RequestKey, _Pending] = {}
         self._unfinished: list[tuple[str, str, Outcome, float]] = []
-        self._events: list[tuple[str, ...]] = []
+        self._events: list[SessionEvent] = []
         self._warm = False
 
     # -- public API --------------------------------------------------------------------
@@ -285,56 +284,40 @@ class ProxyCore:
     def from_server(self, line: bytes) -> list[Output]:
         """Handle one line the server wrote; returns what to write to the client.
 
-        Tool results are rewritten here, in the caller's thread; a shell that must stay
-        responsive meanwhile uses :meth:`receive_server` instead.
+        The road of :meth:`receive_server`, :meth:`~gcfkit.proxy.rewrite.Rewriter.rewrite_line`
+        and :meth:`finish`, run here, in the caller's thread: a tool result is rewritten by
+        the same code a worker process runs (:mod:`gcfkit.transports.worker`). A shell that
+        must stay responsive meanwhile runs that middle step elsewhere.
         """
-        out = self._from_server(line, defer=False)
-        assert not isinstance(out, ToolJob)
-        return out
+        got = self.receive_server(line)
+        if not isinstance(got, ToolJob):
+            return got
+        self.warm_up()
+        started = self._clock()
+        budget = Budget(self._clock, started + self.config.time_budget)
+        outcome, new = self._rewriter.rewrite_line(got.line, got.call, budget)
+        self._record(got.tool, outcome, (self._clock() - started) * 1000.0)
+        return self.finish(got, new)
 
     def receive_server(self, line: bytes) -> list[Output] | ToolJob:
-        """:meth:`from_server` without the expensive part: a tool result to rewrite comes
-        back as a :class:`ToolJob` for the shell to run elsewhere (the worker process,
-        :mod:`gcfkit.transports.offload`) and then hand to :meth:`finish`. Everything else
-        is answered at once.
+        """Handle one line the server wrote, but for the expensive part: a tool result to
+        rewrite comes back as a :class:`ToolJob`, for the shell to run through
+        :meth:`~gcfkit.proxy.rewrite.Rewriter.rewrite_line` (in the worker process,
+        :mod:`gcfkit.transports.offload`, or in process, :meth:`from_server`) and hand to
+        :meth:`finish`. Everything else is answered at once.
 
         A line over 1 MB is not parsed here at all: its envelope is read from its two ends
         (:func:`~gcfkit.proxy.jsonrpc.sniff_envelope`) for the bookkeeping, so a 64 MB
         message that is not rewritten costs what a small one does, and one that is gets
-        parsed in the worker.
+        parsed where it is rewritten.
         """
         if len(line) > _SNIFF_BYTES:
             quick = self._receive_large(line)
             if quick is not None:
                 return quick
-        return self._from_server(line, defer=True)
-
-    def finish(
-        self, job: ToolJob, line: bytes | None, *, failed: str | None = None
-    ) -> list[Output]:
-        """What to write for ``job`` once it is done: ``line`` (None: the original). With
-        ``failed`` (no answer in time, no worker) the original goes out and the ledger says
-        why; otherwise the worker recorded the result itself."""
-        if failed is not None:
-            size = job.text_bytes
-            self._record(
-                job.tool,
-                Outcome(None, f"fallback:{failed}", size, size, size // 4, size // 4),
-                (self._clock() - job.started) * 1000.0,
-            )
-        return [Output("client", job.line if line is None else line, response=True)]
-
-    def pop_events(self) -> list[tuple[str, ...]]:
-        """What happened to the session here that the rewriter must know and, with a worker
-        process (:mod:`gcfkit.transports.offload`), does not see: ``("forget", slot)`` (the
-        client got an original for that call) and ``("reset",)`` (a new session)."""
-        events, self._events = self._events, []
-        return events
-
-    def _from_server(self, line: bytes, *, defer: bool) -> list[Output] | ToolJob:
         msg, safe = parse_envelope(line) if line.strip() else (None, False)
         if isinstance(msg, dict):
-            new = self._server_message(msg, safe, line if defer else None)
+            new = self._server_message(msg, safe, line)
             if isinstance(new, ToolJob):
                 return new
             response = _is_response(msg)
@@ -353,6 +336,36 @@ class ProxyCore:
             if changed:
                 return [Output("client", dump_edited(items, msg, line))]
         return [Output("client", line)]
+
+    def finish(
+        self,
+        job: ToolJob,
+        line: bytes | None,
+        *,
+        failed: FailureReason | None = None,
+        detail: str = "",
+    ) -> list[Output]:
+        """What to write for ``job`` once it is done: ``line`` (None: the original). With
+        ``failed`` (no answer in time, no worker; ``detail``: an exception's type) the
+        original goes out and the ledger says why; otherwise whoever rewrote the result
+        recorded it."""
+        if failed is not None:
+            size = job.text_bytes
+            word = fallback_word(failed, detail)
+            self._record(
+                job.tool,
+                Outcome(None, word, size, size, size // 4, size // 4),
+                (self._clock() - job.started) * 1000.0,
+            )
+        return [Output("client", job.line if line is None else line, response=True)]
+
+    def pop_events(self) -> list[SessionEvent]:
+        """What happened to the session here that the rewriter must know and, with a worker
+        process (:mod:`gcfkit.transports.offload`), does not see: a
+        :class:`~gcfkit.proxy.rewrite.Forget` (the client got an original for that call) or
+        a :class:`~gcfkit.proxy.rewrite.Reset` (a new session)."""
+        events, self._events = self._events, []
+        return events
 
     def _receive_large(self, line: bytes) -> list[Output] | ToolJob | None:
         """A large line handled from its envelope alone, or None to parse it in full."""
@@ -373,18 +386,14 @@ class ProxyCore:
         del self._pending[key]  # type: ignore[arg-type]
         if envelope.container != "result":
             return relay  # a JSON-RPC error
-        tool = pending.tool
         size = len(line)
-        decision = None
-        if self._file_passthrough(tool):
-            decision = "passthrough-file"
-        elif size > self.config.max_text_bytes + _ENVELOPE_SLACK:
-            decision = "unchanged"  # too large to try (max_text_bytes)
+        call = self._call(pending)
+        decision = self._rewriter.unread(call, size)
         if decision is not None:
             self._forget(pending.args_key)
-            self._record(tool, Outcome(None, decision, size, size, size // 4, size // 4), 0.0)
+            self._record(call.tool, Outcome(None, decision, size, size, size // 4, size // 4), 0.0)
             return relay
-        return ToolJob(line, self._call(pending), self._session.server_name, self._clock(), size)
+        return ToolJob(line, call, self._session.server_name, self._clock(), size)
 
     def is_pending(self, request_id: Any) -> bool:
         """Whether the client's request with this JSON-RPC id still awaits its response (an
@@ -485,7 +494,7 @@ class ProxyCore:
         self._pending[key] = pending
         if method == "initialize":
             self._rewriter.reset()
-            self._events.append(("reset",))
+            self._events.append(Reset())
         if method in ("initialize", "server/discover") and isinstance(params, dict):
             # Handshake era: capabilities in params; 2026 era: in the request's _meta.
             meta = params.get("_meta")
@@ -682,8 +691,9 @@ class ProxyCore:
         safe: bool,
         line: bytes | None,
     ) -> dict[str, Any] | ToolJob | None:
-        """The rewritten response, None to relay it as is, or (with ``line``: the caller
-        defers) the :class:`ToolJob` that rewrites it elsewhere."""
+        """The :class:`ToolJob` that rewrites the response ``line`` (:meth:`from_server`,
+        or a worker), None to relay it as is, or, for an item of a batch (no ``line`` of
+        its own), the rewritten item, by the same :class:`~gcfkit.proxy.rewrite.Rewriter`."""
         task = result.get("task")
         if (
             "content" not in result
@@ -700,7 +710,7 @@ class ProxyCore:
         tool = pending.tool
         texts = text_blocks_of(result)
         if not safe:
-            outcome = Outcome(None, "fallback:unsafe-envelope", lazy=texts)
+            outcome = Outcome(None, fallback_word("unsafe-envelope"), lazy=texts)
             self._forget(pending.args_key)
         elif line is not None:
             size = sum(utf8_len(t) for t in texts)
@@ -744,14 +754,9 @@ class ProxyCore:
         session listed it) its description and input schema."""
         return self.config.policy.is_file_tool(tool, self._session.tools.get(tool))
 
-    def _file_passthrough(self, tool: str) -> bool:
-        """Whether ``tool`` reads files and the policy leaves its results alone."""
-        is_file = self._is_file_tool(tool)
-        return is_file and self.config.policy.for_tool(tool, file=is_file).format == "off"
-
     def _forget(self, slot: str) -> None:
         self._rewriter.forget(slot)
-        self._events.append(("forget", slot))
+        self._events.append(Forget(slot))
 
     def _record(self, tool: str, outcome: Outcome, elapsed_ms: float) -> None:
         if self.config.stats:

@@ -14,11 +14,30 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from .answer import Choice, Decision
+from ..answers.choose import Choice, Decision, FallbackWord
 
-__all__ = ["LedgerRecord", "Sizes", "ledger_decision"]
+__all__ = ["LedgerDecision", "LedgerRecord", "LedgerWord", "Sizes", "ledger_decision"]
+
+#: What became of a result, as the ledger says it, when no fallback was needed.
+LedgerWord = Literal[
+    "gcf",
+    "dense",
+    "json-minified",
+    "delta",
+    "unchanged-delta",
+    "unchanged",
+    "passthrough-file",
+    "since-unchanged",
+    "since-patch",
+    "since-edit",
+]
+
+#: The decision the proxy writes for a result: a word, or a fallback and why
+#: (:func:`~gcfkit.answers.choose.fallback_word`). A record read back from a ledger file
+#: holds any string (a newer writer may have more words).
+LedgerDecision = LedgerWord | FallbackWord
 
 _STRING_FIELDS: Final = ("server", "tool", "encoding", "decision")
 _INT_FIELDS: Final = ("bytes_before", "bytes_after", "tokens_before", "tokens_after")
@@ -122,7 +141,7 @@ class LedgerRecord(Sizes):
 
 
 #: The ledger's word for each answer decision.
-_WORDS: Final[dict[Decision, str]] = {
+_WORDS: Final[dict[Decision, LedgerWord]] = {
     "gcf": "gcf",
     "dense": "dense",
     "json": "json-minified",
@@ -133,7 +152,7 @@ _WORDS: Final[dict[Decision, str]] = {
     "since-patch": "since-patch",
     "since-edit": "since-edit",
 }
-_MOST_TELLING: Final = (
+_MOST_TELLING: Final[tuple[LedgerWord, ...]] = (
     "since-unchanged",
     "since-patch",
     "since-edit",
@@ -145,21 +164,19 @@ _MOST_TELLING: Final = (
 )
 
 
-def ledger_decision(choices: Iterable[Choice]) -> str:
+def ledger_decision(choices: Iterable[Choice]) -> LedgerDecision:
     """One ledger word for a result answered in pieces: a fallback if any piece needed one
     (the ledger must say why), else the most telling of the pieces' decisions.
 
-    >>> from gcfkit.proxy.answer import Fallback
+    >>> from gcfkit.answers.choose import Fallback
     >>> ledger_decision([Choice(None, 3, "original"), Choice("GCF", 2, "gcf")])
     'gcf'
     >>> ledger_decision([Choice("[1]", 2, "json", (Fallback("encode", "out_of_range"),))])
     'fallback:encode-out_of_range'
     """
-    words: list[str] = []
+    words: list[LedgerWord] = []
     for choice in choices:
-        words += [f.word for f in choice.fallbacks]
+        if choice.fallbacks:
+            return choice.fallbacks[0].word
         words.append(_WORDS[choice.decision])
-    fallback = next((w for w in words if w.startswith("fallback:")), None)
-    if fallback is not None:
-        return fallback
     return next((w for w in _MOST_TELLING if w in words), "unchanged")

@@ -6,6 +6,9 @@ the original, and the ledger's numbers). It does no I/O and reads only the clock
 given, so it runs wherever a shell puts it: in process (:meth:`ProxyCore.from_server
 <gcfkit.proxy.core.ProxyCore.from_server>`), or in the worker process
 (:mod:`gcfkit.transports.worker`), where nothing it does, however long, holds up the relay.
+Either way the same code answers a result (:meth:`Rewriter.rewrite_line`): whether it is
+rewritten, and into what, is decided here and in the answer layer it calls
+(:mod:`gcfkit.answers.choose`, :mod:`~gcfkit.answers.forms`, :mod:`~gcfkit.answers.since`).
 
 Three rules keep a result cheap to answer:
 
@@ -41,12 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from .. import speedups
-from ..errors import GCFError
-from ..jsonio import dumps_compact, loads_json
-from ..keyed import DeltaSession, FixedN, KeyedSet
-from ..relative import Held, ResultMemory
-from ..relative.memory import Kind
-from .answer import (
+from ..answers.choose import (
     AnswerPolicy,
     Candidates,
     Choice,
@@ -58,27 +56,46 @@ from .answer import (
     advance,
     choose,
     delta_rebuilds,
+    fallback_word,
     held_after,
     is_unchanged,
     keyed_set,
     settle,
     utf8_len,
 )
+from ..answers.forms import FullForms, Text
+from ..answers.pyliteral import literal_value, renders
+from ..answers.since import Names
+from ..errors import GCFError
+from ..jsonio import dumps_compact, loads_json
+from ..keyed import DeltaSession, FixedN, KeyedSet
+from ..relative import Held, ResultMemory
+from ..relative.memory import Kind
 from .config import Codec, ProxyConfig
-from .forms import FullForms, Text
+from .content import (
+    content_of,
+    edited_line,
+    json_value_of,
+    pieces_of,
+    reassemble,
+    text_blocks,
+    text_blocks_of,
+)
+from .jsonrpc import parse_envelope
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
-from .pyliteral import literal_value, renders
-from .record import LedgerRecord, ledger_decision
-from .since import Names
+from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
 
 __all__ = [
+    "ENVELOPE_SLACK",
     "Budget",
     "BudgetExceeded",
     "Call",
+    "Forget",
     "Outcome",
+    "Reset",
     "Rewriter",
+    "SessionEvent",
     "gcf_cells",
-    "text_blocks_of",
 ]
 
 #: Each table cell GCF writes (a scalar and a delimiter, at least 2 characters) is at least
@@ -96,10 +113,32 @@ _LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 
 _DEPTH: Final = 512
 
+#: What a response may hold around its text blocks and still be tried (``max_text_bytes``).
+ENVELOPE_SLACK: Final = 64 * 1024
+
 
 #: Tokens a ``ref=`` name may add to an answer (a stamp in a GCF header, or a block): the
 #: counts a named result is compared with are bounded this much higher.
 _NAMING_SLACK: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """The client got the original for the call ``slot``: no delta against what it held
+    before (:meth:`Rewriter.forget`)."""
+
+    slot: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """A new session (``initialize``): nothing delivered before is held (:meth:`Rewriter.reset`)."""
+
+
+#: What happened to a session that its rewriter must hear of before its next result: the
+#: core's events (:meth:`ProxyCore.pop_events <gcfkit.proxy.core.ProxyCore.pop_events>`),
+#: which a worker process hears with the session's next job.
+SessionEvent = Forget | Reset
 
 
 class BudgetExceeded(Exception):
@@ -135,7 +174,7 @@ class Outcome:
     replaced after losing a limited count (they count before only)."""
 
     result: dict[str, Any] | None
-    decision: str
+    decision: LedgerDecision
     bytes_before: int = 0
     bytes_after: int = 0
     tokens_before: int = 0
@@ -285,14 +324,6 @@ class _At:
     implicit: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """Text blocks answered as one value: their positions among the result's text blocks."""
-
-    blocks: tuple[int, ...]
-    value: Any
-
-
 class Rewriter:
     """Answers tool results for one session (see the module docstring).
 
@@ -322,7 +353,7 @@ class Rewriter:
         held = (
             memory() if memory else ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes)
         )
-        #: The named results of the session (relative answers, :mod:`gcfkit.proxy.since`).
+        #: The named results of the session (relative answers, :mod:`gcfkit.answers.since`).
         self.names = Names(
             c.refs,
             c.reanchor,
@@ -362,9 +393,68 @@ class Rewriter:
         self._deltas.clear()
         self.names.reset()
 
+    def apply(self, events: Sequence[SessionEvent]) -> None:
+        """What the core saw happen to the session since this rewriter's last result."""
+        for event in events:
+            if isinstance(event, Forget):
+                self.forget(event.slot)
+            else:
+                self.reset()
+
+    def unread(self, call: Call, size: int) -> LedgerWord | None:
+        """The ledger's decision for a result of ``call`` whose response line is ``size``
+        bytes, when the rewrite would leave it as the server wrote it without reading it;
+        None when it must be read (:meth:`rewrite_line`). The core asks before parsing a
+        large line, so that a 64 MB message that is not rewritten costs what a small one
+        does: too large to try (``max_text_bytes``), or a file read that no ``ref=`` name
+        can be given (the one answer a file read may get is ``@@ unchanged``, and that
+        needs the result named).
+
+        >>> from gcfkit.proxy.config import ProxyConfig
+        >>> r = Rewriter(ProxyConfig(max_text_bytes=10))
+        >>> r.unread(Call("read_file", "s"), 100), r.unread(Call("t", "s"), 100_000)
+        (None, 'unchanged')
+        >>> Rewriter(ProxyConfig(refs="off")).unread(Call("read_file", "s"), 100)
+        'passthrough-file'
+        """
+        file = self._file_passthrough(call)
+        if size > self.config.max_text_bytes + ENVELOPE_SLACK:
+            return "passthrough-file" if file else "unchanged"
+        if file and not self._may_name_file(call):
+            return "passthrough-file"
+        return None
+
+    def rewrite_line(self, line: bytes, call: Call, budget: Budget) -> tuple[Outcome, bytes | None]:
+        """The outcome for one ``tools/call`` response ``line`` (what :meth:`unread` left to
+        read), and the line to send (None: the line as it is): the one road of a tool
+        result, whether it runs in a worker (:mod:`gcfkit.transports.worker`) or in process
+        (:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>`). The new
+        text goes back into the message here (:func:`_reassemble`, then
+        :func:`~gcfkit.proxy.jsonrpc.dump_edited`: every other byte as the server wrote it).
+
+        >>> from gcfkit.proxy.config import ProxyConfig
+        >>> line = b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
+        >>> Rewriter(ProxyConfig()).rewrite_line(line, Call("t", "t"), Budget.unlimited())[1]
+        b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2]"}]}}\\n'
+        """
+        msg, safe = parse_envelope(line)
+        result = msg.get("result") if isinstance(msg, dict) else None
+        if not isinstance(msg, dict) or not isinstance(result, dict):
+            self.forget(call.slot)
+            return Outcome(None, "unchanged"), None
+        if not safe:
+            self.forget(call.slot)
+            return Outcome(
+                None, fallback_word("unsafe-envelope"), lazy=text_blocks_of(result)
+            ), None
+        outcome = self.rewrite(result, call, budget)
+        if outcome.result is None:
+            return outcome, None
+        return outcome, edited_line(msg, outcome.result, line)
+
     def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         """The answer to one result of ``call``."""
-        is_file = self.config.policy.is_file_tool(call.tool) if call.file is None else call.file
+        is_file = self._is_file(call)
         policy = self.config.policy.for_tool(call.tool, file=is_file)
         fmt = cap_format(policy.format, call.fmt)
         texts = text_blocks_of(result)
@@ -375,28 +465,42 @@ class Rewriter:
             implicit = since is not None
         at = _At(call.tool, call.slot, since, implicit)
         try:
-            if is_file and policy.format == "off":
+            if self._file_passthrough(call):
                 # Byte for byte: at most an identical re-read is answered (unchanged).
                 outcome = Outcome(None, "passthrough-file", lazy=texts)
-                if call.fmt == "gcf":
+                if self._may_name_file(call):
                     outcome = self._text_answer(result, at, "file", outcome)
                 return outcome
             return self._rewrite(result, policy, fmt, at, budget)
         except BudgetExceeded:
-            outcome = Outcome(None, "fallback:time-budget", lazy=texts)
+            outcome = Outcome(None, fallback_word("time-budget"), lazy=texts)
         except Exception as e:  # never break the agent: the original goes through
-            outcome = Outcome(None, f"fallback:error-{type(e).__name__}", lazy=texts)
+            outcome = Outcome(None, fallback_word("error", type(e).__name__), lazy=texts)
         # The client gets the original: a delta next time must not be against an older set.
         self.forget(call.slot)
         return outcome
+
+    # -- the rules that decide before any step ----------------------------------------
+
+    def _is_file(self, call: Call) -> bool:
+        return self.config.policy.is_file_tool(call.tool) if call.file is None else call.file
+
+    def _file_passthrough(self, call: Call) -> bool:
+        """Whether ``call``'s tool reads files and the policy leaves its results alone."""
+        is_file = self._is_file(call)
+        return is_file and self.config.policy.for_tool(call.tool, file=is_file).format == "off"
+
+    def _may_name_file(self, call: Call) -> bool:
+        """Whether a file read may be named (and so a re-read answered ``@@ unchanged``)."""
+        return call.fmt == "gcf" and self.config.refs != "off"
 
     # -- the steps -------------------------------------------------------------------
 
     def _rewrite(
         self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: _At, budget: Budget
     ) -> Outcome:
-        content = _content_of(result)
-        blocks = _text_blocks(content)
+        content = content_of(result)
+        blocks = text_blocks(content)
         texts = [block["text"] for _, block in blocks]
         outcome = Outcome(None, "unchanged", lazy=list(texts))
         if result.get("isError") is True or fmt == "off" or not blocks:
@@ -405,7 +509,7 @@ class Rewriter:
         sizes = [utf8_len(t) for t in texts]
         limit = self.config.max_text_bytes
         values = [
-            _json_value_of(t) if policy.min_bytes <= n <= limit else None
+            json_value_of(t) if policy.min_bytes <= n <= limit else None
             for t, n in zip(texts, sizes, strict=True)
         ]
         budget.check()
@@ -417,7 +521,7 @@ class Rewriter:
                 return self._text_answer(result, at, "text", outcome, budget)
             return outcome
         join = policy.join and not literals
-        pieces = _pieces(blocks, values, join=join, content_length=len(content))
+        pieces = pieces_of(blocks, values, join=join, content_length=len(content))
         answered = {i for piece in pieces for i in piece.blocks}
         outcome.lazy = [t for i, t in enumerate(texts) if i not in answered]
         # A delta replaces the whole result, so only a result answered as one value has one.
@@ -457,7 +561,7 @@ class Rewriter:
                 choices[0], handle, plain, *call, pieces[0].value, held, sum(sizes)
             )
             outcome.tokens_after += extra
-        new_content = _reassemble(content, blocks, pieces, choices)
+        new_content = reassemble(content, blocks, pieces, [c.text for c in choices])
         if block is not None:
             # Not GCF: the handle travels in a text block of its own after the result's.
             base = new_content if new_content is not None else list(content)
@@ -476,8 +580,8 @@ class Rewriter:
     ) -> Outcome:
         """A text result (one text block, not JSON), or a file read: named with a ``ref=``
         block, or answered relative to the held text when the call named one."""
-        content = _content_of(result)
-        if result.get("isError") is True or len(_text_blocks(content)) != 1 or len(content) != 1:
+        content = content_of(result)
+        if result.get("isError") is True or len(text_blocks(content)) != 1 or len(content) != 1:
             return outcome
         check = budget.check if budget is not None else (lambda: None)
         call = (at.tool, at.slot, at.since, at.implicit)
@@ -520,7 +624,7 @@ class Rewriter:
 
         Every count that can decide the choice is exact; a form that lost a limited count
         carries ``limit + 1`` tokens, which keeps every comparison of the one answer policy
-        (:func:`~gcfkit.proxy.answer.choose`) as exact counts would have it. When the result
+        (:func:`~gcfkit.answers.choose.choose`) as exact counts would have it. When the result
         may be named, the limits leave room for what the name costs, so that "no dearer than
         the plain form" is decided exactly too.
         """
@@ -602,7 +706,7 @@ class Rewriter:
         budget: Budget,
         literal: str | None = None,
     ) -> tuple[tuple[str, Form] | None, tuple[Fallback, ...]]:
-        """The best full GCF form (``gcf`` or ``dense``, :mod:`gcfkit.proxy.forms`) if one can
+        """The best full GCF form (``gcf`` or ``dense``, :mod:`gcfkit.answers.forms`) if one can
         win: built, the shorter counted in full and the other only up to it, and (when it
         beats the plain forms) decoded and compared with the value; else None and why not."""
         refused: list[Fallback] = []
@@ -642,7 +746,7 @@ class Rewriter:
     def _literals(
         self, texts: list[str], sizes: list[int], values: list[Any], policy: ToolPolicy
     ) -> set[int]:
-        """Read the blocks that are Python literals (:mod:`gcfkit.proxy.pyliteral`) into
+        """Read the blocks that are Python literals (:mod:`gcfkit.answers.pyliteral`) into
         ``values``, in place; their positions. Exact literals only unless ``literals`` is
         ``tuples``; an exact literal is answered only when its compact JSON renders back to
         its text too (then every form sent is proven to)."""
@@ -779,7 +883,7 @@ def literal_json_renders(compact: str, text: str) -> bool:
 
 
 def _best_tokens(candidates: Candidates, policy: AnswerPolicy) -> int:
-    """The tokens of the best full form :func:`~gcfkit.proxy.answer.choose` would pick."""
+    """The tokens of the best full form :func:`~gcfkit.answers.choose.choose` would pick."""
     return choose(candidates, policy).tokens
 
 
@@ -792,23 +896,8 @@ def _largest_below(bound: float) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# Results: their text blocks, and putting them back together
+# Keyed sets
 # ---------------------------------------------------------------------------------------
-
-
-def _json_value_of(text: str) -> Any:
-    """The JSON value of ``text`` if it is a JSON object or array, else ``None``."""
-    i = 0
-    n = len(text)
-    while i < n and text[i] in " \t\r\n":
-        i += 1
-    if i == n or text[i] not in "{[":
-        return None
-    try:
-        value = loads_json(text)
-    except (GCFError, RecursionError):
-        return None
-    return value if isinstance(value, (dict, list)) else None
 
 
 def _scalar_key(value: Any) -> tuple[str, Any]:
@@ -833,68 +922,3 @@ def _identity_column(value: Any, preferred: str | None) -> str | None:
         else:
             return key
     return None
-
-
-def _content_of(result: dict[str, Any]) -> list[Any]:
-    """A result's ``content`` list ([] when it is not a list)."""
-    content = result.get("content")
-    return content if isinstance(content, list) else []
-
-
-def _text_blocks(content: Any) -> list[tuple[int, dict[str, Any]]]:
-    """The text blocks of ``content`` with their positions in it."""
-    if not isinstance(content, list):
-        return []
-    return [
-        (i, b)
-        for i, b in enumerate(content)
-        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    ]
-
-
-def text_blocks_of(result: dict[str, Any]) -> list[str]:
-    """The texts of a result's text blocks, in order."""
-    return [block["text"] for _, block in _text_blocks(_content_of(result))]
-
-
-def _pieces(
-    blocks: list[tuple[int, dict[str, Any]]], values: list[Any], *, join: bool, content_length: int
-) -> list[_Piece]:
-    """Which text blocks are answered as one value: all of them as one array when ``join``
-    applies (every block of the content is a plain text block holding a JSON object), else
-    each JSON block alone."""
-    joinable = (
-        join
-        and len(blocks) >= 2
-        and len(blocks) == content_length
-        and all(isinstance(v, dict) for v in values)
-        and all(set(block) == {"type", "text"} for _, block in blocks)
-    )
-    if joinable:
-        return [_Piece(tuple(range(len(blocks))), list(values))]
-    return [_Piece((i,), v) for i, v in enumerate(values) if v is not None]
-
-
-def _reassemble(
-    content: list[Any],
-    blocks: list[tuple[int, dict[str, Any]]],
-    pieces: list[_Piece],
-    choices: list[Choice],
-) -> list[Any] | None:
-    """The new content: each answered piece's text in its first block, its other blocks
-    gone, everything else in place; None when every piece keeps its original."""
-    texts: dict[int, str] = {}
-    merged: set[int] = set()
-    for piece, choice in zip(pieces, choices, strict=True):
-        if choice.text is None:
-            continue
-        first, *rest = (blocks[i][0] for i in piece.blocks)
-        texts[first] = choice.text
-        merged.update(rest)
-    if not texts:
-        return None
-    return [
-        {**item, "text": texts[i]} if i in texts else item
-        for i, item in enumerate(content)
-        if i not in merged
-    ]

@@ -174,6 +174,18 @@ class ResultMemory:
             self._held.move_to_end(handle)
         return held
 
+    def results(self) -> list[Held]:
+        """The remembered results, least recently used first (the order they are evicted in;
+        :mod:`gcfkit.proxy.held` hands them to a new worker in it).
+
+        >>> m = ResultMemory(seed=2)
+        >>> a = m.remember("t", "{}", "text", "a", size=1)
+        >>> b = m.remember("t", "{}", "text", "b", size=1)
+        >>> _ = m.recall(a); [h.value for h in m.results()]
+        ['b', 'a']
+        """
+        return list(self._held.values())
+
     def forget(self, handle: str) -> None:
         """Drop one result (its handle stays spent)."""
         held = self._held.pop(handle, None)

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import decode as gcf_decode
+from ..answers.pyliteral import literal_value, renders
 from ..errors import GCFError
 from ..jsonio import loads_json, same_value
 from ..ledger import LedgerEntry, LedgerRecord
 from ..measure.savings import Summary, summarize
 from ..proxy.core import Codec, ProxyConfig
-from ..proxy.pyliteral import literal_value, renders
 from ..relative import Reader, is_answer, ref_of
 from ..relative.wire import ref_block
 from .corpus import Session, call_key

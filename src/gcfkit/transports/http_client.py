@@ -4,7 +4,7 @@ The thin shell between the client's stdin/stdout and a remote server. Every line
 writes goes through :meth:`ProxyCore.from_client` and is POSTed on its own; whatever comes
 back (one JSON body, or an SSE stream of progress, logs, server requests and finally the
 response) goes through the core message by message, to stdout in the order of its stream
-(:class:`~gcfkit.transports.offload.Outbox`), each tool result rewritten in a worker
+(:class:`~gcfkit.transports.outbox.Outbox`), each tool result rewritten in a worker
 process meanwhile, within the time budget, as in the stdio shell. Requests run concurrently
 (a slow tool call holds nothing up; different streams carry no order between them);
 notifications and responses are sent in order before the next message, as the SDK clients
@@ -56,7 +56,8 @@ from .http import (
     one_line,
     request_ids,
 )
-from .offload import Lane, Offload, Outbox, start_or_warm
+from .offload import Lane, Offload, start_or_warm
+from .outbox import Outbox
 from .process import DEFAULT_GRACE, stop_signals
 from .stdio import client_pipes
 

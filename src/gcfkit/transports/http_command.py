@@ -55,7 +55,8 @@ from .http import (
     with_keepalive,
 )
 from .http_shared import SharedServer
-from .offload import Lane, Offload, Outbox, server_pool, start_pool
+from .offload import Lane, Offload, server_pool, start_pool
+from .outbox import Outbox
 from .process import DEFAULT_GRACE, ServerProcess
 from .stdio import split_lines
 

@@ -67,7 +67,8 @@ from .http import (
     sse_event,
     with_keepalive,
 )
-from .offload import Lane, Offload, answer, server_pool, start_pool
+from .offload import Lane, Offload, server_pool, start_pool
+from .relay import relay_one
 
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
@@ -226,7 +227,7 @@ async def _to_client(
     if peer.capture is not None:
         peer.capture.from_server(line)
     waiting = [i for i in ids if core.is_pending(i)] if captures.on else []
-    outputs = await answer(core, peer.lane, line)
+    outputs = await relay_one(core, peer.lane, line)
     if peer.capture is None and any(not core.is_pending(i) for i in waiting):
         captures.exchange(sent, line)  # this line answered the request
     data = b"".join(out.data for out in outputs if out.to == "client")

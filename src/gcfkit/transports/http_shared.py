@@ -50,8 +50,9 @@ from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore, ToolJob
 from ..proxy.jsonrpc import dump_message, error_response, parse_envelope, request_key
 from .http import Captures, one_line
-from .offload import Lane, Offload, receive, settle
+from .offload import Lane, Offload
 from .process import DEFAULT_GRACE, ServerProcess
+from .relay import receive, rewrite_job
 from .stdio import split_lines
 
 if TYPE_CHECKING:
@@ -278,16 +279,18 @@ class SharedServer:
         if isinstance(got, ToolJob):
             # Rewritten in the pool while this process's other lines go on; the answer ends
             # its stream, so nothing of that stream waits behind it.
-            task = asyncio.create_task(self._settle(exchange, got, final))
+            task = asyncio.create_task(self._rewrite(exchange, got, final))
             self.rewriting.add(task)
             task.add_done_callback(self.rewriting.discard)
             return
         self._put(exchange, got, final)
 
-    async def _settle(self, exchange: _Exchange, job: ToolJob, final: bool) -> None:
+    async def _rewrite(self, exchange: _Exchange, job: ToolJob, final: bool) -> None:
         outputs = [Output("client", job.line, response=True)]  # cancelled: the original
         try:
-            outputs = await settle(exchange.core, exchange.lane, job, exchange.core.pop_events())
+            outputs = await rewrite_job(
+                exchange.core, exchange.lane, job, exchange.core.pop_events()
+            )
         finally:
             self._put(exchange, outputs, final)
 

@@ -9,9 +9,10 @@ hold up its relay (one mechanism for stdio and HTTP):
 * :class:`Lane` is one session's place in the pool (:meth:`Offload.session`); a request
   that belongs to no session (the stateless 2026-07-28 protocol) gets a fresh one of its
   own (:meth:`Offload.fresh`).
-* :class:`Outbox` is one output stream (stdout, one SSE stream, one JSON response): what the
-  server wrote, in the order :mod:`gcfkit.proxy.sequencer` defines, each tool result
-  rewritten in the pool while everything else passes at once.
+* which queued result starts on which worker is :func:`~gcfkit.transports.placement.place`
+  (a pure function of the pool's state and the time); the shells reach the pool through
+  :mod:`gcfkit.transports.relay` (one line) and :mod:`gcfkit.transports.outbox` (one
+  output stream, in order).
 
 **Deadlines.** A result's time budget is counted from when it reaches the pool, or from
 when the pool first has a worker ready (loading the tokenizer is not the result's fault).
@@ -26,14 +27,17 @@ pass as the server wrote them: none waits for a worker that does not exist).
 **Sessions and workers.** A session's state (what its client holds for deltas and relative
 answers) lives in the worker that rewrote its last result, its *home*: state carried with
 each job instead would cost the event loop a pickle of it per result, proportional to the
-result's size, which is what must stay off the loop. So the rules, for a result of session
-S:
+result's size, which is what must stay off the loop. What the session remembers (its
+``ref=`` results) has a copy here too, in its :class:`Lane`, which each answer updates and
+a new home starts from (:mod:`gcfkit.proxy.held`): a handle outlives any worker. So the
+rules, for a result of session S:
 
 * it goes to S's home when that is idle; to any idle worker when S has no home (the new
   home starts from nothing: full answers, always correct);
 * when S's home is busy with *another* session's result, it waits at most
   :data:`PATIENCE` seconds for it (ordinary results take milliseconds, and S keeps its
-  state), then moves to an idle worker, which becomes S's home (its state starts over there);
+  state), then moves to an idle worker, which becomes S's home (its delta bases start over
+  there; its remembered results come with it);
 * when S's home is busy with S's own earlier result, it waits the same, then runs *stray* on
   an idle worker: rewritten without S's state, named by no handle, and S's home forgets
   that call's delta base before S's next result;
@@ -41,8 +45,9 @@ S:
   towards ``max_workers``.
 
 So one session's large result holds up no other session for more than :data:`PATIENCE`,
-and no message that is not a tool result at all. Killing a worker at a deadline costs only
-the result it was busy with, and the state of the sessions that lived there.
+and no message that is not a tool result at all. Killing a worker at a deadline costs the
+result it was busy with, and the delta bases of the sessions that lived there (their next
+keyed-set answers are full ones), never a handle.
 
 >>> import asyncio
 >>> from gcfkit.proxy.config import ProxyConfig
@@ -70,16 +75,29 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final
 
+from ..answers.choose import FailureReason
 from ..proxy.config import Codec, ProxyConfig
-from ..proxy.core import Output, ProxyCore, ToolJob
-from ..proxy.rewrite import Call
-from ..proxy.sequencer import Sequencer
-from .worker import HEADER_SIZE, decode_frame_length, encode_frame
+from ..proxy.core import ProxyCore
+from ..proxy.held import SessionMemory
+from ..proxy.rewrite import Call, Forget, Reset, SessionEvent
+from .placement import Waiting, place
+from .worker import (
+    HEADER_SIZE,
+    Answer,
+    Drop,
+    Idle,
+    Init,
+    Ready,
+    ToWorker,
+    decode_frame_length,
+    encode_frame,
+)
+from .worker import Job as JobFrame
 
 __all__ = [
     "MAX_WORKERS",
@@ -87,11 +105,7 @@ __all__ = [
     "Lane",
     "Offload",
     "OffloadFailed",
-    "Outbox",
-    "answer",
-    "receive",
     "server_pool",
-    "settle",
     "start_or_warm",
     "start_pool",
 ]
@@ -122,13 +136,11 @@ MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 #: Seconds a worker beyond the pool's minimum may stay idle before it is stopped.
 _RETIRE_AFTER: Final = 60.0
 
-T = TypeVar("T")
-
 
 class OffloadFailed(Exception):
     """No answer in time (or no worker): the original goes out. ``reason`` says why."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: FailureReason) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -140,9 +152,11 @@ class _Job:
     line: bytes
     call: Call
     server: str
-    events: list[tuple[str, ...]]
+    events: list[SessionEvent]
     future: asyncio.Future[bytes | None]
     queued: float
+    #: The session's epoch when it was submitted (:attr:`Lane.epoch`).
+    epoch: int = 0
     deadline: float | None = None
     worker: _Worker | None = None
     timer: asyncio.TimerHandle | None = None
@@ -172,7 +186,7 @@ class _Worker:
     def pid(self) -> int:
         return self.process.pid
 
-    def send(self, frame: Any) -> bool:
+    def send(self, frame: ToWorker) -> bool:
         stdin = self.process.stdin
         if stdin is None or stdin.is_closing():
             return False
@@ -195,8 +209,14 @@ class Lane:
         self.home: _Worker | None = None
         #: Every result handle the session's workers issued, so a new home never reissues one.
         self.spent: list[str] = []
+        #: What the session remembers (its ``ref=`` results), as its workers last reported
+        #: it: a new home starts from it (:mod:`gcfkit.proxy.held`).
+        self.memory = SessionMemory()
+        #: Resets (``initialize``) submitted so far: a report from a result submitted before
+        #: the latest is of the old session, and is not kept.
+        self.epoch = 0
         #: Events for the home before the session's next result (a stray result's forget).
-        self.owed: list[tuple[str, ...]] = []
+        self.owed: list[SessionEvent] = []
         self.closed = False
 
     @property
@@ -210,7 +230,7 @@ class Lane:
         return self._pool.gave_up
 
     async def rewrite(
-        self, line: bytes, call: Call, server: str, events: Iterable[tuple[str, ...]] = ()
+        self, line: bytes, call: Call, server: str, events: Iterable[SessionEvent] = ()
     ) -> bytes | None:
         """The line to send for the tools/call response ``line`` (None: send it as it is).
         ``events`` (:meth:`ProxyCore.pop_events`) reach the session's state before it.
@@ -251,8 +271,12 @@ class Offload:
         python: str | None = None,
         workers: int = 1,
         max_workers: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        # Deadlines go to the workers on it: another process's time.monotonic is the same
+        # clock, any other is not (tests place results without processes: placement.py).
+        self._clock = clock
         self.codec = codec or Codec()
         self._ledger_path = str(ledger_path) if ledger_path is not None else None
         self._python = python or sys.executable
@@ -307,7 +331,7 @@ class Offload:
         none can be: the options or codec do not pickle (test doubles), or no interpreter
         runs."""
         try:
-            self._init = encode_frame(("init", self.config, self.codec, self._ledger_path))
+            self._init = encode_frame(Init(self.config, self.codec, self._ledger_path))
         except (pickle.PicklingError, AttributeError, TypeError):
             self._init = None
             return False
@@ -382,7 +406,7 @@ class Offload:
             if not self._started:  # no worker at all: the shell rewrites results itself
                 self._crashes = _MAX_CRASHES
             else:  # a transient refusal must not end the pool: a later result tries again
-                self._respawn_at = time.monotonic() + self._respawn_wait
+                self._respawn_at = self._clock() + self._respawn_wait
                 self._respawn_wait = min(self._respawn_wait * 2, _RESPAWN_AFTER[1])
             if not self._workers:
                 self._fail_queue("no-worker")
@@ -404,7 +428,7 @@ class Offload:
     def _grow(self) -> None:
         """Start a worker in the background (counted in the pool at once); none while a
         failed spawn waits to be tried again."""
-        if time.monotonic() < self._respawn_at:
+        if self._clock() < self._respawn_at:
             return
         task = asyncio.ensure_future(self._spawn())
         self._spawning += 1
@@ -428,11 +452,11 @@ class Offload:
             while True:
                 header = await stdout.readexactly(HEADER_SIZE)
                 frame = pickle.loads(await stdout.readexactly(decode_frame_length(header)))
-                if frame[0] == "ready":
+                if isinstance(frame, Ready):
                     self._ready(worker)
-                elif frame[0] == "answer":
-                    self._answered(worker, frame[1], frame[2], frame[3])
-                elif frame[0] == "idle":
+                elif isinstance(frame, Answer):
+                    self._answered(worker, frame)
+                elif isinstance(frame, Idle):
                     worker.booking = False
                     self._dispatch()
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
@@ -456,22 +480,23 @@ class Offload:
                     self._start_clock(job)
         self._dispatch()
 
-    def _answered(
-        self, worker: _Worker, job_id: int, line: bytes | None, minted: list[str]
-    ) -> None:
+    def _answered(self, worker: _Worker, answer: Answer) -> None:
         job = worker.job
-        if job is None or job.id != job_id:
+        if job is None or job.id != answer.id:
             return
         worker.job = None
         worker.booking = True
         worker.done += 1
         job.worker = None
+        lane = job.lane
         if not job.stray:
-            job.lane.spent.extend(minted)
+            lane.spent.extend(answer.minted)
+            if answer.memory is not None and job.epoch == lane.epoch and not lane.closed:
+                lane.memory.apply(answer.memory)
         if job.timer is not None:
             job.timer.cancel()
         if not job.future.done():
-            job.future.set_result(line)
+            job.future.set_result(answer.line)
         if len(self._workers) > self.min_workers:
             if worker.retiring is not None:
                 worker.retiring.cancel()
@@ -519,7 +544,7 @@ class Offload:
             lane = self._lanes.get(key)
             if lane is not None and lane.home is worker:
                 lane.home = None
-                lane.owed.clear()  # the state they were for is gone
+                lane.owed.clear()  # for delta bases that are gone (a reset has cleared the copy)
         worker.homes.clear()
 
     def _kill(self, worker: _Worker) -> None:
@@ -539,13 +564,18 @@ class Offload:
     # -- jobs --------------------------------------------------------------------------
 
     def _submit(
-        self, lane: Lane, line: bytes, call: Call, server: str, events: list[tuple[str, ...]]
+        self, lane: Lane, line: bytes, call: Call, server: str, events: list[SessionEvent]
     ) -> _Job:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bytes | None] = loop.create_future()
-        job = _Job(next(self._ids), lane, line, call, server, events, future, time.monotonic())
+        if any(isinstance(event, Reset) for event in events):
+            lane.memory.clear()  # a new session: nothing it held is held any more
+            lane.epoch += 1
+        job = _Job(
+            next(self._ids), lane, line, call, server, events, future, self._clock(), lane.epoch
+        )
         if not self._size():
-            if time.monotonic() < self._respawn_at:  # a spawn just failed: no worker to wait for
+            if self._clock() < self._respawn_at:  # a spawn just failed: no worker to wait for
                 self._fail(job, "no-worker")
                 return job
             self._grow()
@@ -560,11 +590,11 @@ class Offload:
     def _start_clock(self, job: _Job) -> None:
         if job.timer is not None:
             job.timer.cancel()
-        job.deadline = time.monotonic() + self.config.time_budget
-        delay = job.deadline - time.monotonic() + _SLACK
+        job.deadline = self._clock() + self.config.time_budget
+        delay = job.deadline - self._clock() + _SLACK
         job.timer = asyncio.get_running_loop().call_later(delay, self._expire, job, "time-budget")
 
-    def _expire(self, job: _Job, reason: str) -> None:
+    def _expire(self, job: _Job, reason: FailureReason) -> None:
         if job in self._queue:
             self._queue.remove(job)
         worker = job.worker
@@ -588,7 +618,7 @@ class Offload:
             job.timer.cancel()
         self._owe(job)
 
-    def _fail(self, job: _Job, reason: str) -> None:
+    def _fail(self, job: _Job, reason: FailureReason) -> None:
         if job.timer is not None:
             job.timer.cancel()
         self._owe(job)
@@ -608,9 +638,9 @@ class Offload:
         job.owed = True
         if not job.sent:
             lane.owed.extend(job.events)
-        lane.owed.append(("forget", job.call.slot))
+        lane.owed.append(Forget(job.call.slot))
 
-    def _fail_queue(self, reason: str) -> None:
+    def _fail_queue(self, reason: FailureReason) -> None:
         jobs, self._queue = self._queue, deque()
         for job in jobs:
             self._fail(job, reason)
@@ -618,51 +648,40 @@ class Offload:
     def _close_lane(self, lane: Lane) -> None:
         if lane.key is not None:
             self._lanes.pop(lane.key, None)
+        lane.memory.clear()
         home, lane.home = lane.home, None
         if home is not None and lane.key is not None:
             home.homes.discard(lane.key)
-            home.send(("drop", lane.key))
+            home.send(Drop(lane.key))
 
     def _dispatch(self) -> None:
         """Hand every queued result that may start now to a worker (module docstring)."""
         if self._closed:
             return
-        now = time.monotonic()
+        queue = list(self._queue)
         idle = [w for w in self._idle() if w.ready]
-        waiting: set[Lane] = set()  # lanes with an earlier result still queued: order kept
-        kept: deque[_Job] = deque()
-        wake: float | None = None
-        for job in self._queue:
-            lane = job.lane
-            if lane.key is not None and lane in waiting:
-                kept.append(job)
-                continue
-            worker: _Worker | None = None
-            home = lane.home if lane.key is not None else None
-            patient = now - job.queued < self.patience
-            if home is not None and home in idle:
-                worker = home
-            elif idle and (home is None or not patient):
-                worker = min(idle, key=lambda w: len(w.homes))
-                # Its home busy with its own last result: run without its state.
-                job.stray = home is not None and home.job is not None and home.job.lane is lane
-            elif idle:
-                wake = min(wake or float("inf"), job.queued + self.patience)
-            if worker is None:
-                kept.append(job)
-                if lane.key is not None:
-                    waiting.add(lane)
-                continue
-            idle.remove(worker)
-            self._start(worker, job)
-        self._queue = kept
+        plan = place(
+            [Waiting(job.lane.key, job.lane.home, job.queued) for job in queue],
+            idle,
+            {w: len(w.homes) for w in idle},
+            {w: w.job.lane.key for w in self._workers if w.job is not None},
+            self._clock(),
+            self.patience,
+        )
+        started = {start.index for start in plan.starts}
+        kept = self._queue = deque(job for i, job in enumerate(queue) if i not in started)
+        for start in plan.starts:
+            job = queue[start.index]
+            job.stray = start.stray
+            self._start(start.worker, job)
+        wake = plan.wake
         if kept and not self._idle() and self._size() < self.max_workers and self.available:
             self._grow()
         if self._wake is not None:
             self._wake.cancel()
             self._wake = None
         if wake is not None:
-            delay = max(wake - time.monotonic(), 0.0)
+            delay = max(wake - self._clock(), 0.0)
             self._wake = asyncio.get_running_loop().call_later(delay, self._dispatch)
 
     def _start(self, worker: _Worker, job: _Job) -> None:
@@ -674,7 +693,7 @@ class Offload:
             # The session's events are for its home; and the client gets this call's answer
             # from elsewhere, so the home's delta base for it is no longer what it holds.
             lane.owed.extend(job.events)
-            lane.owed.append(("forget", job.call.slot))
+            lane.owed.append(Forget(job.call.slot))
             events = []
         elif lane.key is not None and not lane.closed:
             if lane.home is not worker:
@@ -682,7 +701,7 @@ class Offload:
                 if old is not None:
                     self.moved += 1
                     old.homes.discard(lane.key)
-                    old.send(("drop", lane.key))
+                    old.send(Drop(lane.key))
                 lane.home = worker
                 lane.owed.clear()
                 worker.homes.add(lane.key)
@@ -692,19 +711,20 @@ class Offload:
         if job.deadline is None:
             self._start_clock(job)
         assert job.deadline is not None
-        frame = (
-            "job",
+        frame = JobFrame(
             job.id,
             # A session closed while this waited is rewritten as one of no session: its
             # state is gone, and nothing would drop it from this worker again.
             None if lane.closed else lane.key,
             job.stray,
-            spent,
-            events,
             job.line,
             job.call,
             job.deadline,
             job.server,
+            tuple(events),
+            None if spent is None else tuple(spent),
+            # A new home starts from what the session remembers (its results' handles).
+            None if spent is None else lane.memory.snapshot(),
         )
         worker.job = job
         job.worker = worker
@@ -728,128 +748,6 @@ async def _exited(process: asyncio.subprocess.Process) -> Any:
     while process.returncode is None:
         await asyncio.sleep(0.01)
     return process.returncode
-
-
-class Outbox(Generic[T]):
-    """One output stream of what the server wrote (a stdio client's stdout, one SSE
-    stream, one JSON response), in order while tool results are rewritten in the pool.
-
-    :meth:`receive` hands a line to the core (:meth:`ProxyCore.receive_server`, or, without
-    a worker, :meth:`ProxyCore.from_server`: rewritten here, in order); :meth:`put` gives
-    what it returned its place: a :class:`ToolJob` holds a place in a
-    :class:`~gcfkit.proxy.sequencer.Sequencer` while its lane rewrites it, everything else
-    is ready at once; ``write(data, tag)`` gets every line the sequencer lets go, in order,
-    with the tag it was put with (an SSE event's id, the stream it is for). At most
-    ``max_jobs`` results are in flight; the next waits for a place, so a flood of large
-    results slows the server down rather than growing the proxy's memory.
-
-    A shell that routes the server's lines to several outputs (one per request stream)
-    calls :meth:`receive` once per line and :meth:`put` on the output it chose.
-    """
-
-    def __init__(
-        self,
-        core: ProxyCore,
-        lane: Lane | None,
-        write: Callable[[bytes, T], Awaitable[None]],
-        *,
-        max_jobs: int = 8,
-    ) -> None:
-        self.core = core
-        self.lane = lane
-        self._write = write
-        self._sequencer: Sequencer[tuple[bytes, T]] = Sequencer()
-        self._lock = asyncio.Lock()
-        self._places = asyncio.Semaphore(max_jobs)
-        self._jobs: set[asyncio.Task[None]] = set()
-        #: Writes of lines let go, each in a task of its own (:meth:`_release`).
-        self._writes: set[asyncio.Task[None]] = set()
-
-    @property
-    def offloaded(self) -> bool:
-        """Whether tool results go to the pool (else :meth:`receive` rewrites them here)."""
-        return self.lane is not None and self.lane.available
-
-    def receive(self, line: bytes) -> list[Output] | ToolJob:
-        """The core's answer to one line the server wrote (see the class docstring)."""
-        return receive(self.core, self.lane, line)
-
-    async def feed(self, line: bytes, tag: T) -> list[Output]:
-        """One line the server wrote, to this output; returns the lines it became at once
-        ([] for a tool result being rewritten)."""
-        got = self.receive(line)
-        await self.put(got, tag)
-        return [] if isinstance(got, ToolJob) else got
-
-    async def put(self, got: list[Output] | ToolJob, tag: T) -> None:
-        """What :meth:`receive` returned, in its place behind everything put before."""
-        if not isinstance(got, ToolJob):
-            await self.add(got, tag)
-            return
-        # Taken now, in the order lines arrive: they are for the state before this result.
-        events = self.core.pop_events()
-        await self._places.acquire()
-        ticket = self._sequencer.hold()
-        task = asyncio.create_task(self._run(ticket, got, tag, events))
-        self._jobs.add(task)
-        task.add_done_callback(self._jobs.discard)
-
-    async def add(self, outputs: list[Output], tag: T) -> None:
-        """Lines ready as they are (the core's own, ``server_exited``), behind everything
-        put before them."""
-        for out in outputs:
-            self._sequencer.add((out.data, tag), response=out.response)
-        await self._release()
-
-    @property
-    def busy(self) -> bool:
-        """Whether a result is still being rewritten."""
-        return bool(self._jobs)
-
-    async def drain(self, timeout: float | None = None) -> None:
-        """Wait for the results in flight (each is bounded by its deadline); past
-        ``timeout`` the rest go out as the server wrote them."""
-        jobs = set(self._jobs)
-        if jobs:
-            await asyncio.wait(jobs, timeout=timeout)
-        for task in list(self._jobs):
-            task.cancel()
-        if self._jobs:
-            await asyncio.wait(set(self._jobs))
-        if timeout is not None:
-            # The output is given up on (shutdown): a write to a client that reads no more
-            # must not hold the lock, so the rest can still be tried.
-            for task in list(self._writes):
-                task.cancel()
-            if self._writes:
-                await asyncio.wait(set(self._writes))
-        await self._release()
-
-    async def _run(self, ticket: int, job: ToolJob, tag: T, events: list[tuple[str, ...]]) -> None:
-        data = job.line
-        try:
-            outputs = await settle(self.core, self.lane, job, events)
-            data = b"".join(out.data for out in outputs)
-        finally:
-            # Cancelled too (shutdown): the place is filled, with the original at worst.
-            self._sequencer.fill(ticket, (data, tag))
-            self._places.release()
-        await self._release()
-
-    async def _release(self) -> None:
-        # Lines let go have left the sequencer: a task cancelled while they are written (a
-        # client's cancel of the request whose stream this is) must neither lose them nor
-        # stop one halfway (the next line would be glued to its first part). The writes go
-        # on in a task of their own, which holds the lock until they are out.
-        task = asyncio.ensure_future(self._write_ready())
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-        await asyncio.shield(task)
-
-    async def _write_ready(self) -> None:
-        async with self._lock:  # one writer, so lines leave in the order they were let go
-            for data, tag in self._sequencer.ready():
-                await self._write(data, tag)
 
 
 def server_pool(
@@ -880,46 +778,3 @@ async def start_pool(offload: Offload) -> None:
     if not await offload.start():
         warm = ProxyCore(offload.config, offload.codec).warm_up
         await asyncio.get_running_loop().run_in_executor(None, warm)
-
-
-def receive(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output] | ToolJob:
-    """The core's answer to one line the server wrote: a :class:`ToolJob` to :func:`settle`
-    when ``lane`` can rewrite it in the pool; without one (no worker could start), the
-    result is rewritten here, at once (:meth:`ProxyCore.from_server`); after the pool's
-    workers kept dying (:attr:`Lane.gave_up`), it passes as the server wrote it."""
-    if lane is not None and lane.available:
-        return core.receive_server(line)
-    if lane is not None and lane.gave_up:
-        got = core.receive_server(line)
-        core.pop_events()  # no worker will hold the session's state again
-        return core.finish(got, None, failed="workers-crashed") if isinstance(got, ToolJob) else got
-    core.pop_events()  # for a worker's state; the core's own needs none
-    return core.from_server(line)
-
-
-async def settle(
-    core: ProxyCore, lane: Lane | None, job: ToolJob, events: list[tuple[str, ...]]
-) -> list[Output]:
-    """What to write for ``job``: its rewrite from ``lane`` (``events``, popped from the
-    core when the line arrived, reach the session's state first), or the original when no
-    answer comes in time, there is no worker, or anything fails (the ledger says why)."""
-    if lane is None:
-        return core.finish(job, None, failed="no-worker")
-    try:
-        line = await lane.rewrite(job.line, job.call, job.server, events)
-    except OffloadFailed as e:
-        return core.finish(job, None, failed=e.reason)
-    except Exception as e:  # never break the agent: the original goes out
-        return core.finish(job, None, failed=f"error-{type(e).__name__}")
-    return core.finish(job, line)
-
-
-async def answer(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output]:
-    """One line the server wrote, answered in full (a tool result rewritten in the pool,
-    awaited): for a stream that carries one message at a time and holds nothing else
-    behind it (an HTTP response body, one request's SSE stream). Only that stream waits;
-    the event loop and every other stream go on meanwhile."""
-    got = receive(core, lane, line)
-    if isinstance(got, ToolJob):
-        return await settle(core, lane, got, core.pop_events())
-    return got

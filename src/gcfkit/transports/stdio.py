@@ -48,7 +48,8 @@ from ..ledger import Ledger, utc_now_iso
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
-from .offload import Offload, Outbox, start_or_warm
+from .offload import Offload, start_or_warm
+from .outbox import Outbox
 from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, widen_pipe
 
 if TYPE_CHECKING:

@@ -7,34 +7,39 @@ stall it. So the shells run tool-result rewrites in worker processes,
 gives up on a worker at a result's deadline, sending the original and starting a new one:
 the time budget is a real bound, and a ping is answered while a large result is encoded.
 
+The worker is a host, no more: each result is answered by
+:meth:`Rewriter.rewrite_line <gcfkit.proxy.rewrite.Rewriter.rewrite_line>`, the code
+:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>` runs in process.
+
 A worker serves any number of sessions (the HTTP gateway's, a pool of a few workers for up
 to a thousand sessions), one job at a time. It owns each session's
-:class:`~gcfkit.proxy.rewrite.Rewriter` (and so what that client holds for deltas and
-relative answers: a killed worker takes it with it, and the next answers are full ones,
-which is always correct), created at the session's first job here, dropped when the shell
-says so. A job of no session gets a fresh rewriter of its own (a request of the sessionless
-2026-07-28 protocol); a *stray* job (one of a session whose worker is busy, run elsewhere
-so that it need not wait) gets one that names nothing, so it never mints a handle the
-session's own worker might mint too. The ledger counts are taken after the answer is sent,
-and appended to the ledger by the worker itself. It exits when its stdin closes, and on
-Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the proxy.
+:class:`~gcfkit.proxy.rewrite.Rewriter`, created at the session's first job here, dropped
+when the shell says so. A killed worker takes with it the session's delta bases (the next
+answers are full ones, which is always correct), not its remembered results: the pool
+keeps a copy of those. A job of no session gets a fresh rewriter of its own (a request of
+the sessionless 2026-07-28 protocol); a *stray* job (one of a session whose worker is busy,
+run elsewhere so that it need not wait) gets one that names nothing, so it never mints a
+handle the session's own worker might mint too. The ledger counts are taken after the
+answer is sent, and appended to the ledger by the worker itself. It exits when its stdin
+closes, and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the
+proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
-processes of the same program). To the worker: ``("init", config, codec, ledger_path)``
-first, then ``("job", id, session, stray, spent, events, line, call, deadline, server)``
-(``session``: a key, or None for a fresh rewriter; ``spent``: given when the session starts
-here, the result handles its earlier workers issued; ``events``: what the core saw happen to
-the session since its last job, ``("forget", slot)`` and ``("reset",)``) and
-``("drop", session)``. From the worker: ``("ready",)`` once warmed up, then ``("answer",
-id, line or None, handles minted)`` per job, in order, each followed by ``("idle",)`` once
-its ledger record is written (the pool sends the next job only then).
+processes of the same program) of one message, a dataclass of this module. To the worker:
+:class:`Init` first, then :class:`Job` and :class:`Drop`. From the worker: :class:`Ready`
+once warmed up, then an :class:`Answer` per job, in order, each followed by :class:`Idle`
+once its ledger record is written (the pool sends the next job only then).
+
+What a session remembers outlives its worker (:mod:`gcfkit.proxy.held`): each answer of a
+session's job carries a report of its memory, and a job that moves the session here carries
+the pool's copy, which the new rewriter starts from.
 
 >>> import io
 >>> buf = io.BytesIO()
->>> write_frame(buf, ("drop", 7))
+>>> write_frame(buf, Drop(7))
 >>> _ = buf.seek(0)
 >>> read_frame(buf)
-('drop', 7)
+Drop(session=7)
 """
 
 from __future__ import annotations
@@ -47,13 +52,91 @@ import signal
 import struct
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 from ..proxy.config import Codec, ProxyConfig
-from ..proxy.jsonrpc import dump_edited, parse_envelope
-from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, text_blocks_of
+from ..proxy.held import MemoryReport, report, restore
+from ..proxy.rewrite import Budget, Call, Rewriter, SessionEvent
 
-__all__ = ["decode_frame_length", "encode_frame", "main", "read_frame", "write_frame"]
+__all__ = [
+    "Answer",
+    "Drop",
+    "FromWorker",
+    "Idle",
+    "Init",
+    "Job",
+    "Ready",
+    "ToWorker",
+    "decode_frame_length",
+    "encode_frame",
+    "main",
+    "read_frame",
+    "write_frame",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Init:
+    """The worker's first message: the options, the codec and where to append the ledger."""
+
+    config: ProxyConfig
+    codec: Codec
+    ledger_path: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One tools/call response ``line`` to answer by ``deadline`` (``time.monotonic``).
+
+    ``session``: a key, or None for a fresh rewriter; ``stray``: rewritten without the
+    session's state (it names nothing); ``spent``: given when the session starts here, the
+    result handles its earlier workers issued; ``memory``: given with ``spent``, what the
+    session remembers (:mod:`gcfkit.proxy.held`); ``events``: what the core saw happen to
+    the session since its last job."""
+
+    id: int
+    session: int | None
+    stray: bool
+    line: bytes
+    call: Call
+    deadline: float
+    server: str
+    events: tuple[SessionEvent, ...] = ()
+    spent: tuple[str, ...] | None = None
+    memory: MemoryReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """The session is over here: its state is dropped."""
+
+    session: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The worker has warmed up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A job's answer: the ``line`` to send (None: the original), the handles it minted,
+    and (for a session's own job) what the session's memory holds now."""
+
+    id: int
+    line: bytes | None
+    minted: tuple[str, ...] = ()
+    memory: MemoryReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """The last answer's ledger record is written: the worker takes the next job."""
+
+
+ToWorker = Init | Job | Drop
+FromWorker = Ready | Answer | Idle
 
 _HEADER: Final = struct.Struct(">Q")
 HEADER_SIZE: Final = _HEADER.size
@@ -114,6 +197,16 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
+@dataclass(slots=True)
+class _Hosted:
+    """One session's rewriter here, the handles it issued that were reported, and the
+    remembered results the pool's copy has (:func:`gcfkit.proxy.held.report`)."""
+
+    rewriter: Rewriter
+    reported: int = 0
+    known: set[str] = field(default_factory=set)
+
+
 class _Sessions:
     """The rewriters of the sessions this worker serves, by key (the shell creates and
     drops them: it bounds how many sessions there are)."""
@@ -123,30 +216,27 @@ class _Sessions:
         self.codec = codec
         # A stray job names nothing (see the module docstring).
         self.stray_config = dataclasses.replace(config, refs="off")
-        self.rewriters: dict[int, tuple[Rewriter, list[int]]] = {}
+        self.hosted: dict[int, _Hosted] = {}
 
-    def for_job(
-        self, session: int | None, stray: bool, spent: list[str] | None
-    ) -> tuple[Rewriter, list[int]]:
-        """The rewriter for one job and its count of handles reported so far (a one-item
-        list, so that the caller can move it on)."""
-        if session is None or stray:
-            rewriter = Rewriter(self.stray_config if stray else self.config, self.codec)
-            return rewriter, [0]
-        found = self.rewriters.get(session)
-        if found is None or spent is not None:
+    def for_job(self, job: Job) -> tuple[_Hosted, bool]:
+        """The session state for one job, and whether it is the session's own (kept here,
+        reported to the pool)."""
+        if job.session is None or job.stray:
+            config = self.stray_config if job.stray else self.config
+            return _Hosted(Rewriter(config, self.codec)), False
+        found = self.hosted.get(job.session)
+        if found is None or job.spent is not None:
             rewriter = Rewriter(self.config, self.codec)
+            memory = rewriter.names.memory
             # Handles earlier workers of this session issued: a reader may still hold them.
-            rewriter.names.memory.spend(spent or ())
-            found = self.rewriters[session] = (rewriter, [len(rewriter.names.memory.issued)])
-        return found
-
-    def apply(self, rewriter: Rewriter, events: list[tuple[str, ...]]) -> None:
-        for event in events:
-            if event[0] == "forget" and len(event) == 2:
-                rewriter.forget(event[1])
-            elif event[0] == "reset":
-                rewriter.reset()
+            memory.spend(job.spent or ())
+            known: set[str] = set()
+            if job.memory is not None:
+                restore(rewriter.names, job.memory)
+                known = {h.handle for h in memory.results()}
+            found = _Hosted(rewriter, len(memory.issued), known)
+            self.hosted[job.session] = found
+        return found, True
 
 
 def main() -> None:
@@ -161,68 +251,52 @@ def main() -> None:
     with contextlib.suppress(ValueError, OSError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     init = read_frame(inbox)
-    if not (isinstance(init, tuple) and init and init[0] == "init"):
+    if not isinstance(init, Init):
         return
-    _, config, codec, ledger_path = init
-    sessions = _Sessions(config, codec)
-    Rewriter(config, codec).warm_up()  # the tokenizer and codec, once for every session
+    config = init.config
+    sessions = _Sessions(config, init.codec)
+    Rewriter(config, init.codec).warm_up()  # the tokenizer and codec, once for every session
     ledger = None
-    if ledger_path is not None:
+    if init.ledger_path is not None:
         from ..ledger import Ledger
 
-        ledger = Ledger(ledger_path)
-    write_frame(channel, ("ready",))
+        ledger = Ledger(init.ledger_path)
+    write_frame(channel, Ready())
     while True:
         frame = read_frame(inbox)
         if frame is None:
             return
-        if frame[0] == "drop":
-            sessions.rewriters.pop(frame[1], None)
+        if isinstance(frame, Drop):
+            sessions.hosted.pop(frame.session, None)
             continue
-        if frame[0] != "job":
+        if not isinstance(frame, Job):
             continue
-        _, job_id, session, stray, spent, events, line, call, deadline, server = frame
-        rewriter, reported = sessions.for_job(session, stray, spent)
-        sessions.apply(rewriter, events)
-        tool = call.tool
+        hosted, own = sessions.for_job(frame)
+        rewriter = hosted.rewriter
+        rewriter.apply(frame.events)
+        call, server = frame.call, frame.server
         started = time.monotonic()
-        outcome, out = _answer(rewriter, line, call, deadline)
+        outcome, out = rewriter.rewrite_line(
+            frame.line, call, Budget(time.monotonic, frame.deadline)
+        )
         issued = rewriter.names.memory.issued
-        minted = list(issued[reported[0] :])
-        reported[0] = len(issued)
-        write_frame(channel, ("answer", job_id, out, minted))
-        del line, out, frame
+        minted = tuple(issued[hosted.reported :])
+        hosted.reported = len(issued)
+        memory = report(rewriter.names, hosted.known) if own else None
+        write_frame(channel, Answer(frame.id, out, minted, memory))
+        del out, frame, memory
         if ledger is not None:
             ledger.append(
                 outcome.ledger_record(
                     rewriter.count,
                     server=server,
-                    tool=tool,
+                    tool=call.tool,
                     encoding=config.encoding,
                     encode_ms=(time.monotonic() - started) * 1000.0,
                 )
             )
         # Free for the next job only now: its clock must not run during this bookkeeping.
-        write_frame(channel, ("idle",))
-
-
-def _answer(
-    rewriter: Rewriter, line: bytes, call: Call, deadline: float
-) -> tuple[Outcome, bytes | None]:
-    """The outcome for one tools/call response line, and the line to send (None: as is)."""
-    msg, safe = parse_envelope(line)
-    result = msg.get("result") if isinstance(msg, dict) else None
-    if not isinstance(result, dict):
-        rewriter.forget(call.slot)
-        return Outcome(None, "unchanged"), None
-    if not safe:
-        rewriter.forget(call.slot)
-        return Outcome(None, "fallback:unsafe-envelope", lazy=text_blocks_of(result)), None
-    outcome = rewriter.rewrite(result, call, Budget(time.monotonic, deadline))
-    if outcome.result is None:
-        return outcome, None
-    assert isinstance(msg, dict)
-    return outcome, dump_edited({**msg, "result": outcome.result}, msg, line)
+        write_frame(channel, Idle())
 
 
 if __name__ == "__main__":

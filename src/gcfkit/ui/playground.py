@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from .. import decode, tokens
+from ..answers.choose import utf8_len
 from ..errors import GCFError
 from ..jsonio import loads_json, to_json_model
 from ..measure.report import compare_formats, default_formats
-from ..proxy.answer import utf8_len
 
 __all__ = ["MAX_INPUT_BYTES", "Example", "PlaygroundError", "analyze", "example_text", "examples"]
 

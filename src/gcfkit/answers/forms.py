@@ -4,7 +4,7 @@ each with the explanation its reader needs, and the check that it decodes back.
 :class:`FullForms` is used by the proxy (:class:`~gcfkit.proxy.rewrite.Rewriter`, which counts
 them as cheaply as it can) and by the server helpers (:mod:`gcfkit.mcp.server`,
 :func:`full_candidates`), so both send the same forms, chosen by the one answer policy
-(:mod:`gcfkit.proxy.answer`):
+(:mod:`gcfkit.answers.choose`):
 
 * the dense form is built when the codec has the profile (``gcfkit.dense``) and constructs are
   enabled; the v3.5.3 form too, except on a value of :data:`GENERIC_SKIP_BYTES` or more whose
@@ -13,7 +13,7 @@ them as cheaply as it can) and by the server helpers (:mod:`gcfkit.mcp.server`,
   aside, at most 44 tokens shorter), and building it would cost a third of the encoding time;
   it is built after all if the dense form fails its check;
 * with the ``payload`` primer each form carries, as a ``# `` comment line after its header,
-  the sentences of what it uses (:func:`gcfkit.proxy.primer.annotate`): part of the form,
+  the sentences of what it uses (:func:`gcfkit.answers.primer.annotate`): part of the form,
   counted with it;
 * :meth:`FullForms.verified` decodes a form and compares it with the value (type-strict, key
   order kept), or for a Python literal checks that it renders back to the exact text.
@@ -32,8 +32,8 @@ from typing import Any, Final
 
 from ..errors import GCFError
 from ..jsonio import decodes_to, dumps_compact
-from .answer import Candidates, Fallback, Form, utf8_len
-from .config import Codec
+from .choose import Candidates, Fallback, Form, utf8_len
+from .codec import Codec
 from .primer import PrimerMode, annotate
 from .pyliteral import renders
 

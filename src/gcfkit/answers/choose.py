@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Final, Literal
+from typing import Final, Literal, NewType
 
 from .. import speedups
 from ..errors import GCFError
@@ -57,14 +57,17 @@ __all__ = [
     "Decision",
     "DeltaState",
     "DeltaStep",
+    "FailureReason",
     "Fallback",
     "FallbackReason",
+    "FallbackWord",
     "Form",
     "RelativeKind",
     "advance",
     "choose",
     "choose_text",
     "delta_rebuilds",
+    "fallback_word",
     "held_after",
     "is_unchanged",
     "keyed_set",
@@ -103,6 +106,34 @@ VERIFIED_FORMS: Final[frozenset[Decision]] = GCF_FORMS | {"dense"}
 #: the value (``selfcheck``), or the delta did not rebuild the update (``delta-selfcheck``),
 #: or a relative answer could not be built and verified (``since-selfcheck``).
 FallbackReason = Literal["encode", "selfcheck", "delta-selfcheck", "since-selfcheck"]
+
+#: Why a whole result went out as the server wrote it: past its time budget, an envelope
+#: that could not be edited safely, an exception (``detail``: its type), or, in a worker
+#: pool (:mod:`gcfkit.transports.offload`), no worker, one that exited, none started in
+#: time, the pool closed, or workers kept dying.
+FailureReason = Literal[
+    "time-budget",
+    "unsafe-envelope",
+    "error",
+    "no-worker",
+    "worker-exited",
+    "worker-start",
+    "closed",
+    "workers-crashed",
+]
+
+#: The ledger's word for a fallback, ``fallback:<reason>[-<detail>]``: made only by
+#: :func:`fallback_word`, so that no other string passes for one.
+FallbackWord = NewType("FallbackWord", str)
+
+
+def fallback_word(reason: FallbackReason | FailureReason, detail: str = "") -> FallbackWord:
+    """The ledger's word for a fallback.
+
+    >>> fallback_word("error", "KeyError"), fallback_word("time-budget")
+    ('fallback:error-KeyError', 'fallback:time-budget')
+    """
+    return FallbackWord(f"fallback:{reason}-{detail}" if detail else f"fallback:{reason}")
 
 
 def utf8_len(text: str) -> int:
@@ -156,9 +187,9 @@ class Fallback:
     detail: str = ""
 
     @property
-    def word(self) -> str:
+    def word(self) -> FallbackWord:
         """The ledger's word for it: ``fallback:<reason>[-<detail>]``."""
-        return f"fallback:{self.reason}-{self.detail}" if self.detail else f"fallback:{self.reason}"
+        return fallback_word(self.reason, self.detail)
 
 
 @dataclass(frozen=True, slots=True)

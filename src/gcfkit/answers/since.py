@@ -3,7 +3,7 @@ what it remembers of them, and the relative answer to a call that names one with
 
 :class:`Names` is one session's state, sans I/O, driven by :class:`~gcfkit.proxy.ProxyCore`;
 the choice between a relative answer and the full result is the one answer policy's
-(:mod:`gcfkit.proxy.answer`). The rules:
+(:mod:`gcfkit.answers.choose`). The rules:
 
 * a result is named (``ref=`` in its GCF header, else one extra ``ref=`` text block) when it
   is one value or one text block of at least ``min_bytes``; ``auto`` names a result of at
@@ -38,7 +38,7 @@ from ..header import check_header_value
 from ..jsonio import dumps_compact
 from ..relative import Held, ResultMemory
 from ..relative.memory import Kind
-from .answer import (
+from .choose import (
     VERIFIED_FORMS,
     AnswerPolicy,
     Candidates,

@@ -1,0 +1,157 @@
+"""One output stream of what the server wrote (a stdio client's stdout, one SSE stream, one
+JSON response), in the order :mod:`gcfkit.proxy.sequencer` defines, each tool result
+rewritten in the worker pool (:mod:`gcfkit.transports.offload`) while everything else
+passes at once.
+
+>>> import asyncio
+>>> from gcfkit.proxy.core import ProxyConfig, ProxyCore
+>>> async def demo() -> list[bytes]:
+...     written: list[bytes] = []
+...     async def write(data: bytes, tag: None) -> None:
+...         written.append(data)
+...     core = ProxyCore(ProxyConfig(primer=False))
+...     _ = core.from_client(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+...     outbox = Outbox(core, None, write)
+...     await outbox.feed(b'{"jsonrpc":"2.0","id":1,"result":{}}\\n', None)
+...     return written
+>>> asyncio.run(demo())
+[b'{"jsonrpc":"2.0","id":1,"result":{}}\\n']
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from ..proxy.core import Output, ProxyCore, ToolJob
+from ..proxy.rewrite import SessionEvent
+from ..proxy.sequencer import Sequencer
+from .offload import Lane
+from .relay import receive, rewrite_job
+
+__all__ = ["Outbox"]
+
+T = TypeVar("T")
+
+
+class Outbox(Generic[T]):
+    """One output stream of what the server wrote (a stdio client's stdout, one SSE
+    stream, one JSON response), in order while tool results are rewritten in the pool.
+
+    :meth:`receive` hands a line to the core (:meth:`ProxyCore.receive_server`, or, without
+    a worker, :meth:`ProxyCore.from_server`: rewritten here, in order); :meth:`put` gives
+    what it returned its place: a :class:`ToolJob` holds a place in a
+    :class:`~gcfkit.proxy.sequencer.Sequencer` while its lane rewrites it, everything else
+    is ready at once; ``write(data, tag)`` gets every line the sequencer lets go, in order,
+    with the tag it was put with (an SSE event's id, the stream it is for). At most
+    ``max_jobs`` results are in flight; the next waits for a place, so a flood of large
+    results slows the server down rather than growing the proxy's memory.
+
+    A shell that routes the server's lines to several outputs (one per request stream)
+    calls :meth:`receive` once per line and :meth:`put` on the output it chose.
+    """
+
+    def __init__(
+        self,
+        core: ProxyCore,
+        lane: Lane | None,
+        write: Callable[[bytes, T], Awaitable[None]],
+        *,
+        max_jobs: int = 8,
+    ) -> None:
+        self.core = core
+        self.lane = lane
+        self._write = write
+        self._sequencer: Sequencer[tuple[bytes, T]] = Sequencer()
+        self._lock = asyncio.Lock()
+        self._places = asyncio.Semaphore(max_jobs)
+        self._jobs: set[asyncio.Task[None]] = set()
+        #: Writes of lines let go, each in a task of its own (:meth:`_release`).
+        self._writes: set[asyncio.Task[None]] = set()
+
+    @property
+    def offloaded(self) -> bool:
+        """Whether tool results go to the pool (else :meth:`receive` rewrites them here)."""
+        return self.lane is not None and self.lane.available
+
+    def receive(self, line: bytes) -> list[Output] | ToolJob:
+        """The core's answer to one line the server wrote (see the class docstring)."""
+        return receive(self.core, self.lane, line)
+
+    async def feed(self, line: bytes, tag: T) -> list[Output]:
+        """One line the server wrote, to this output; returns the lines it became at once
+        ([] for a tool result being rewritten)."""
+        got = self.receive(line)
+        await self.put(got, tag)
+        return [] if isinstance(got, ToolJob) else got
+
+    async def put(self, got: list[Output] | ToolJob, tag: T) -> None:
+        """What :meth:`receive` returned, in its place behind everything put before."""
+        if not isinstance(got, ToolJob):
+            await self.add(got, tag)
+            return
+        # Taken now, in the order lines arrive: they are for the state before this result.
+        events = self.core.pop_events()
+        await self._places.acquire()
+        ticket = self._sequencer.hold()
+        task = asyncio.create_task(self._run(ticket, got, tag, events))
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
+
+    async def add(self, outputs: list[Output], tag: T) -> None:
+        """Lines ready as they are (the core's own, ``server_exited``), behind everything
+        put before them."""
+        for out in outputs:
+            self._sequencer.add((out.data, tag), response=out.response)
+        await self._release()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a result is still being rewritten."""
+        return bool(self._jobs)
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait for the results in flight (each is bounded by its deadline); past
+        ``timeout`` the rest go out as the server wrote them."""
+        jobs = set(self._jobs)
+        if jobs:
+            await asyncio.wait(jobs, timeout=timeout)
+        for task in list(self._jobs):
+            task.cancel()
+        if self._jobs:
+            await asyncio.wait(set(self._jobs))
+        if timeout is not None:
+            # The output is given up on (shutdown): a write to a client that reads no more
+            # must not hold the lock, so the rest can still be tried.
+            for task in list(self._writes):
+                task.cancel()
+            if self._writes:
+                await asyncio.wait(set(self._writes))
+        await self._release()
+
+    async def _run(self, ticket: int, job: ToolJob, tag: T, events: list[SessionEvent]) -> None:
+        data = job.line
+        try:
+            outputs = await rewrite_job(self.core, self.lane, job, events)
+            data = b"".join(out.data for out in outputs)
+        finally:
+            # Cancelled too (shutdown): the place is filled, with the original at worst.
+            self._sequencer.fill(ticket, (data, tag))
+            self._places.release()
+        await self._release()
+
+    async def _release(self) -> None:
+        # Lines let go have left the sequencer: a task cancelled while they are written (a
+        # client's cancel of the request whose stream this is) must neither lose them nor
+        # stop one halfway (the next line would be glued to its first part). The writes go
+        # on in a task of their own, which holds the lock until they are out.
+        task = asyncio.ensure_future(self._write_ready())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        await asyncio.shield(task)
+
+    async def _write_ready(self) -> None:
+        async with self._lock:  # one writer, so lines leave in the order they were let go
+            for data, tag in self._sequencer.ready():
+                await self._write(data, tag)
