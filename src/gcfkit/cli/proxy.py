@@ -176,6 +176,13 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="per result; past it the original is sent (default 0.5)",
     )
+    p.add_argument(
+        "--time-budget-per-mb",
+        type=float,
+        default=0.75,
+        metavar="SECONDS",
+        help="more per MB of a result past its first MB (default 0.75: 7.25 s at 10 MB)",
+    )
     p.add_argument("--name", default="", help="server name for the ledger (default: serverInfo)")
     p.add_argument(
         "--grace",
@@ -294,6 +301,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("invalid_option", "--header is for the --upstream server")
     if args.keepalive < 0:
         raise ConfigError("invalid_option", "--keepalive must be >= 0")
+    if args.time_budget_per_mb < 0:
+        raise ConfigError("invalid_option", "--time-budget-per-mb must be >= 0")
     if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0 or args.grace < 0:
         raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
@@ -373,6 +382,7 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         stats=not getattr(args, "no_stats", False),
         encoding=getattr(args, "encoding", "o200k_base"),
         time_budget=getattr(args, "time_budget", 0.5),
+        time_budget_per_mb=getattr(args, "time_budget_per_mb", 0.75),
         reanchor=getattr(args, "reanchor", 15),
         server_name=getattr(args, "name", ""),
         refs=getattr(args, "refs", ProxyConfig().refs),
