@@ -15,6 +15,7 @@ JSON-RPC client drives, each as its own process with its own copy of the server:
 * ``terse`` and ``terse --diff``: terse-mcp's proxy;
 * ``gcf-proxy``: the Go proxy.
 
+Each path first gets one untimed call of each size (its server makes the text then).
 Rounds are interleaved: each round calls every path once, in an order that rotates from
 round to round, so that the load of a shared machine falls on all of them alike. Printed
 per size and shape: the median of the per-round differences against ``direct`` and their
@@ -322,6 +323,14 @@ async def latency(
     """Per path: the per-round differences against direct (ms; for direct itself, its own
     times) and the kinds of answer it gave."""
     got: dict[str, tuple[list[float], set[str]]] = {c.path.name: ([], set()) for c in clients}
+    for c in clients:
+        # One call first, not timed: each server makes the text of a size once.
+        if not c.dead:
+            try:
+                await c.call(size, shape, timeout)
+            except TimeoutError:
+                c.dead = f"no answer in {timeout:.0f} s ({size} {shape})"
+                await c.stop()
     for r in range(rounds):
         order = clients[r % len(clients) :] + clients[: r % len(clients)]
         seconds: dict[str, float] = {}
