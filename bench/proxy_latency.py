@@ -23,10 +23,11 @@ p99 (the largest difference when there are fewer than 100 rounds), and what the 
 (dense or v3.5.3 GCF, JSON, or the server's text unchanged). A path that gives no answer
 within the timeout is marked and left out of the larger sizes.
 
-Then, per path: throughput with 8 calls in flight on the 1 KB nested result (calls per
-second over ``--flight-calls`` calls, best of two passes), the resident memory of the
-proxy's processes (the server's excluded) when idle after its first answer and after the
-10 MB results, and the cold start: from spawning the process to the first answer.
+Per path, too: throughput with 8 calls in flight on the 1 KB nested result (calls per
+second over ``--flight-calls`` calls, best of two passes, before the large results), the
+resident memory of the proxy's processes (the server's excluded) when idle after its first
+answer and after the 10 MB results, and the cold start: from spawning the process to the
+first answer.
 """
 
 from __future__ import annotations
@@ -376,6 +377,12 @@ async def run(args: argparse.Namespace) -> list[str]:
         cold[c.path.name] = await c.start() * 1e3
         await asyncio.sleep(1.0)
         idle[c.path.name] = c.rss_mb()
+    # Throughput before the large results, which some paths do not survive.
+    flight: dict[str, float] = {}
+    for _ in range(2):
+        for c in clients:
+            rate = await throughput(c, args.flight_calls)
+            flight[c.path.name] = max(flight.get(c.path.name, 0.0), rate)
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')}: {args.rounds} interleaved rounds per size "
         f"({args.big_rounds} from 1 MB on), timeout {args.timeout:.0f} s per call; "
@@ -408,12 +415,6 @@ async def run(args: argparse.Namespace) -> list[str]:
             lines.append(f"| {size} {shape} | {direct_ms:,.1f} | " + " | ".join(cells) + " |")
             print(lines[-1], file=sys.stderr, flush=True)
     loaded = {c.path.name: c.rss_mb() for c in clients if not c.dead}
-    flight: dict[str, float] = {}
-    for _ in range(2):
-        for c in clients:
-            if not c.dead:
-                rate = await throughput(c, args.flight_calls)
-                flight[c.path.name] = max(flight.get(c.path.name, 0.0), rate)
     lines += [
         "",
         "| path | calls/s, 8 in flight (1 KB) | idle RSS MB | RSS MB after the big results "
