@@ -46,13 +46,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.test_http import (  # noqa: E402
-    _read_line,
-    _stop,
+from tests.http_support import (  # noqa: E402
     connect,
     env,
     gcfkit_http,
+    read_line,
     sdk_server,
+    stop_process,
     upstream_params,
 )
 
@@ -120,9 +120,9 @@ def bare_relay_process(upstream: str) -> Any:
     )
     try:
         assert process.stderr is not None
-        yield _read_line(process.stderr, r"serving (http://\S+)", 60).group(1)
+        yield read_line(process.stderr, r"serving (http://\S+)", 60).group(1)
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 async def rounds(targets: dict[str, Any], calls: int) -> dict[str, dict[str, list[float]]]:

@@ -125,7 +125,7 @@ def main() -> int:
             raw = [b["text"] for b in call["result"]["content"] if b.get("type") == "text"]
             single = len(texts) == 1 and len(call["result"]["content"]) == 1
             if single and not call["result"].get("isError"):
-                if texts[0].startswith(("GCF profile=generic", "GCF profile=dense")):
+                if texts[0].startswith(("GCF profile=generic", "GCF-dense")):
                     named["gcf"] += 1
                     for e in ENCODINGS:
                         stamped = relative.stamp_ref(texts[0], handle)
@@ -316,7 +316,7 @@ def run_session(server: str, config: ProxyConfig, agent_since: bool) -> dict[str
             ok = same_value(got, want_json) if want_json is not None else got == raw[0]
             assert ok, f"{server}/{call['tool']}: an answer did not rebuild the result"
             ref = relative.ref_of(main)
-        elif main.startswith(("GCF profile=generic", "GCF profile=dense")):
+        elif main.startswith(("GCF profile=generic", "GCF-dense")):
             reader.read(main)
             ref = relative.ref_of(main)
         elif len(texts) == len(raw) + 1:

@@ -45,14 +45,14 @@ def _form(before: str, after: str) -> str:
     if after == before:
         return "as sent"
     head = after.split("\n", 1)[0].split(" ")
+    if head[0] == "GCF-dense":
+        return "GCF dense profile"
     if head[0] != "GCF":
         return "compact JSON"
     if "delta=true" in head:
         return "GCF delta (only what changed)"
     if "unchanged=true" in head:
         return "GCF unchanged"
-    if "profile=dense" in head:
-        return "GCF dense profile"
     return "GCF"
 
 

@@ -12,12 +12,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gcfkit.header import DENSE_MAGIC
 from gcfkit.jsonio import same_value
 
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE_DIR = Path(
     os.environ.get("GCF_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")
 )
+#: How a GCF payload starts: v3.5.3 (any profile), or dense (docs/extensions/dense.md D2).
+GCF_HEADS = ("GCF profile=", DENSE_MAGIC)
 CORPUS_DIR = Path(os.environ.get("GCFKIT_CORPUS", REPO.parent / "shared" / "corpus"))
 
 

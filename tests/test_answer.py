@@ -44,6 +44,7 @@ from gcfkit.mcp.server import GCFResponder, graph_to_json
 from gcfkit.proxy import ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.proxy.record import ledger_decision
+from tests.conformance import GCF_HEADS
 
 ENC = "o200k_base"
 SETTINGS = settings(
@@ -428,7 +429,7 @@ class ProxyConsumer:
             value = list(keyed.apply_delta(base, keyed.loads_delta(text)).rows)
         else:
             # v3.5.3 or the dense profile: gcfkit.decode reads either by its header.
-            value = gcfkit.decode(text) if head else json.loads(text)
+            value = gcfkit.decode(text) if text.startswith(GCF_HEADS) else json.loads(text)
         self.rows = value if isinstance(value, list) and value else None
         return value
 

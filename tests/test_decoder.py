@@ -18,6 +18,7 @@ from gcfkit.generic.decoder import (
     loads,
     parse_header,
 )
+from tests.codec_support import EDGE_TOKENS
 from tests.conformance import strict_equal
 
 # Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
@@ -402,49 +403,6 @@ def test_pipe_inside_a_quoted_inline_schema_name() -> None:
     assert loads(wire) == [{"c": {"a|b": 1, "c": 2, "d}|": 3}}, {"c": {"a|b": 4, "c": 5, "d}|": 6}}]
 
 
-EDGE_TOKENS = [
-    "0",
-    "-0",
-    "01",
-    "-01",
-    "1.",
-    ".5",
-    "1.0",
-    "1e5",
-    "1E+5",
-    "1e-400",
-    "1e999",
-    "-1e999",
-    "NaN",
-    "-NaN",
-    "Infinity",
-    "-Infinity",
-    "inf",
-    "9223372036854775807",
-    "9223372036854775808",
-    "-9223372036854775808",
-    "-9223372036854775809",
-    "123456789012345678901234567890",
-    "1_000",
-    "0x10",
-    "+1",
-    "1.5.5",
-    "١٢",
-    "1٥",
-    "true",
-    "false",
-    "-",
-    "null",
-    "tru",
-    '"12"',
-    '"a|b"',
-    "  7  ",
-    "4 ",
-    "-.5",
-    "--1",
-]
-
-
 @pytest.mark.parametrize("tok", EDGE_TOKENS)
 def test_table_cells_decode_exactly_like_key_value_scalars(tok: str) -> None:
     """Runs of plain rows take a batched column path; every cell must still mean exactly
@@ -509,7 +467,7 @@ def test_parse_float_sees_every_double_on_every_path() -> None:
     assert value["t"][3]["x"] == Decimal("3.10") and value["t"][3]["y"] == Decimal("1e-4")
     assert value["s"] == [{"x": Decimal("1.25")}, {"x": 2}]
     # The same values as floats without the hook, and the fast paths read them alike.
-    from tests.test_fast_paths import general, outcome
+    from tests.codec_support import general, outcome
 
     def with_decimal(text: str) -> Any:
         return loads(text, parse_float=Decimal)

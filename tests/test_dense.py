@@ -16,8 +16,9 @@ from gcfkit import GCFError, dense, tokens
 from gcfkit.errors import GCFEncodeError
 from gcfkit.generic import definitions
 from gcfkit.traffic.corpus import read_sessions
+from tests.codec_support import identical
 from tests.conformance import CORPUS_DIR
-from tests.test_dense_conformance import identical
+from tests.gcf_python import rejects_at_line_1
 
 # Run again on the pure-Python codec by make test (the marker's description).
 pytestmark = pytest.mark.pure
@@ -50,31 +51,33 @@ def test_dense_loads_refuses_other_profiles() -> None:
             dense.loads(text)
         assert (err.value.code, err.value.line) == ("unsupported_profile", 1)
     with pytest.raises(GCFError) as err:
-        dense.loads("GCF profile=densest\n=1\n")
-    assert err.value.code == "unknown_profile"
+        dense.loads("GCF-densest\n=1\n")
+    assert err.value.code == "missing_header"
+    # The old header (before the dense magic) names the new one.
+    with pytest.raises(GCFError, match="GCF-dense") as err:
+        dense.loads("GCF profile=dense\n=1\n")
+    assert (err.value.code, err.value.line) == ("unknown_profile", 1)
 
 
-def test_gcf_python_rejects_dense_payloads() -> None:
-    gcf = pytest.importorskip("gcf")
-    wire = dense.dumps({"rows": [{"a": LONG, "l": [1]}, {"a": LONG, "l": [2]}, {"a": LONG}]})
-    with pytest.raises(ValueError, match="unknown_profile"):
-        gcf.decode_generic(wire)
-    # Its graph decoder (gcf.decode) does not check the profile, but fails on line 2.
-    with pytest.raises(gcf.DecodeError, match="invalid_node_line"):
-        gcf.decode(wire)
+def test_gcf_python_rejects_dense_payloads_at_line_1() -> None:
+    # Both decoders, the graph one too (it skips header fields it does not know, so with a
+    # "GCF profile=dense" header it read an empty dense payload as an empty graph).
+    for value in [{}, {"rows": [{"a": LONG, "l": [1]}, {"a": LONG, "l": [2]}, {"a": LONG}]}]:
+        rejects_at_line_1(dense.dumps(value))
+        rejects_at_line_1(dense.dumps(value, tool="t"))
 
 
 def test_bytes_files_and_tool_header() -> None:
     value = {"a": [LONG, LONG, LONG]}
     wire = dense.dumps(value, tool="read_graph")
-    assert wire.startswith("GCF profile=dense tool=read_graph\n")
+    assert wire.startswith("GCF-dense tool=read_graph\n")
     assert dense.loads(wire.encode("utf-8")) == value
     buf = io.StringIO()
     dense.dump(value, buf, tool="read_graph")
     assert buf.getvalue() == wire
     assert dense.load(io.BytesIO(wire.encode())) == value
     with pytest.raises(GCFError) as err:
-        dense.loads(b"GCF profile=dense\n=\xff\n")
+        dense.loads(b"GCF-dense\n=\xff\n")
     assert err.value.code == "invalid_utf8"
     with pytest.raises(GCFError):
         dense.dumps(value, tool="two words")
@@ -122,7 +125,7 @@ def test_default_and_parse_float_as_in_the_front_door() -> None:
         dense.dumps({"a": [1, {"b": day}]}, default=lambda o: [o])
     assert err.value.code == "limit_exceeded" and err.value.path.startswith("$.a[1].b[0]")
     # parse_float sees every double: key=value, inline arrays, cells, list cells, constants.
-    wire = "GCF profile=dense\nx=1.50\nl[2]: 2.50,3\n## r [2]{a,b,c=0.10}\n1|[2]: 2.5,3\n2|1e5\n"
+    wire = "GCF-dense\nx=1.50\nl[2]: 2.50,3\n## r [2]{a,b,c=0.10}\n1|[2]: 2.5,3\n2|1e5\n"
     got = dense.loads(wire, parse_float=Decimal)
     assert got == {
         "x": Decimal("1.50"),
@@ -232,7 +235,7 @@ def test_cli_encode_dense_and_decode(tmp_path: Path, capsys: pytest.CaptureFixtu
     src.write_text(json.dumps({"rows": [{"a": LONG}, {"a": LONG}, {"a": LONG, "b": 1}]}))
     assert main(["encode", "--dense", str(src)]) == 0
     wire = capsys.readouterr().out
-    assert wire.startswith("GCF profile=dense\n")
+    assert wire.startswith("GCF-dense\n")
     gcf = tmp_path / "v.gcf"
     gcf.write_text(wire)
     assert main(["decode", str(gcf)]) == 0
@@ -247,5 +250,5 @@ def test_quoted_cells_and_list_cells_split_where_they_should() -> None:
     assert wire.split("\n")[2] == '"[2: \\"x|y\\",z"|2|[2]: "|","a|b"'
     assert identical(dense.loads(wire), value)
     with pytest.raises(GCFError) as err:
-        dense.loads('GCF profile=dense\n## r [1]{a,b,c}\n[2: "x|y",z|2|[1]: "|"\n')
+        dense.loads('GCF-dense\n## r [1]{a,b,c}\n[2: "x|y",z|2|[1]: "|"\n')
     assert err.value.code == "row_width_mismatch"

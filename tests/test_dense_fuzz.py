@@ -19,13 +19,19 @@ import pytest
 
 from gcfkit import dense
 from gcfkit.errors import GCFError
-from tests.test_decoder import EDGE_TOKENS
-from tests.test_fast_paths import assert_same
-from tests.test_fuzz import _MUTATORS, _assert_json_model, _lossy, _rejected
-from tests.test_properties import same, wire_order
+from tests.codec_support import (
+    EDGE_TOKENS,
+    MUTATORS,
+    assert_json_model,
+    assert_same,
+    lossy,
+    rejected,
+    same,
+    wire_order,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dense"
-H = "GCF profile=dense\n"
+H = "GCF-dense\n"
 LONG = "authored 2026-08-07 by Dayna Blackwell"
 
 _HANDWRITTEN = [
@@ -43,7 +49,7 @@ def _corpus() -> list[str]:
         fx = json.loads(path.read_text(encoding="utf-8"))
         for key in ("input", "expected"):
             text = fx.get(key)
-            if isinstance(text, str) and text.startswith("GCF profile=dense"):
+            if isinstance(text, str) and text.startswith("GCF-dense"):
                 out.append(text)
     rows = [{"id": i, "note": LONG, "tags": ["a", "$b"][: i % 3], "k": "c"} for i in range(5)]
     out.append(dense.dumps({"rows": rows, "m": {"x": {"v": LONG}, "y": {"v": 2}}}))
@@ -59,16 +65,16 @@ def _insert_dense(rng: random.Random, text: str) -> str | bytes:
     return text[:pos] + rng.choice(_DENSE_SPECIALS) + text[pos:]
 
 
-MUTATORS = [*_MUTATORS, _insert_dense, _insert_dense]
+MUTATORS = [*MUTATORS, _insert_dense, _insert_dense]
 
 
 def _check(payload: str | bytes) -> None:
     try:
         value: Any = dense.loads(payload)
     except GCFError as e:
-        _rejected(e)  # a decode error placed in its text, as every decoder's
+        rejected(e)  # a decode error placed in its text, as every decoder's
         return
-    _assert_json_model(value)
+    assert_json_model(value)
     # What the decoder accepts, the codec carries: re-encoding loses nothing.
     assert same(dense.loads(dense.dumps(value)), wire_order(value))
 
@@ -83,7 +89,7 @@ def dense_mutants(seed: int, cases: int = 500) -> Iterator[str | bytes]:
         payload: str | bytes = body if keep_head else text
         for _ in range(rng.randint(1, 3)):
             mutate = rng.choice(MUTATORS)
-            payload = mutate(rng, payload if isinstance(payload, str) else _lossy(payload))
+            payload = mutate(rng, payload if isinstance(payload, str) else lossy(payload))
         if keep_head:
             payload = (
                 head + "\n" + payload

@@ -28,7 +28,7 @@ import gcfkit
 from gcfkit import GCFError, dense, tokens
 from gcfkit.errors import GCFEncodeError, at_path
 from gcfkit.generic import definitions
-from tests.test_properties import AWKWARD, documents, json_values, same, wire_order
+from tests.codec_support import AWKWARD, documents, json_values, same, wire_order
 
 # Run again on the pure-Python codec by make test (the marker's description).
 pytestmark = pytest.mark.pure

@@ -17,7 +17,7 @@ from gcfkit.jsonio import loads_json, read_json_bytes
 from gcfkit.stream import GenericStreamEncoder
 
 G = "GCF profile=generic\n"
-D = "GCF profile=dense\n"
+D = "GCF-dense\n"
 
 # (decoder, payload, code, line, column, the text at the error's position)
 _DECODE_CASES: list[tuple[Callable[[Any], Any], str | bytes, str, int, int, str]] = [

@@ -10,49 +10,18 @@ examples (tests/test_properties.py compares both ways on each of them too).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import gcfkit
-from gcfkit import GCFError, speedups
+from gcfkit import speedups
 from gcfkit.generic import fast
+from tests.codec_support import CORPUS, EDGE_TOKENS, assert_same, general, mutants, outcome
 from tests.conformance import load_fixtures
-from tests.test_decoder import EDGE_TOKENS
-from tests.test_fuzz import CORPUS, mutants
 
 FIXTURES = load_fixtures()
-
-
-def outcome(decode: Callable[[Any], Any], payload: Any) -> tuple[Any, ...]:
-    """What decoding gives: the value's repr (types, key order and -0.0 included), or the
-    error's code and place (line, column). The C accelerator is off: it would read canonical
-    payloads itself, both ways (tests/test_speedups.py compares it with this pure-Python
-    decoder)."""
-    try:
-        with speedups.pure_python():
-            value = decode(payload)
-    except GCFError as e:
-        return ("error", e.code, e.line, getattr(e, "colno", None))
-    return ("value", type(value).__name__, repr(value))
-
-
-def general(decode: Callable[[Any], Any], payload: Any) -> tuple[Any, ...]:
-    """:func:`outcome` with the fast paths off."""
-    saved = fast.ENABLED
-    fast.ENABLED = False
-    try:
-        return outcome(decode, payload)
-    finally:
-        fast.ENABLED = saved
-
-
-def assert_same(payload: Any, decode: Callable[[Any], Any] = gcfkit.decode) -> None:
-    assert fast.ENABLED
-    want = general(decode, payload)
-    got = outcome(decode, payload)
-    assert got == want, f"fast {got!r:.300}\ngeneral {want!r:.300}\n{payload!r:.1000}"
 
 
 def _fixture_payloads() -> Iterator[Any]:

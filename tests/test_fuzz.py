@@ -14,156 +14,23 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 
 import gcfkit
 from gcfkit import graph, keyed
-from gcfkit.errors import CODES, GCFDecodeError, GCFError
+from gcfkit.errors import GCFError
 from gcfkit.generic.decoder import loads
 from gcfkit.generic.encoder import MAX_DEPTH
-from tests.conformance import load_fixtures, strict_equal
+from tests.codec_support import CORPUS, GRAPHS, assert_json_model, fixture_texts, mutants, rejected
+from tests.conformance import strict_equal
 
 # Run a second time on the pure-Python codec by `make test` (GCFKIT_PURE_PYTHON=1).
 pytestmark = pytest.mark.pure
 
 H = "GCF profile=generic\n"
-
-_HANDWRITTEN = [
-    H + "## rows [2]{id,o,a,t}\n@0 1|^|^{x,y,z}|^\n.o {}\n    k=1\n1|2|3\n.t [1]{s}\n    q\n"
-    "@1 2|~|^|^\n4|5|6\n.t [1]\n    r\n",
-    H + '## [3]{id,"a>b","a>c",d}\n1|2|3|4\n2|~|~|-\n3|-|-|"x|y"\n',
-    H + "## items [4]\n@0 =a\n@1 {}\n  k=v\n  ## s\n    z=1\n@2 [2]: 1,2\n@3 [1:]{key,v}\n  m|1\n",
-    H + "## m [?:]{key,a,b}\nk1|1|2\nk2|3|~\n## t [?]{x,y}\n1|2\n##! summary counts=2,1\n",
-    "GCF profile=generic key=id pack_root=sha256:00\n## r [2]{@id,v}\n1|a\n2|b\n",
-    H + 'a="q\\"uote"\nb=1.5e-7\nc=-\nd=true\n"e f"[2]: "x,y",-\n## n\n  ## m\n    x=1\n',
-]
-
-_SPECIALS = [
-    "|", "^", "~", '"', "\\", "@", ".", "#", ">", "{", "}", "[", "]", ":", "=", ",", " ", "\t",
-    "\r", "\n", "\ufeff", "\u00a0", "-", "0", "?", "##", "##! summary counts=", "^{a,b}", "@0 ",
-    "\\u", "\\ud800", "é",
-]  # fmt: skip
-
-
-_GRAPHS = [
-    "GCF profile=graph tool=t symbols=3 edges=2\n## targets\n@0 fn a.A 0.90 lsp\n"
-    "## related\n@1 type a.B 0.50 ast\n## distance_4\n@2 x a.C -1.25 p\n"
-    "## edges [2]\n@0<@1 calls\n@2<@0 uses added\n",
-    "GCF profile=graph\n## targets\n@0 iface p.I 1.00 x\n## edges [?]\n@0<@0 self\n"
-    "##! summary symbols=1 edges=1 counts=1,1\n",
-    "GCF profile=graph tool=t delta=true base_root=sha256:aa new_root=sha256:bb tokens=9 "
-    "savings=50%\n## removed\nfn a.Old\n## added\n@0 fn a.New 0.85 rwr 1\n"
-    "## edges_removed\na.X -> a.Y calls\n## edges_added\na.New -> a.Y calls\n",
-]
-
-
-def _texts(prefix: str) -> list[str]:
-    """Every fixture text that starts with ``prefix`` (inputs, expected wires, delta wires)."""
-    out = []
-    for _, fx in load_fixtures():
-        texts = [fx.get("input"), fx.get("expected")]
-        nested = fx.get("input")
-        if isinstance(nested, dict):
-            texts.append(nested.get("wire"))
-        expected = fx.get("expected")
-        if isinstance(expected, dict):
-            texts.append(expected.get("initialFull"))
-            texts += [e.get("wire") for e in expected.get("emissions", [])]
-        out += [t for t in texts if isinstance(t, str) and t.startswith(prefix)]
-    return out
-
-
-def _corpus() -> list[str]:
-    return list(_HANDWRITTEN) + _texts("GCF profile=generic")
-
-
-def _lines(text: str) -> list[str]:
-    return text.split("\n")
-
-
-def _truncate(rng: random.Random, text: str) -> str | bytes:
-    return text[: rng.randrange(len(text) + 1)]
-
-
-def _flip_byte(rng: random.Random, text: str) -> str | bytes:
-    data = bytearray(text.encode("utf-8"))
-    for _ in range(rng.randint(1, 3)):
-        if data:
-            data[rng.randrange(len(data))] = rng.randrange(256)
-    return bytes(data)
-
-
-def _swap_lines(rng: random.Random, text: str) -> str | bytes:
-    lines = _lines(text)
-    i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
-    lines[i], lines[j] = lines[j], lines[i]
-    return "\n".join(lines)
-
-
-def _dup_line(rng: random.Random, text: str) -> str | bytes:
-    lines = _lines(text)
-    i = rng.randrange(len(lines))
-    lines.insert(rng.randrange(len(lines) + 1), lines[i])
-    return "\n".join(lines)
-
-
-def _drop_line(rng: random.Random, text: str) -> str | bytes:
-    lines = _lines(text)
-    del lines[rng.randrange(len(lines))]
-    return "\n".join(lines)
-
-
-def _reindent(rng: random.Random, text: str) -> str | bytes:
-    lines = _lines(text)
-    i = rng.randrange(len(lines))
-    pad = rng.choice(["", " ", "  ", "    ", "      ", "\t", " \t", "  " * 40])
-    lines[i] = pad + lines[i].lstrip(" ")
-    return "\n".join(lines)
-
-
-def _insert_special(rng: random.Random, text: str) -> str | bytes:
-    pos = rng.randrange(len(text) + 1)
-    return text[:pos] + rng.choice(_SPECIALS) + text[pos:]
-
-
-def _delete_span(rng: random.Random, text: str) -> str | bytes:
-    pos = rng.randrange(len(text) + 1)
-    return text[:pos] + text[pos + rng.randint(1, 6) :]
-
-
-def _giant_count(rng: random.Random, text: str) -> str | bytes:
-    if "[" not in text:
-        return text + "## g [99999999999999]{a}\n"
-    pos = text.index("[")
-    end = text.find("]", pos)
-    if end < 0:
-        return text
-    repl = rng.choice(["10000000000", "999999999999999999999", "?", "0", "1:", "?:", "", "07"])
-    return text[: pos + 1] + repl + text[end:]
-
-
-def _bad_utf8(rng: random.Random, text: str) -> str | bytes:
-    data = text.encode("utf-8")
-    pos = rng.randrange(len(data) + 1)
-    junk = rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf"])
-    return data[:pos] + junk + data[pos:]
-
-
-_MUTATORS: list[Callable[[random.Random, str], str | bytes]] = [
-    _truncate,
-    _flip_byte,
-    _swap_lines,
-    _dup_line,
-    _drop_line,
-    _reindent,
-    _insert_special,
-    _delete_span,
-    _giant_count,
-    _bad_utf8,
-]
 
 
 def _deep(rng: random.Random, depth: int) -> str:
@@ -181,25 +48,18 @@ def _deep(rng: random.Random, depth: int) -> str:
     return H + body
 
 
-def _rejected(e: GCFError) -> None:
-    """What a decoder may raise: a decode error with a known code and a place in its text."""
-    assert isinstance(e, GCFDecodeError), repr(e)
-    assert e.code in CODES, e
-    assert e.lineno >= 1 and e.colno >= 1 and 0 <= e.pos <= len(e.doc)
-
-
 def _check(payload: str | bytes) -> None:
     """``loads`` and ``decode`` on one payload: they agree, and an accepted value round-trips."""
     try:
         value = loads(payload)
     except GCFError as e:
-        _rejected(e)
+        rejected(e)
         try:
             gcfkit.decode(payload)
         except GCFError as e2:
-            _rejected(e2)
+            rejected(e2)
         return
-    _assert_json_model(value)
+    assert_json_model(value)
     assert strict_equal(gcfkit.decode(payload), value, int_float=False)
     _assert_round_trip(value)
 
@@ -235,25 +95,12 @@ def _assert_round_trip(value: Any) -> None:
     assert gcfkit.dumps(back) == wire
 
 
-def _assert_json_model(value: Any) -> None:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            assert all(type(k) is str for k in v)
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        else:
-            assert v is None or type(v) in (str, int, float, bool), type(v)
-
-
 def _check_graph(payload: str | bytes) -> None:
     """The graph decoders on one payload; an accepted snapshot or delta round-trips."""
     try:
         g = graph.loads(payload)
     except GCFError as e:
-        _rejected(e)
+        rejected(e)
     else:
         if not _writable(g.symbols, g.edges):
             with pytest.raises(GCFError) as refused:
@@ -275,7 +122,7 @@ def _check_graph(payload: str | bytes) -> None:
     try:
         d = graph.loads_delta(payload)
     except GCFError as e:
-        _rejected(e)
+        rejected(e)
     else:
         changes = (d.removed, d.added, d.removed_edges, d.added_edges)
         if d.base_root != d.new_root or any(changes):  # else: an unchanged answer
@@ -288,7 +135,7 @@ def _check_graph(payload: str | bytes) -> None:
     try:
         gcfkit.decode(payload)
     except GCFError as e:
-        _rejected(e)
+        rejected(e)
 
 
 def _writable(
@@ -319,7 +166,7 @@ def _check_keyed(payload: str | bytes) -> None:
     try:
         d = keyed.loads_delta(payload)
     except GCFError as e:
-        _rejected(e)
+        rejected(e)
     else:
         if d.base_root != d.new_root:  # an unchanged answer has no delta wire of its own
             again = keyed.loads_delta(keyed.dumps_delta(d))
@@ -335,39 +182,15 @@ def _check_keyed(payload: str | bytes) -> None:
     try:
         s = keyed.loads_keyed(payload)
     except GCFError as e:
-        _rejected(e)
+        rejected(e)
     else:
         again_set = keyed.loads_keyed(keyed.dumps_full(s))
         assert keyed.pack_root(again_set) == keyed.pack_root(s)
         assert again_set.key == s.key and again_set.fields == s.fields
 
 
-CORPUS = _corpus()
-GRAPH_CORPUS = _GRAPHS + _texts("GCF profile=graph")
+GRAPH_CORPUS = GRAPHS + fixture_texts("GCF profile=graph")
 KEYED_CORPUS = [t for t in CORPUS if " key=" in t.split("\n", 1)[0]]
-
-
-def mutants(seed: int, cases: int = 500, corpus: list[str] | None = None) -> Iterator[str | bytes]:
-    """``cases`` seeded mutations of ``corpus`` (the generic one by default), mostly of the
-    body, keeping the header."""
-    rng = random.Random(seed)
-    corpus = CORPUS if corpus is None else corpus
-    for _ in range(cases):
-        text = rng.choice(corpus)
-        # Mostly mutate the body: a broken header ends decoding at line 1.
-        head, _, body = text.partition("\n")
-        keep_head = rng.random() < 0.85 and bool(body)
-        payload: str | bytes = body if keep_head else text
-        for _ in range(rng.randint(1, 3)):
-            mutate = rng.choice(_MUTATORS)
-            payload = mutate(rng, payload if isinstance(payload, str) else _lossy(payload))
-        if keep_head:
-            payload = (
-                head + "\n" + payload
-                if isinstance(payload, str)
-                else head.encode() + b"\n" + payload
-            )
-        yield payload
 
 
 def _fuzz(check: Callable[[str | bytes], None], seed: int, corpus: list[str]) -> None:
@@ -403,10 +226,6 @@ def test_the_corpora_hold_every_kind() -> None:
         _check_graph(payload)
     for payload in KEYED_CORPUS:
         _check_keyed(payload)
-
-
-def _lossy(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
 
 
 def test_deep_nesting_decodes_or_hits_the_limit() -> None:

@@ -47,23 +47,23 @@ from gcfkit.transports.http_server import build_gateway
 from gcfkit.transports.http_shared import SharedServer
 from gcfkit.transports.offload import Offload, OffloadFailed
 from tests.fault_codec import stuck_dumps
-from tests.test_http import (
+from tests.http_support import (
     CONFIG,
     INIT,
     START_TIMEOUT,
     Background,
     Servers,
-    _read_line,
-    _stop,
     connect,
     env,
     gcfkit_http,
+    read_line,
     run,
     servers,
+    stop_process,
     text,
     upstream_params,
 )
-from tests.test_proxy_faults import alive
+from tests.proxy_support import alive
 
 __all__ = ["servers"]  # the module-scoped fixture, shared with tests/test_http.py
 
@@ -169,9 +169,9 @@ def stuck_http(shape: str, *args: str, mark: Path) -> Iterator[str]:
     )
     try:
         assert process.stderr is not None
-        yield _read_line(process.stderr, r"serving (http://\S+)", START_TIMEOUT).group(1)
+        yield read_line(process.stderr, r"serving (http://\S+)", START_TIMEOUT).group(1)
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 async def ping_while_stuck(

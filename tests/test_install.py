@@ -192,6 +192,19 @@ def test_known_locations(tmp_path: Path) -> None:
             h / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json",
             None,
         ),
+        ("codex", "user", h / ".codex" / "config.toml", None),
+        ("codex", "project", p / ".codex" / "config.toml", None),
+        (
+            "vscode",
+            "user",
+            h / "Library" / "Application Support" / "Code" / "User" / "mcp.json",
+            None,
+        ),
+        ("vscode", "project", p / ".vscode" / "mcp.json", None),
+        ("gemini", "user", h / ".gemini" / "settings.json", None),
+        ("gemini", "project", p / ".gemini" / "settings.json", None),
+        ("opencode", "user", h / ".config" / "opencode" / "opencode.json", None),
+        ("opencode", "project", p / "opencode.json", None),
     ]
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "cc")}
     assert known_locations(home=h, cwd=p, env=env)[0].path == tmp_path / "cc" / ".claude.json"
@@ -201,7 +214,7 @@ def test_select_locations_filters_and_validates(tmp_path: Path) -> None:
     kw: dict[str, Any] = {"home": tmp_path, "cwd": tmp_path, "env": {}}
     assert {loc.client for loc in select_locations(client="cursor", **kw)} == {"cursor"}
     assert {loc.scope for loc in select_locations(scope="project", **kw)} == {"project"}
-    assert len(select_locations(client="all", **kw)) == 6
+    assert len(select_locations(client="all", **kw)) == 14
     with pytest.raises(ConfigError) as e:
         select_locations(client="vim", **kw)
     assert e.value.code == "invalid_option"

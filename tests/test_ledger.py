@@ -329,8 +329,8 @@ def _render(entries: list[LedgerEntry], corrupt: int = 0) -> str:
 def test_render_summary_shows_tools_total_and_bars() -> None:
     out = _render([entry(), entry("time", "now", 10, 12, "fallback:larger")], corrupt=2)
     assert "git_log" in out and "now" in out and "total" in out
-    assert "100 → 40" in out and "60 (60%)" in out  # git_log
-    assert "-2 (-20%)" in out  # now grew
+    assert "100 → 40" in out and "−60.0%" in out  # git_log: the page's sign, fewer tokens
+    assert "10 → 12" in out and "+20.0%" in out  # now grew
     assert "█" in out
     assert "2 corrupt" in out
 

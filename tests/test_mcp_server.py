@@ -32,6 +32,7 @@ from gcfkit.mcp.server import (
     negotiated_format,
     respond,
 )
+from tests.conformance import GCF_HEADS
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 20
@@ -131,12 +132,12 @@ def text(result: CallToolResult) -> str:
 
 
 def is_gcf(t: str) -> bool:
-    return t.startswith("GCF profile=")
+    return t.startswith(GCF_HEADS)
 
 
 def value(t: str) -> Any:
     """What a client reads from either format (small results may stay JSON)."""
-    return gcfkit.loads(t) if is_gcf(t) else json.loads(t)
+    return gcfkit.decode(t) if is_gcf(t) else json.loads(t)
 
 
 # ---------------------------------------------------------------------------------------
@@ -799,7 +800,7 @@ def read_named(reader: Any, result: CallToolResult, want: Any) -> str:
     from gcfkit import relative
 
     blocks = [b.text for b in result.content if b.type == "text"]
-    if blocks[0].startswith("GCF profile="):
+    if blocks[0].startswith(GCF_HEADS):
         assert len(blocks) == 1 and reader.read(blocks[0]) == want
         ref = relative.ref_of(blocks[0])
     else:
@@ -912,8 +913,8 @@ def test_dense_opt_in_per_tool() -> None:
         async with connect(srv, "gcf") as c:
             d = text(await c.call_tool("entities", {}))
             g = text(await c.call_tool("generic", {}))
-            assert not g.startswith("GCF profile=dense")  # not opted in: v3.5.3 or JSON
-            assert d.startswith("GCF profile=dense")
+            assert not g.startswith("GCF-dense")  # not opted in: v3.5.3 or JSON
+            assert d.startswith("GCF-dense")
             assert d.splitlines()[1].startswith("# dense adds:")
             assert dense.loads(d) == {"entities": rows}
             assert gcfkit.tokens.count(d) < gcfkit.tokens.count(g)

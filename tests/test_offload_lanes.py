@@ -35,7 +35,7 @@ from gcfkit.transports.offload import Offload, OffloadFailed
 from gcfkit.transports.outbox import Outbox
 from gcfkit.transports.stdio import write_chunked
 from tests import fault_codec
-from tests.test_proxy_budget import Client, by_id
+from tests.proxy_support import Client, by_id
 
 CONFIG = ProxyConfig(
     primer=False,

@@ -24,7 +24,7 @@ from gcfkit.proxy.held import SessionMemory
 from gcfkit.transports.offload import Lane, Offload
 from gcfkit.transports.relay import relay_one
 from tests import fault_codec
-from tests.test_proxy_core import request, response, text_result
+from tests.proxy_support import request, response, text_result
 
 CONFIG = ProxyConfig(primer=False, dense=(), time_budget=60.0)
 LOG = "".join(f"Commit: {i:040x}\nAuthor: A. Author\nMessage: change {i}\n\n" for i in range(40))
@@ -132,7 +132,9 @@ def test_the_copy_follows_the_reports_and_a_reset() -> None:
     from gcfkit.proxy.held import report
     from gcfkit.relative import ResultMemory
 
-    names = Names("all", 15, 0, len, ResultMemory(max_results=2, seed=5))
+    names = Names(
+        mode="all", reanchor=15, min_bytes=0, count=len, memory=ResultMemory(max_results=2, seed=5)
+    )
     known: set[str] = set()
     copy = SessionMemory()
     first = names.memory.remember("t", "a", "text", "one", size=3)

@@ -23,7 +23,7 @@ from gcfkit.proxy.core import SINCE_ARGUMENT, Output, ProxyCore
 from gcfkit.relative import ResultMemory
 from gcfkit.transports.offload import Offload
 from gcfkit.transports.relay import relay_one
-from tests.test_proxy_core import request, response, text_result
+from tests.proxy_support import request, response, text_result
 
 CONFIG = ProxyConfig(primer=False, dense=(), time_budget=60.0)
 

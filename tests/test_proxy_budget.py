@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gcfkit
-from gcfkit import keyed, tokens
+from gcfkit import tokens
 from gcfkit.answers.choose import AnswerPolicy, Candidates, Cost, Form, choose, utf8_len
 from gcfkit.jsonio import dumps_compact, same_value
 from gcfkit.proxy.config import Codec, ProxyConfig
@@ -25,6 +25,7 @@ from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.proxy.rewrite import Budget, Call, Rewriter, gcf_cells
 from gcfkit.proxy.sequencer import Sequencer
 from gcfkit.relative import ResultMemory
+from tests.proxy_support import Client, by_id
 
 # These rules are about the v3.5.3 form against the plain ones (dense=() throughout);
 # tests/test_proxy_forms.py races the dense form, where gcfkit.dense is installed.
@@ -211,30 +212,6 @@ def test_a_losing_text_is_counted_only_up_to_the_winner() -> None:
 
 def stock(turn: int) -> list[dict[str, Any]]:
     return [{"id": f"S-{i}", "qty": 50 + i + (turn if i == 3 else 0)} for i in range(30)]
-
-
-class Client:
-    """What an agent holds after each answer, whatever its form."""
-
-    def __init__(self) -> None:
-        self.rows: Any = None
-
-    def read(self, text: str) -> list[dict[str, Any]]:
-        head = text.split("\n", 1)[0].split(" ")
-        if "delta=true" in head:
-            base = keyed.KeyedSet("id", ["id", "qty"], self.rows)
-            self.rows = list(keyed.apply_delta(base, keyed.loads_delta(text)).rows)
-        elif "unchanged=true" in head:
-            pass
-        elif text.startswith("GCF"):
-            self.rows = gcfkit.loads(text)
-        else:
-            self.rows = json.loads(text)
-        return by_id(self.rows)
-
-
-def by_id(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(rows, key=lambda r: str(r["id"]))
 
 
 @pytest.mark.parametrize("how", ["time-budget", "format-json"])

@@ -19,59 +19,21 @@ from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import CONNECTION_CLOSED, Codec, Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy, cap_format, load_policy
 from gcfkit.proxy.record import LedgerRecord
+from tests.proxy_support import (
+    call,
+    delivered_result,
+    line,
+    only,
+    pretty,
+    request,
+    response,
+    text_result,
+)
 
 ORDERS = [
     {"id": i, "customer": f"user{i}", "status": "open" if i % 2 else "shipped", "total": i * 1.5}
     for i in range(1, 13)
 ]
-
-
-def line(msg: Any) -> bytes:
-    return json.dumps(msg).encode() + b"\n"
-
-
-def request(msg_id: Any, method: str, params: Any = None) -> bytes:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
-    if params is not None:
-        msg["params"] = params
-    return line(msg)
-
-
-def response(msg_id: Any, result: Any) -> bytes:
-    return line({"jsonrpc": "2.0", "id": msg_id, "result": result})
-
-
-def text_result(*texts: str, **extra: Any) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": t} for t in texts], **extra}
-
-
-def pretty(value: Any) -> str:
-    return json.dumps(value, indent=2)
-
-
-def call(
-    core: ProxyCore,
-    tool: str,
-    result: Any,
-    args: Any = None,
-    msg_id: Any = 1,
-) -> tuple[list[Output], list[Output]]:
-    params: dict[str, Any] = {"name": tool, "arguments": {} if args is None else args}
-    up = core.from_client(request(msg_id, "tools/call", params))
-    down = core.from_server(response(msg_id, result))
-    return up, down
-
-
-def only(outputs: list[Output], to: str) -> bytes:
-    assert len(outputs) == 1
-    assert outputs[0].to == to
-    return outputs[0].data
-
-
-def delivered_result(outputs: list[Output]) -> dict[str, Any]:
-    msg = json.loads(only(outputs, "client"))
-    assert isinstance(msg["result"], dict)
-    return msg["result"]
 
 
 def cfg(**options: Any) -> ProxyConfig:

@@ -17,7 +17,7 @@ from gcfkit.answers.since import FREE_NAMING_BYTES
 from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import Output, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
-from tests.conformance import CORPUS_DIR
+from tests.conformance import CORPUS_DIR, GCF_HEADS
 
 CORPUS = CORPUS_DIR / "mcp"
 FILES = sorted(CORPUS.glob("*/[0-9][0-9][0-9]_*.json"))
@@ -92,10 +92,10 @@ def test_recorded_result_is_lossless_and_never_larger(path: Path, encoding: str)
     got = texts(after)
     if len(got) == len(sent) + 1 and re.fullmatch(r"ref=[1-9][0-9]{5}", got[-1]):
         got = got[:-1]  # the result's name (relative answers), after its own blocks
-    elif got and got[0].startswith("GCF profile=") and " ref=" in got[0].split("\n", 1)[0]:
+    elif got and got[0].startswith(GCF_HEADS) and " ref=" in got[0].split("\n", 1)[0]:
         # v3.5.3, or the dense profile where gcfkit.dense is installed and it is fewer tokens;
         # named where naming is free (--refs auto).
-        assert re.match(r"GCF profile=(generic|dense) ref=[1-9][0-9]{5}\n", got[0]), got[0][:60]
+        assert re.match(r"(GCF profile=generic|GCF-dense) ref=[1-9][0-9]{5}\n", got[0]), got[0][:60]
     if got == sent:
         return
     values = [json_value(t) for t in sent]
@@ -104,7 +104,7 @@ def test_recorded_result_is_lossless_and_never_larger(path: Path, encoding: str)
         values = [values]  # joined blocks
     assert len(got) == len(values)
     for text, value in zip(got, values, strict=True):
-        decoded = gcfkit.decode(text) if text.startswith("GCF profile=") else json.loads(text)
+        decoded = gcfkit.decode(text) if text.startswith(GCF_HEADS) else json.loads(text)
         assert same_value(decoded, value)
     assert entry["tool"] not in Policy().file_tools
     assert not before.get("isError")

@@ -23,6 +23,7 @@ import pytest
 import gcfkit
 from gcfkit.answers.primer import PRIMER, RELATIVE_PRIMER
 from gcfkit.jsonio import same_value
+from tests.conformance import GCF_HEADS
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
@@ -89,7 +90,7 @@ def texts(result: Any) -> list[str]:
 
 
 def decode(text: str) -> Any:
-    if text.startswith("GCF profile=dense"):
+    if text.startswith("GCF-dense"):
         import importlib
 
         return importlib.import_module("gcfkit.dense").loads(text)
@@ -129,8 +130,8 @@ def test_demo_results_are_lossless_and_the_rest_unchanged() -> None:
             (delivered,) = texts(got[name])
             assert same_value(decode(delivered), json.loads(sent)), name
             assert len(delivered) < len(sent)
-        assert texts(got["list_orders"])[0].startswith("GCF profile=")
-        assert texts(got["search"])[0].startswith("GCF profile=")
+        assert texts(got["list_orders"])[0].startswith(GCF_HEADS)
+        assert texts(got["search"])[0].startswith(GCF_HEADS)
         # Non-JSON text and error results arrive exactly as sent.
         assert got["hello"].model_dump() == want["hello"].model_dump()
         assert got["fail"].model_dump() == want["fail"].model_dump()
@@ -507,7 +508,7 @@ def test_cli_options_policy_and_no_primer(tmp_path: Path) -> None:
     orders = by_id[1]["result"]["content"][0]["text"]
     assert orders == json.dumps(demo_server.orders(6), separators=(",", ":"))
     found = by_id[2]["result"]["content"][0]["text"]
-    assert found.startswith("GCF profile=")
+    assert found.startswith(GCF_HEADS)
     assert same_value(decode(found), demo_server.search("q"))
     bad = subprocess.run(
         [sys.executable, *proxy_args([sys.executable, DEMO], "--policy", str(tmp_path / "no"))],
@@ -727,11 +728,11 @@ def test_relative_answers_through_the_sdk_client(git_repo: Path) -> None:
             (full,) = texts(await s.call_tool("list_orders", {"limit": 20}))
             handle = relative.ref_of(full)
             assert handle is not None and full.split("\n", 1)[0].endswith(f" ref={handle}")
-            assert full.startswith("GCF profile=")
+            assert full.startswith(GCF_HEADS)
             same = texts(await s.call_tool("list_orders", {"limit": 20, "_since": handle}))
             assert same == [f"@@ unchanged tool=list_orders since={handle}\n"]
             (fresh,) = texts(await s.call_tool("list_orders", {"limit": 5, "_since": handle}))
-            assert fresh.startswith("GCF profile=") and " ref=" in fresh.split("\n", 1)[0]
+            assert fresh.startswith(GCF_HEADS) and " ref=" in fresh.split("\n", 1)[0]
             assert same_value(decode(fresh), demo_server.orders(5))
 
     run(body)

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests.proxy_support import alive
+
 ROOT = Path(__file__).resolve().parent.parent
 FAULT_SERVER = str(ROOT / "tests" / "fault_server.py")
 
@@ -54,22 +56,6 @@ def proxy_command(*server_args: str, options: tuple[str, ...] = ()) -> list[str]
 # --------------------------------------------------------------------------------------
 # Processes: read what the server reported, wait for them to go, kill what is left
 # --------------------------------------------------------------------------------------
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie is dead: only its parent's reaping is
-    left, and the kernel has already freed everything else)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return state not in ("Z", "X")
 
 
 def reported(pids_file: Path) -> list[dict[str, Any]]:
@@ -488,6 +474,7 @@ def parsed(data: bytes) -> Any:
 def texts_value(msg: dict[str, Any]) -> Any:
     """A result's text blocks as values (GCF or JSON decoded), with everything else."""
     import gcfkit
+    from tests.conformance import GCF_HEADS
 
     result = msg.get("result")
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
@@ -501,7 +488,7 @@ def texts_value(msg: dict[str, Any]) -> Any:
         text = block.get("text") if isinstance(block, dict) else None
         if isinstance(text, str):
             with contextlib.suppress(ValueError):
-                text = gcfkit.loads(text) if text.startswith("GCF profile=") else json.loads(text)
+                text = gcfkit.decode(text) if text.startswith(GCF_HEADS) else json.loads(text)
         blocks.append({**block, "text": text} if isinstance(block, dict) else block)
     return {**msg, "result": {**result, "content": blocks}}
 

@@ -40,7 +40,7 @@ def test_a_gcf_form_that_does_not_decode_back_is_never_a_candidate() -> None:
 
 def test_a_dense_form_that_does_not_decode_back_is_refused() -> None:
     class Encoded:
-        text = "GCF profile=dense\n=1\n"
+        text = "GCF-dense\n=1\n"
         constructs = ("defs",)
 
     codec = Codec(dense_encode=lambda value, **kw: Encoded(), dense_loads=lambda t: 1)
@@ -126,7 +126,7 @@ def test_the_dense_form_wins_where_it_is_fewer_tokens_and_reads_back() -> None:
     assert len(json.dumps(value)) > GENERIC_SKIP_BYTES
     config = ProxyConfig(refs="off", time_budget=60.0)
     decision, (text,) = answer(Rewriter(config), value, True)
-    assert decision == "dense" and text.startswith("GCF profile=dense\n# GCF is lossless JSON")
+    assert decision == "dense" and text.startswith("GCF-dense\n# GCF is lossless JSON")
     assert dense.loads(text) == value
     assert answer(Rewriter(config, full_codec()), value, True) == (decision, [text])
     off = ProxyConfig(refs="off", time_budget=60.0, dense=())

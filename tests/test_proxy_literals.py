@@ -18,6 +18,7 @@ import gcfkit
 from gcfkit.answers.pyliteral import MAX_LITERAL_BYTES, literal_value, renders
 from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import ProxyConfig, ProxyCore
+from tests.conformance import GCF_HEADS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,7 +125,7 @@ def decoded(text: str) -> Any:
 def test_a_sqlite_result_becomes_gcf_that_renders_back_exactly() -> None:
     texts, decision = exchange(core_of(), SQLITE_TEXT)
     assert decision in ("gcf", "dense")
-    assert texts[0].startswith("GCF profile=")
+    assert texts[0].startswith(GCF_HEADS)
     assert repr(decoded(texts[0])) == SQLITE_TEXT
     assert gcfkit.tokens.count(texts[0]) < gcfkit.tokens.count(SQLITE_TEXT)
 
@@ -198,7 +199,7 @@ def test_sqlite_server_through_the_proxy() -> None:
     direct, proxied = asyncio.run(asyncio.wait_for(both(), 90))
     assert direct[0][0].startswith("[{'id': 1, 'title': 'Track 1'")
     big = proxied[0][0]
-    assert big.startswith("GCF profile=")
+    assert big.startswith(GCF_HEADS)
     assert gcfkit.tokens.count(big) < gcfkit.tokens.count(direct[0][0])
     for want, got in zip(direct, proxied, strict=True):
         if len(got) == 2 and re.fullmatch(r"ref=[1-9][0-9]{5}", got[1]):

@@ -20,7 +20,7 @@ from gcfkit.jsonio import same_value
 from gcfkit.proxy.core import SINCE_ARGUMENT, ProxyConfig, ProxyCore
 from gcfkit.proxy.policy import Policy, ToolPolicy
 from gcfkit.relative import ResultMemory
-from tests.test_proxy_core import call, delivered_result, pretty, request, response, text_result
+from tests.proxy_support import call, delivered_result, pretty, request, response, text_result
 
 GRAPH: dict[str, Any] = {
     "entities": [

@@ -18,6 +18,7 @@ import gcfkit
 from gcfkit import GCFError, relative
 from gcfkit.errors import GCFDecodeError
 from tests.conformance import strict_equal
+from tests.gcf_python import rejects_at_line_1
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "relative"
 FIXTURES = [
@@ -102,3 +103,17 @@ def test_fixtures_were_found() -> None:
 def test_fixture(path: str, fx: dict[str, Any]) -> None:
     assert set(fx) <= {"name", "description", "operation", "input", "expected", "expectedError"}
     OPERATIONS[fx["operation"]](fx)
+
+
+def _answers(fx: dict[str, Any]) -> list[str]:
+    """The relative answers a fixture holds (an encoder's output, an applied answer)."""
+    inp = fx["input"]
+    texts = [fx.get("expected"), inp.get("answer") if isinstance(inp, dict) else inp]
+    return [t for t in texts if isinstance(t, str) and relative.is_answer(t)]
+
+
+def test_every_answer_fails_at_line_1_in_gcf_python() -> None:
+    answers = [a for _, fx in FIXTURES for a in _answers(fx)]
+    assert len(answers) >= 40
+    for text in answers:
+        rejects_at_line_1(text)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gcfkit import relative
 from gcfkit.errors import CODES, GCFError
-from tests.test_fuzz import _MUTATORS, _SPECIALS, _lossy
+from tests.codec_support import MUTATORS, SPECIALS, lossy
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "relative"
 
@@ -57,19 +57,19 @@ def _check(payload: str | bytes, held: Any) -> None:
 
 def _insert_special(rng: random.Random, text: str) -> str:
     pos = rng.randrange(len(text) + 1)
-    return text[:pos] + rng.choice(_SPECIALS + _EXTRA_SPECIALS) + text[pos:]
+    return text[:pos] + rng.choice(SPECIALS + _EXTRA_SPECIALS) + text[pos:]
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_mutated_answers_only_raise_gcferror(seed: int) -> None:
     rng = random.Random(seed)
-    mutators = [*_MUTATORS, _insert_special]
+    mutators = [*MUTATORS, _insert_special]
     for case in range(600):
         text, held = rng.choice(CASES)
         payload: str | bytes = text
         for _ in range(rng.randint(1, 3)):
             mutate = rng.choice(mutators)
-            payload = mutate(rng, payload if isinstance(payload, str) else _lossy(payload))
+            payload = mutate(rng, payload if isinstance(payload, str) else lossy(payload))
         try:
             _check(payload, held)
         except AssertionError:

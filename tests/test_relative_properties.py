@@ -24,7 +24,7 @@ from gcfkit import GCFError, relative
 from gcfkit.jsonio import same_value
 from gcfkit.relative import Element, Member, Select, format_path, parse_path
 from gcfkit.relative.textdiff import apply_text, diff_text, format_edit_lines, parse_edit_lines
-from tests.test_properties import AWKWARD, json_values, tables
+from tests.codec_support import AWKWARD, json_values, tables
 
 _SETTINGS: dict[str, Any] = {
     "deadline": None,

@@ -247,10 +247,10 @@ def _odd_values() -> st.SearchStrategy[Any]:
 
 
 def _encoder_inputs() -> st.SearchStrategy[Any]:
-    from tests.test_properties import _keys, _pool, _scalars, documents, json_values
+    from tests.codec_support import documents, field_names, json_values, key_strings, scalar_values
 
-    keys = st.one_of(_pool, _keys, st.sampled_from(["\ud800", "a>b", ">", "a>", "key"]))
-    scalars = st.one_of(_scalars, _odd_values(), st.floats())
+    keys = st.one_of(field_names, key_strings, st.sampled_from(["\ud800", "a>b", ">", "a>", "key"]))
+    scalars = st.one_of(scalar_values, _odd_values(), st.floats())
 
     def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         return st.one_of(
@@ -444,9 +444,9 @@ def test_c_decoder_reads_every_fixture_and_sample_as_the_reference() -> None:
 
 @requires_c
 def test_c_decoder_reads_mutated_payloads_as_the_reference_and_never_crashes() -> None:
-    from tests import test_fuzz
+    from tests import codec_support
 
-    corpus = test_fuzz.CORPUS + [p for p in _fixture_payloads() if isinstance(p, str)]
+    corpus = codec_support.CORPUS + [p for p in _fixture_payloads() if isinstance(p, str)]
     for _, value in SAMPLES[:: max(1, len(SAMPLES) // 60)]:
         with contextlib.suppress(GCFError):
             corpus.append(dumps(value))
@@ -458,7 +458,7 @@ def test_c_decoder_reads_mutated_payloads_as_the_reference_and_never_crashes() -
             head, _, body = text.partition("\n")
             payload: str | bytes = body
             for _ in range(rng.randint(1, 3)):
-                mutate = rng.choice(test_fuzz._MUTATORS)
+                mutate = rng.choice(codec_support.MUTATORS)
                 payload = mutate(rng, payload if isinstance(payload, str) else payload.decode(
                     "utf-8", "replace"))  # fmt: skip
             if isinstance(payload, str):
@@ -475,7 +475,7 @@ def test_c_decoder_reads_mutated_payloads_as_the_reference_and_never_crashes() -
 def test_c_decoder_serves_canonical_text_and_agrees_on_its_mutations(
     value: Any, flatten: bool, shared: bool, inline: bool, rng: random.Random
 ) -> None:
-    from tests import test_fuzz
+    from tests import codec_support
 
     try:
         wire = dumps(value, flatten=flatten, shared_schemas=shared, inline_schemas=inline)
@@ -485,7 +485,7 @@ def test_c_decoder_serves_canonical_text_and_agrees_on_its_mutations(
     for _ in range(3):
         payload: str | bytes = wire
         for _ in range(rng.randint(1, 2)):
-            mutate = rng.choice(test_fuzz._MUTATORS)
+            mutate = rng.choice(codec_support.MUTATORS)
             payload = mutate(rng, payload if isinstance(payload, str) else payload.decode(
                 "utf-8", "replace"))  # fmt: skip
         _check_decode(payload)

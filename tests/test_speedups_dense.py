@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from gcfkit import GCFError, dense, speedups
 from gcfkit.generic import definitions
 from gcfkit.generic.encoder import encode_dense
-from gcfkit.header import dense_header, to_text
+from gcfkit.header import dense_header_line, to_text
 from tests.test_dense_properties import CONFIGS, REPEATED, dense_documents
 from tests.test_speedups import SAMPLES, _place, _strict
 
@@ -39,6 +39,7 @@ _SETTINGS: dict[str, Any] = {
 }
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dense"
+HEADER = dense_header_line()
 
 
 def _fixtures() -> list[dict[str, Any]]:
@@ -80,7 +81,7 @@ def _both_encode(value: Any, config: dict[str, bool]) -> tuple[Any, Any, bool]:
         reference = run()
     accel = speedups.accelerator
     served = accel is not None and (
-        accel.encode_dense(value, dense_header(), defs, lists, constants, short_rows) is not None
+        accel.encode_dense(value, HEADER, defs, lists, constants, short_rows) is not None
     )
     return fast, reference, served
 
@@ -148,11 +149,9 @@ def test_c_dense_encoder_hands_back_what_it_cannot_do_exactly() -> None:
     for value in odd:
         fast, reference, _ = _both_encode(value, {})
         assert fast == reference
-    assert accel.encode_dense({"a": float("inf")}, dense_header(), {}, True, True, True) is None
+    assert accel.encode_dense({"a": float("inf")}, HEADER, {}, True, True, True) is None
     # A definition the reference spells itself (a str subclass key) goes back too.
-    assert (
-        accel.encode_dense({"a": "x"}, dense_header(), {Name("x"): "a"}, True, True, True) is None
-    )
+    assert accel.encode_dense({"a": "x"}, HEADER, {Name("x"): "a"}, True, True, True) is None
 
 
 def _reference(text: str | bytes) -> tuple[str, Any]:
@@ -180,7 +179,7 @@ def _check_decode(text: str | bytes) -> bool:
     else:
         assert got[1] == reference[1], text
     try:
-        answer = accel.decode_dense(to_text(text), dense_header())
+        answer = accel.decode_dense(to_text(text), dense_header_line())
     except GCFError:
         answer = None  # not UTF-8: to_text's error, before the accelerator
     if answer is not None:
@@ -230,7 +229,7 @@ def test_c_dense_decoder_reads_mutated_payloads_as_the_reference() -> None:
 def test_c_dense_decoder_serves_canonical_text_and_agrees_on_its_mutations(
     value: Any, config: dict[str, bool], rng: random.Random
 ) -> None:
-    from tests import test_fuzz
+    from tests import codec_support
 
     try:
         wire = dense.dumps(value, **dict[str, Any](config))
@@ -240,7 +239,7 @@ def test_c_dense_decoder_serves_canonical_text_and_agrees_on_its_mutations(
     for _ in range(3):
         payload: str | bytes = wire
         for _ in range(rng.randint(1, 2)):
-            mutate = rng.choice(test_fuzz._MUTATORS)
+            mutate = rng.choice(codec_support.MUTATORS)
             payload = mutate(rng, payload if isinstance(payload, str) else payload.decode(
                 "utf-8", "replace"))  # fmt: skip
         _check_decode(payload)

@@ -148,7 +148,7 @@ def test_stats_piped_stdin_table(
     for label in ("JSON pretty", "JSON compact", "GCX1", "GCF", "lossless"):
         assert label in out
     assert "stdin" in out
-    assert "cl100k_base tokens saved versus pretty JSON" in out
+    assert "vs pretty: change in cl100k_base tokens against pretty JSON (− is fewer)" in out
 
 
 def test_stats_dash_reads_stdin(
@@ -271,3 +271,74 @@ def test_every_decision_the_proxy_writes_is_explained() -> None:
         assert describe_decision(word) != word, word
     for reason in (*get_args(FallbackReason), *get_args(FailureReason)):
         assert not describe_decision(fallback_word(reason)).startswith("a fallback:"), reason
+
+
+def test_stats_file_shows_the_dense_form_and_the_uis_sign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The proxy sends the dense profile where it is fewest tokens: stats shows it too, and a
+    # form with fewer tokens than compact JSON reads "−13.4%", as on the page, never "+13.4%".
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(ROWS, indent=2))
+    assert main(["stats", str(path), "--json"]) == 0
+    out = _json_out(capsys)
+    by_name = {f["format"]: f for f in out["formats"]}
+    assert by_name["gcf-ext"]["lossless"] is True
+    assert main(["stats", str(path)]) == 0
+    table = capsys.readouterr().out
+    compact = by_name["json-compact"]["tokens"]["o200k_base"]
+    for name, label in (("gcf", "GCF "), ("gcf-ext", "GCF dense")):
+        fewer = 1 - by_name[name]["tokens"]["o200k_base"] / compact
+        assert fewer > 0
+        line = next(x for x in table.splitlines() if x.strip().startswith(label))
+        assert f"−{fewer:.1%}" in line and f"+{fewer:.1%}" not in line
+
+
+def _ledger_of(path: Path, rows: list[tuple[str, str, int, int, str]]) -> Any:
+    from gcfkit import ledger
+    from gcfkit.measure.savings import summarize
+
+    for server, tool, before, after, decision in rows:
+        rec = ledger.LedgerRecord(
+            server, tool, before * 3, after * 3, before, after, "o200k_base", decision, 1.0
+        )
+        assert ledger.Ledger(path).append(rec, time="2026-01-02T03:04:05.000Z")
+    return summarize(ledger.read_entries(path))
+
+
+def test_the_savings_table_at_80_columns_never_cuts_a_name(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    summary = _ledger_of(
+        tmp_path / "ledger.jsonl",
+        [
+            ("memory-server-npm", "read_graph", 139220, 65870, "gcf"),
+            ("memory-server-npm", "get_file_text_by_path", 9, 9, "unchanged"),
+            ("serena", "find_symbol", 2000, 1500, "dense"),
+        ],
+    )
+    buf = io.StringIO()
+    stats_cli.render_summary(summary, console=Console(file=buf, width=80))
+    out = buf.getvalue()
+    words = {w for line in out.splitlines() for w in line.replace("│", " ").split()}
+    for name in ("memory-server-npm", "read_graph", "get_file_text_by_path", "find_symbol"):
+        assert name in words, out
+    assert "−52.7%" in out and "−25.0%" in out and "±0%" in out
+
+
+def test_a_result_larger_by_its_ref_block_says_why(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    summary = _ledger_of(
+        tmp_path / "ledger.jsonl",
+        [("git", "git_diff", 515, 519, "unchanged"), ("git", "git_log", 900, 400, "gcf")],
+    )
+    t = summary.tools["git", "git_diff"]
+    assert t.named == 1 and t.ref_tokens == 4
+    assert summary.tools["git", "git_log"].why_larger() is None
+    buf = io.StringIO()
+    stats_cli.render_summary(summary, console=Console(file=buf, width=100))
+    out = buf.getvalue()
+    assert "+0.8% †" in out
+    assert "† git_diff is larger by its ref= handle (4 tokens)" in out
+    assert "_since" in out

@@ -163,6 +163,13 @@ def test_the_corpus_passes_the_gate_and_saves(agent_since: bool) -> None:
     for c in result.checks:
         if c.tool == "read_text_file":
             assert c.how in ("as sent", "as sent + ref", "@@ unchanged"), c
+    # A server whose results were left alone but named (file reads) grows by its ref= blocks,
+    # and the report says so rather than show a bare loss.
+    grown = [t for t in result.summary.tools.values() if t.why_larger()]
+    if not agent_since:
+        assert grown
+        report = render_markdown(result, "corpus")
+        assert f"({grown[0].ref_tokens:,} tokens of ref= handles)" in report
 
 
 def test_the_gate_closes_on_a_lossy_codec(tmp_path: Path) -> None:

@@ -288,3 +288,75 @@ def test_an_empty_ledger_says_what_to_do(browser: Any, tmp_path: Path, shots: Pa
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _overflow(page: Any) -> int:
+    """How far the page is wider than the viewport (0: nothing spills past the edge)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def _inside(page: Any, locator: Any, width: int) -> None:
+    box = locator.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, box
+
+
+@pytest.mark.parametrize("width", [420, 900, 1366])
+def test_the_playground_fits_the_screen(page: Any, shots: Path, width: int) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    page.select_option("#example", "memory-read-graph")  # compact JSON: one 4 KB line
+    expect(page.locator("#status")).to_contain_text("4,405 bytes")
+    page.wait_for_selector(".fmt[data-format='gcf'] [data-field='o200k']")
+    assert _overflow(page) == 0
+    cards = page.locator(".fmt")
+    assert cards.count() == 6
+    for i in range(cards.count()):
+        card = cards.nth(i)
+        _inside(page, card, width)
+        _inside(page, card.locator("[data-field='lossless']"), width)
+        if card.locator("button").count():
+            _inside(page, card.locator("button"), width)
+            _inside(page, card.locator("[data-field='o200k']"), width)
+    _inside(page, page.locator(".summary-panel"), width)
+    page.screenshot(path=str(shots / f"playground-{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", [420, 900, 1366])
+def test_invalid_json_says_why_in_the_right_panel(page: Any, shots: Path, width: int) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    page.fill("#input", '{"a": 1,')
+    page.wait_for_selector("#headline [data-field='problem']")
+    said = page.locator(".summary-panel").inner_text()
+    assert "Paste something" not in said
+    assert "invalid_json (line 1)" in said
+    assert _overflow(page) == 0
+    page.screenshot(path=str(shots / f"playground-invalid-{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", [420, 900, 1366])
+def test_the_dashboard_fits_and_explains_every_decision(
+    page: Any, shots: Path, ledger: Path, width: int
+) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    page.click("a.tab[data-tab='savings']")
+    page.wait_for_selector("#sv-cards [data-field='tokens_saved']")
+    assert _overflow(page) == 0
+    for word in ("dense", "gcf", "unchanged", "passthrough-file", "json-minified"):
+        row = page.locator("#sv-decisions tbody tr", has_text=word).first
+        meaning = row.locator("td").nth(3).inner_text()
+        assert meaning and meaning != word, (word, meaning)
+    dense = page.locator("#sv-decisions tbody tr").filter(
+        has=page.locator("code", has_text=re.compile(r"^dense$"))
+    )
+    assert "dense profile" in dense.inner_text()
+    want = cli_json("stats", "--json", "--ledger", "--ledger-file", str(ledger))
+    grown = [t for t in want["tools"] if t["why_larger"]]
+    assert grown  # the corpus replay names text results with a ref= block
+    row = page.locator("#sv-tool-table tbody tr", has_text=grown[0]["tool"]).first
+    assert row.locator("[data-field='change']").inner_text().startswith(grown[0]["change"])
+    assert "ref= handle" in row.locator("[data-field='why-larger']").inner_text()
+    # The timeline is drawn for the width it has, so its labels are never scaled down.
+    svg = page.locator("#sv-timeline svg")
+    box = svg.bounding_box()
+    assert box is not None and box["x"] > 0 and box["x"] + box["width"] <= width
+    assert abs(box["width"] - float(svg.get_attribute("width") or 0)) < 1.5
+    page.screenshot(path=str(shots / f"dashboard-{width}.png"), full_page=True)

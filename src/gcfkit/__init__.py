@@ -38,7 +38,7 @@ from typing import IO, Any
 from .errors import ConfigError, GCFDecodeError, GCFEncodeError, GCFError
 from .generic.decoder import loads
 from .generic.encoder import dumps
-from .header import first_line, parse_header, to_text
+from .header import Spec, first_line, parse_header, to_text
 from .speedups import active as speedups_active
 
 __all__ = [
@@ -78,7 +78,7 @@ def load(fp: IO[str] | IO[bytes], **kw: Any) -> Any:
     return loads(fp.read(), **kw)
 
 
-def decode(text: str | bytes) -> Any:
+def decode(text: str | bytes, *, spec: Spec = "3.6.0") -> Any:
     """Decode any GCF payload by its header.
 
     Generic and dense payloads (docs/extensions/dense.md) give their JSON value; graph
@@ -87,7 +87,8 @@ def decode(text: str | bytes) -> Any:
     :class:`gcfkit.keyed.GenericDelta` (an ``unchanged=true`` answer is a delta whose two
     roots are equal); relative answers (``@@ ...``, docs/extensions/relative-answers.md) a
     :class:`gcfkit.relative.Unchanged`, ``Patch`` or ``Edit``. Malformed input raises
-    :class:`GCFError`.
+    :class:`GCFError`. A generic payload may use the reference's v3.6.0 table forms
+    unless ``spec="3.5.3"`` (as :func:`loads`).
 
     >>> decode("GCF profile=generic\\n## [3]: a,b,c\\n")
     ['a', 'b', 'c']
@@ -103,7 +104,7 @@ def decode(text: str | bytes) -> Any:
         header = parse_header(first_line(text))
     except GCFError:
         # A malformed header gets the generic decoder's strict checks, in their order.
-        return loads(text)
+        return loads(text, spec=spec)
     # An `unchanged=true` answer (§10.3) reads as a delta whose two roots are equal.
     fields = header.fields
     is_delta = "true" in (fields.get("delta"), fields.get("unchanged"))
@@ -119,4 +120,4 @@ def decode(text: str | bytes) -> Any:
         from . import keyed
 
         return keyed.loads_delta(text)
-    return loads(text)
+    return loads(text, spec=spec)

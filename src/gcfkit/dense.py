@@ -1,14 +1,15 @@
 """The GCF dense profile: GCF v3.5.3 plus five constructs for repetition and lists.
 
-Specified in ``docs/extensions/dense.md``. A dense payload starts ``GCF profile=dense``, which
-every strict v3.5.3 decoder rejects (``gcfkit.loads`` included, with ``unsupported_profile``),
-so no reader can silently misread one. Read it with :func:`loads` or :func:`gcfkit.decode`.
+Specified in ``docs/extensions/dense.md``. A dense payload starts ``GCF-dense``
+(:data:`gcfkit.header.DENSE_MAGIC`) where GCF has ``GCF profile=``, so every v3.5.3 decoder,
+graph or generic, rejects it at line 1 (``gcfkit.loads`` with ``unsupported_profile``) and
+no reader can silently misread one. Read it with :func:`loads` or :func:`gcfkit.decode`.
 
 >>> from gcfkit import dense
 >>> rows = [{"name": f"commit {i}", "type": "commit", "tags": ["release", "v2"]} for i in range(3)]
 >>> wire = dense.dumps({"commits": rows})
 >>> print(wire, end="")
-GCF profile=dense
+GCF-dense
 ## commits [3]{name,type=commit,tags}
 commit 0|[2]: release,v2
 commit 1|[2]: release,v2
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Final
 
 from .generic.definitions import Count, estimate, select
+from .header import DENSE_MAGIC, dense_header
 
 __all__ = [
     "CONSTRUCTS",
@@ -64,7 +66,7 @@ CONSTRUCTS: Final = ("defs", "lists", "constants", "short_rows")
 #: One sentence per construct (D13), for readers that do not know the profile. ``profile``
 #: introduces the others; a construct's sentence is needed only by payloads that use it.
 PRIMER: Final[dict[str, str]] = {
-    "profile": "GCF profile=dense is GCF with these additions.",
+    "profile": f"{DENSE_MAGIC} is GCF with these additions.",
     "defs": "A bare $name stands for the string on its $name= line at the top.",
     "lists": "A cell [N]: a,b is a list of N values.",
     "constants": "A header field f=v is a column whose value is v in every row; rows omit it.",
@@ -104,9 +106,9 @@ def encode(
     (D9.4).
 
     >>> encode({"a": "$5"}).text
-    'GCF profile=dense\\na="$5"\\n'
+    'GCF-dense\\na="$5"\\n'
     >>> encode({"tags": {"b", "a"}}, default=sorted).text
-    'GCF profile=dense\\ntags[2]: a,b\\n'
+    'GCF-dense\\ntags[2]: a,b\\n'
     """
     from .generic.cells import with_default
     from .generic.encoder import encode_dense
@@ -136,7 +138,7 @@ def dumps(
 
     >>> team = "platform-team@example.com"
     >>> print(dumps({"owner": team, "cc": [team, team, team]}), end="")
-    GCF profile=dense
+    GCF-dense
     $a=platform-team@example.com
     owner=$a
     cc[3]: $a,$a,$a
@@ -159,10 +161,10 @@ def loads(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None)
     ``parse_float`` and the errors (a placed :class:`~gcfkit.errors.GCFDecodeError`) are
     :func:`gcfkit.loads`'s.
 
-    >>> loads("GCF profile=dense\\n$a=hello world\\n## r [2]{k,v=$a}\\n1\\n2\\n")
+    >>> loads("GCF-dense\\n$a=hello world\\n## r [2]{k,v=$a}\\n1\\n2\\n")
     {'r': [{'k': 1, 'v': 'hello world'}, {'k': 2, 'v': 'hello world'}]}
     >>> from decimal import Decimal
-    >>> loads("GCF profile=dense\\n## r [2]{k,p=0.10}\\n1\\n2\\n", parse_float=Decimal)
+    >>> loads("GCF-dense\\n## r [2]{k,p=0.10}\\n1\\n2\\n", parse_float=Decimal)
     {'r': [{'k': 1, 'p': Decimal('0.10')}, {'k': 2, 'p': Decimal('0.10')}]}
     """
     from .generic.decoder import loads_dense
@@ -177,7 +179,7 @@ def dump(value: Any, fp: IO[str], **kw: Any) -> None:
     >>> buf = io.StringIO()
     >>> dump([1, 2], buf)
     >>> buf.getvalue()
-    'GCF profile=dense\\n## [2]: 1,2\\n'
+    'GCF-dense\\n## [2]: 1,2\\n'
     """
     fp.write(dumps(value, **kw))
 
@@ -186,7 +188,7 @@ def load(fp: IO[str] | IO[bytes], **kw: Any) -> Any:
     """Decode the dense payload in the text or binary file ``fp`` (``loads(fp.read(), **kw)``).
 
     >>> import io
-    >>> load(io.BytesIO(b"GCF profile=dense\\n=42\\n"))
+    >>> load(io.BytesIO(b"GCF-dense\\n=42\\n"))
     42
     """
     return loads(fp.read(), **kw)
@@ -195,20 +197,19 @@ def load(fp: IO[str] | IO[bytes], **kw: Any) -> Any:
 def is_dense(text: str | bytes) -> bool:
     """True when ``text``'s header names the dense profile (a cheap look at line 1).
 
-    >>> is_dense("GCF profile=dense tool=x\\n=1\\n"), is_dense("GCF profile=generic\\n")
+    >>> is_dense("GCF-dense tool=x\\n=1\\n"), is_dense("GCF profile=generic\\n")
     (True, False)
     """
     head = text[:64]
     if isinstance(head, bytes):
         head = head.decode("utf-8", "replace")
-    first = head.split("\n", 1)[0].rstrip("\r")
-    return first == "GCF profile=dense" or first.startswith("GCF profile=dense ")
+    return dense_header(head.split("\n", 1)[0].rstrip("\r"))
 
 
 def primer(constructs: tuple[str, ...] | list[str]) -> str:
     """The primer sentences a reader of a payload using ``constructs`` needs (D13).
 
     >>> primer(("lists",))
-    'GCF profile=dense is GCF with these additions. A cell [N]: a,b is a list of N values.'
+    'GCF-dense is GCF with these additions. A cell [N]: a,b is a list of N values.'
     """
     return " ".join([PRIMER["profile"], *(PRIMER[c] for c in CONSTRUCTS if c in constructs)])

@@ -97,6 +97,7 @@ ErrorCode = Literal[
     "invalid_definition",
     "undefined_reference",
     "invalid_constant",
+    "invalid_group",
 ]
 
 
@@ -175,7 +176,9 @@ CODES: dict[ErrorCode, str] = {
     # the dense profile (docs/extensions/dense.md D10.1)
     "invalid_definition": "a dense definition line that is not $name=string, or a name twice",
     "undefined_reference": "a bare $token that names no definition of the dense payload",
-    "invalid_constant": "a constant column (f=v) whose value or place breaks dense.md D6",
+    "invalid_constant": "a constant column (f=v) whose value or place is wrong (dense D6, v3.6.0)",
+    # the reference's v3.6.0 forms (docs/extensions/v3.6.0-forms.md)
+    "invalid_group": "a value-grouped table (group=) whose header, group line or row is wrong",
 }
 
 

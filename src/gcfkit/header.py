@@ -1,32 +1,69 @@
 """The payload header line (spec §3), shared by every decoder and encoder.
 
 ``GCF profile=<profile> key=value ...``: the profile comes first, field names are bare keys
-and unique, values are printable non-whitespace ASCII (§4 ``header-value``).
+and unique, values are printable non-whitespace ASCII (§4 ``header-value``). gcfkit's dense
+profile writes :data:`DENSE_MAGIC` in place of ``GCF profile=dense`` (dense.md D2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal, get_args
 
 from .errors import ErrorCode, GCFDecodeError, GCFEncodeError, GCFError, decode_error_at
 from .grammar import BARE_KEY_RE, HEADER_FIELD_SEP, HEADER_VALUE_RE, VERSIONED_HEADER
 
 __all__ = [
+    "DENSE_MAGIC",
     "PROFILES",
     "Header",
+    "Spec",
+    "check_generic_header",
     "check_header_value",
+    "check_spec",
     "dense_header",
+    "dense_header_line",
     "first_line",
     "format_header",
     "parse_header",
     "to_text",
 ]
 
-#: The profiles of §3.1, and gcfkit's dense profile (docs/extensions/dense.md), which every
-#: v3.5.3 decoder rejects as an unknown profile and gcfkit's decoders each refuse by name.
-PROFILES: Final = ("generic", "graph", "dense")
+#: The profiles of §3.1 (``profile=``).
+PROFILES: Final = ("generic", "graph")
+
+#: The first word of a dense payload (docs/extensions/dense.md D2), where a GCF payload
+#: has ``GCF profile=``: every v3.5.3 decoder stops at line 1, as the header grammar
+#: (``"GCF" SP "profile="``) and the plainest check (``startswith("GCF ")``, which is all a
+#: graph decoder that skips unknown fields needs) both fail there. Its fields follow as
+#: ``key=value`` pairs; :class:`Header` names its profile ``dense``.
+DENSE_MAGIC: Final = "GCF-dense"
+
+
+def dense_header(line: str) -> bool:
+    """True when header ``line`` (no terminator) opens a dense payload.
+
+    >>> dense_header("GCF-dense tool=x"), dense_header("GCF profile=generic")
+    (True, False)
+    """
+    return line == DENSE_MAGIC or line.startswith(DENSE_MAGIC + " ")
+
+
+#: Which GCF a generic codec call speaks: v3.5.3 (the normative spec), or v3.5.3 with the
+#: table forms the reference implementation writes as v3.6.0 (gcfkit.generic.v360).
+Spec = Literal["3.5.3", "3.6.0"]
+
+
+def check_spec(spec: str) -> bool:
+    """True for ``"3.6.0"``, False for ``"3.5.3"``; any other value is a ``ValueError``.
+
+    >>> check_spec("3.6.0"), check_spec("3.5.3")
+    (True, False)
+    """
+    if spec not in get_args(Spec):
+        raise ValueError(f"spec must be '3.5.3' or '3.6.0', not {spec!r}")
+    return spec == "3.6.0"
 
 
 @dataclass(frozen=True)
@@ -100,6 +137,8 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     gcfkit.errors.GCFDecodeError: error[missing_profile] line 1: ...
     """
     tokens = HEADER_FIELD_SEP.split(text.rstrip("\r").rstrip(" "))
+    if tokens[0] == DENSE_MAGIC:
+        return Header("dense", _fields(tokens[1:], line))
     if tokens[0] != "GCF":
         if VERSIONED_HEADER.match(tokens[0]):
             # §19.1: a future incompatible version; no best-effort parsing.
@@ -120,10 +159,17 @@ def parse_header(text: str, line: int | None = 1) -> Header:
     profile = tokens[1][len("profile=") :]
     if profile not in PROFILES:
         raise GCFDecodeError(
-            "unknown_profile", f"profile={profile}: expected generic, graph (or dense)", line
+            "unknown_profile",
+            f"profile={profile}: expected generic or graph"
+            + (f" (a dense payload starts {DENSE_MAGIC})" if profile == "dense" else ""),
+            line,
         )
+    return Header(profile, _fields(tokens[2:], line))
+
+
+def _fields(tokens: list[str], line: int | None) -> dict[str, str]:
     fields: dict[str, str] = {}
-    for tok in tokens[2:]:
+    for tok in tokens:
         key, eq, value = tok.partition("=")
         if not eq or not BARE_KEY_RE.match(key) or not HEADER_VALUE_RE.match(value):
             raise decode_error_at(
@@ -142,7 +188,44 @@ def parse_header(text: str, line: int | None = 1) -> Header:
                 1,
             )
         fields[key] = value
-    return Header(profile, fields)
+    return fields
+
+
+# Where a payload of another profile is read, by (dense wanted?, its profile).
+_ELSEWHERE: Final = {
+    (False, "graph"): "this is a graph-profile payload; decode it with gcfkit.graph.loads",
+    (False, "dense"): "this is a dense-profile payload (a gcfkit extension of GCF, "
+    "docs/extensions/dense.md); read it with gcfkit.dense.loads or gcfkit.decode",
+    (True, "generic"): "a generic-profile payload is not dense; read it with gcfkit.decode",
+    (True, "graph"): "a graph-profile payload is not dense; read it with gcfkit.decode",
+}
+
+
+def check_generic_header(header: Header, dense: bool, accept_answers: bool) -> None:
+    """What the generic decoder accepts of a parsed header: its profile (generic, or with
+    ``dense`` dense), integer ``tokens``/``count``, and a delta or unchanged answer only
+    when ``accept_answers`` (never in a dense payload); ``unsupported_profile`` otherwise.
+
+    >>> check_generic_header(parse_header("GCF profile=graph"), False, False)
+    Traceback (most recent call last):
+    gcfkit.errors.GCFDecodeError: error[unsupported_profile] line 1: ...
+    """
+    if header.profile != ("dense" if dense else "generic"):
+        raise GCFDecodeError("unsupported_profile", _ELSEWHERE[dense, header.profile], 1)
+    for name in ("tokens", "count"):
+        header.count(name)
+    if header.flag("delta") | header.flag("unchanged"):
+        if dense:
+            raise GCFDecodeError(
+                "unsupported_profile", "a dense payload is never a delta answer", 1
+            )
+        if not accept_answers:
+            raise GCFDecodeError(
+                "unsupported_profile",
+                "this is a generic delta/unchanged payload; decode it with "
+                "gcfkit.keyed.loads_delta",
+                1,
+            )
 
 
 def check_header_value(key: str, value: str, code: ErrorCode = "invalid_graph") -> str:
@@ -175,7 +258,7 @@ def format_header(
     >>> format_header("generic")
     'GCF profile=generic'
     """
-    head = "GCF profile=" + profile
+    head = DENSE_MAGIC if profile == "dense" else "GCF profile=" + profile
     if not pairs:
         return head
     if code is None:
@@ -185,13 +268,12 @@ def format_header(
     return " ".join(parts)
 
 
-def dense_header(tool: str | None = None) -> str:
-    """The dense profile's header line (docs/extensions/dense.md D2), with ``tool=`` when
-    given: the one place it is spelled, for the encoders and for the accelerated decoder,
-    which reads the line as this writes it.
+def dense_header_line(tool: str | None = None) -> str:
+    """The dense profile's header line, with ``tool=`` when given: what the encoders write
+    and the accelerated decoder reads (its only other form is one ``tool=`` field).
 
-    >>> dense_header(), dense_header("git")
-    ('GCF profile=dense', 'GCF profile=dense tool=git')
+    >>> dense_header_line(), dense_header_line("git")
+    ('GCF-dense', 'GCF-dense tool=git')
     """
     return format_header("dense", [] if tool is None else [("tool", tool)])
 

@@ -38,6 +38,7 @@ __all__ = [
     "INT64_MIN",
     "MISSING",
     "Attach",
+    "check_constant_token",
     "check_scalar_text",
     "format_key",
     "format_number",
@@ -596,11 +597,13 @@ def parse_field_decl_at(
     line: int | None = None,
     *,
     constants: list[tuple[int, str]] | None = None,
+    dense: bool = True,
 ) -> tuple[list[str], int]:
     """Parse ``{f1,f2,...}`` at ``pos`` (§2a.3); return (names, end). Duplicates are rejected.
 
-    With ``constants`` (a list to fill, dense profile D6.1) a name may be followed by
-    ``=value``: each constant column's index and value token are appended to it.
+    With ``constants`` (a list to fill, dense profile D6.1, or with ``dense=False`` the
+    reference's v3.6.0 constant columns) a name may be followed by ``=value``: each
+    constant column's index and value token are appended to it.
 
     >>> parse_field_decl_at('{id,"a,b",c}', 0)
     (['id', 'a,b', 'c'], 12)
@@ -608,21 +611,27 @@ def parse_field_decl_at(
     >>> parse_field_decl_at('{id,t=commit,u="x,y"}', 0, constants=consts), consts
     ((['id', 't', 'u'], 21), [(1, 'commit'), (2, '"x,y"')])
     """
-    names, _, end = _field_decl(text, pos, line, marks=False, constants=constants)
+    names, _, end = _field_decl(text, pos, line, marks=False, constants=constants, dense=dense)
     return names, end
 
 
 def parse_id_field_decl_at(
-    text: str, pos: int, line: int | None = None
+    text: str,
+    pos: int,
+    line: int | None = None,
+    *,
+    constants: list[tuple[int, str]] | None = None,
 ) -> tuple[list[str], int, int]:
     """Parse a declaration in which one name may carry the ``@`` of a delta identity column
-    (§10a.1); return (names, index of the marked name or -1, end). The mark is syntax only
-    outside quotes: a quoted ``"@x"`` is an ordinary name.
+    (§10a.1) or of a value-grouped table's key column (the reference's v3.6.0 §7.4.8);
+    return (names, index of the marked name or -1, end). The mark is syntax only outside
+    quotes: a quoted ``"@x"`` is an ordinary name. ``constants`` as in
+    :func:`parse_field_decl_at` (v3.6.0 constant columns).
 
     >>> parse_id_field_decl_at('{@id,"@v"}', 0)
     (['id', '@v'], 0, 10)
     """
-    return _field_decl(text, pos, line, marks=True)
+    return _field_decl(text, pos, line, marks=True, constants=constants, dense=False)
 
 
 def _field_decl(
@@ -632,6 +641,7 @@ def _field_decl(
     *,
     marks: bool,
     constants: list[tuple[int, str]] | None = None,
+    dense: bool = True,
 ) -> tuple[list[str], int, int]:
     n = len(text)
     if pos >= n or text[pos] != "{":
@@ -661,7 +671,7 @@ def _field_decl(
         seen.add(key)
         names.append(key)
         if constants is not None and text.startswith("=", pos):
-            pos = _constant_at(text, pos + 1, len(names) - 1, constants, line)
+            pos = _constant_at(text, pos + 1, len(names) - 1, constants, line, dense)
         if pos >= n:
             raise decode_error_at("invalid_line", "unterminated field declaration", line, text, n)
         c = text[pos]
@@ -678,12 +688,43 @@ def _field_decl(
             )
 
 
+def check_constant_token(tok: str, line: int | None, text: str, pos: int, *, dense: bool) -> None:
+    """Reject a constant's value token (at ``text[pos]``) that is no single scalar:
+    empty, ``~``, an attachment marker, or in a dense payload a list cell (D6.1). The
+    reference's v3.6.0 forms (``dense=False``) read ``^{x`` without its ``}`` as the
+    string it is in a row cell; dense rejects any ``^{`` (``invalid_constant``).
+
+    >>> check_constant_token("~", 2, "{a=~}", 3, dense=False)
+    Traceback (most recent call last):
+    gcfkit.errors.GCFDecodeError: error[invalid_constant] line 2: ...
+    """
+    if (
+        not tok
+        or tok in ("~", "^")
+        or (tok.startswith("^{") and (dense or tok.endswith("}")))
+        or (dense and LIST_HEAD.match(tok))
+    ):
+        raise decode_error_at(
+            "invalid_constant",
+            f"constant value {tok[:30]!r} must be one scalar "
+            "(not empty, ~, ^ or ^{...}" + (" or a list cell)" if dense else ")"),
+            line,
+            text,
+            pos,
+        )
+
+
 def _constant_at(
-    text: str, pos: int, index: int, constants: list[tuple[int, str]], line: int | None
+    text: str,
+    pos: int,
+    index: int,
+    constants: list[tuple[int, str]],
+    line: int | None,
+    dense: bool,
 ) -> int:
-    """Read the value token of a constant column (dense D6.1) at ``pos``; return its end."""
+    """Read the value token of a constant column (dense D6.1, or the reference's v3.6.0
+    §7.4.7) at ``pos``; return its end."""
     n = len(text)
-    start = pos
     while pos < n and text[pos] in " \t":
         pos += 1
     if text.startswith('"', pos):
@@ -693,15 +734,7 @@ def _constant_at(
         while end < n and text[end] not in ",}":
             end += 1
     tok = text[pos:end].strip(" \t")
-    if not tok or tok in ("~", "^") or tok.startswith("^{") or LIST_HEAD.match(tok):
-        raise decode_error_at(
-            "invalid_constant",
-            f"constant column value {text[start:end][:30]!r} must be one scalar "
-            "(not empty, ~, ^ or a list cell)",
-            line,
-            text,
-            pos,
-        )
+    check_constant_token(tok, line, text, pos, dense=dense)
     constants.append((index, tok))
     while end < n and text[end] in " \t":
         end += 1

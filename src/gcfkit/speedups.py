@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
 __all__ = [
@@ -159,7 +159,7 @@ _USED_BITS: Final = (("defs", 1), ("lists", 2), ("constants", 4), ("short_rows",
 def encode_dense(
     value: Any,
     header: str,
-    defs: dict[str, str],
+    defs: Mapping[str, str],
     lists: bool,
     constants: bool,
     short_rows: bool,
@@ -173,7 +173,7 @@ def encode_dense(
     True
     """
     accel = accelerator
-    if accel is None:
+    if accel is None or type(defs) is not dict:  # another mapping: the reference's
         return None
     got = accel.encode_dense(value, header, defs, lists, constants, short_rows)
     if got is None:

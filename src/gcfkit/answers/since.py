@@ -55,6 +55,7 @@ __all__ = [
     "FREE_NAMING_BYTES",
     "SINCE_ARGUMENT",
     "SINCE_SCHEMA",
+    "Asked",
     "Names",
     "RefMode",
     "TextAnswer",
@@ -98,6 +99,22 @@ def handle_of(value: Any) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         value = str(value)
     return value if isinstance(value, str) and relative.is_handle(value) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """Where a result's answer is decided: its ``tool``, its ``slot`` (tool and arguments:
+    the call it answers) and the held result it is relative to, ``since`` (named by the
+    call, or, with ``--delta session`` and ``implicit``, the call's latest).
+
+    >>> Asked("git_log", "git_log\\x00{}").since is None
+    True
+    """
+
+    tool: str
+    slot: str
+    since: str | None = None
+    implicit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +191,10 @@ class Names:
             return True
         return self.mode == "auto" and (self.uses_since or size >= self.free_bytes)
 
-    def held(
-        self, tool: str, args_key: str, since: str | None, implicit: bool, kind: Kind
-    ) -> Held | None:
-        """The result ``since`` names, when a relative answer may use it (module docstring)."""
+    def held(self, asked: Asked, kind: Kind) -> Held | None:
+        """The result ``asked.since`` names, when a relative answer may use it (module
+        docstring)."""
+        tool, args_key, since, implicit = asked.tool, asked.slot, asked.since, asked.implicit
         if since is None or self.mode == "off":
             return None
         held = self.memory.recall(since)
@@ -215,10 +232,7 @@ class Names:
         choice: Choice,
         handle: str,
         plain: int,
-        tool: str,
-        args_key: str,
-        since: str | None,
-        implicit: bool,
+        asked: Asked,
         value: Any,
         held: Held | None,
         size: int,
@@ -234,15 +248,13 @@ class Names:
         named, extra = self.name(choice, handle)
         if extra is not None and not (self.names_freely(size) or choice.tokens + extra <= plain):
             return choice, 0, None
-        self.remember(tool, args_key, implicit, "json", value, held, handle, choice, json_size)
+        self.remember(asked, "json", value, held, handle, choice, json_size)
         block = relative.ref_block(handle) if choice.decision in ("json", "original") else None
         return named, extra or 0, block
 
     def remember(
         self,
-        tool: str,
-        args_key: str,
-        implicit: bool,
+        asked: Asked,
         kind: Kind,
         value: Any,
         held: Held | None,
@@ -253,8 +265,9 @@ class Names:
         """Remember what the client now holds under ``handle`` (an ``@@ unchanged`` answer
         only counts towards re-anchoring: the held result keeps its name); ``size``: the
         value's bytes (its compact JSON's for a JSON value) when the caller knows them."""
+        tool, args_key = asked.tool, asked.slot
         answered = choice.decision.startswith("since-")
-        if implicit:
+        if asked.implicit:
             if answered:
                 self.unasked[args_key] = self.unasked.get(args_key, 0) + 1
             else:
@@ -299,10 +312,7 @@ class Names:
     def text_result(
         self,
         block: dict[str, Any],
-        tool: str,
-        args_key: str,
-        since: str | None,
-        implicit: bool,
+        asked: Asked,
         kind: Kind,
         policy: AnswerPolicy,
         check: Callable[[], None],
@@ -311,7 +321,8 @@ class Names:
         to the held text when that wins (a file only ever ``@@ unchanged``), else the text
         and its ``ref=`` block; None when it is not named at all."""
         text = block["text"]
-        held = self.held(tool, args_key, since, implicit, kind)
+        tool = asked.tool
+        held = self.held(asked, kind)
         size = utf8_len(text)
         if not self.may_name(size) or not (self.names_freely(size) or held is not None):
             # A ref= block makes a text result larger: in auto mode, a small one only once
@@ -326,9 +337,7 @@ class Names:
             [block, {"type": "text", "text": ref}], tokens=self.count(ref), size=utf8_len(ref)
         )
         answer = self._relative_text(text, held, tool, kind, handle, policy, check, full)
-        self.remember(
-            tool, args_key, implicit, kind, text, held, handle, answer.answer or _ORIGINAL
-        )
+        self.remember(asked, kind, text, held, handle, answer.answer or _ORIGINAL)
         if answer.answer is not None:
             # The answer replaces the text in its own block (annotations and all).
             return replace(answer, content=[{**block, "text": answer.answer.text}])

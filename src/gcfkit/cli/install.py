@@ -1,5 +1,7 @@
-"""``gcfkit install-mcp``, ``uninstall-mcp`` and ``mcp-status``: put a configured MCP server
-behind ``gcfkit proxy`` (and take it out again) in Claude Code, Cursor and Claude Desktop.
+"""``gcfkit install-mcp``, ``uninstall-mcp``, ``mcp-status`` and ``doctor``: put configured MCP
+servers behind ``gcfkit proxy`` (and take them out again) in every client of
+:data:`gcfkit.clients.known.KNOWN` (Claude Code, Cursor, Claude Desktop, Codex, VS Code,
+Gemini CLI, OpenCode).
 
 The work is done by :mod:`gcfkit.clients` (stdlib only); this module is argument parsing
 and printing.
@@ -19,24 +21,24 @@ from typing import Any
 
 from ..clients.entries import default_launcher, own_script, same_installation
 from ..clients.install import Action, FilePlan, install_mcp, uninstall_mcp
-from ..clients.locations import CLIENTS, SCOPES
+from ..clients.known import CLIENTS
+from ..clients.locations import SCOPES
 from ..clients.status import ServerStatus, mcp_status
 from ..errors import ConfigError
 from .io import printable
 
 _CLIENT_HELP = (
-    "which client's configs: claude-code, cursor, claude-desktop, or all "
+    f"which client's configs: {', '.join(CLIENTS)}, or all "
     "(default: wherever NAME is configured, which must be one place)"
 )
 _SCOPE_HELP = (
-    "user (~/.claude.json, ~/.cursor/mcp.json, Claude Desktop), "
-    "project (./.mcp.json, ./.cursor/mcp.json) or local (~/.claude.json for this directory)"
+    "user (in your home: ~/.claude.json, ~/.codex/config.toml, ...), project (in this "
+    "directory: .mcp.json, .vscode/mcp.json, opencode.json, ...) or local (~/.claude.json "
+    "for this directory)"
 )
 
 
-_STATUS_CLIENT_HELP = (
-    "which client's configs: claude-code, cursor, claude-desktop, or all (default: all)"
-)
+_STATUS_CLIENT_HELP = f"which client's configs: {', '.join(CLIENTS)}, or all (default: all)"
 
 
 def _add_selection(parser: argparse.ArgumentParser, client_help: str = _CLIENT_HELP) -> None:
@@ -45,8 +47,9 @@ def _add_selection(parser: argparse.ArgumentParser, client_help: str = _CLIENT_H
     parser.add_argument(
         "--config",
         metavar="PATH",
-        help="use this config file instead of the known ones (its top-level mcpServers, and "
-        "projects[<this directory>].mcpServers)",
+        help="use this config file instead of the known ones (its servers: mcpServers, and "
+        "projects[<this directory>].mcpServers; servers, mcp_servers or mcp for the clients "
+        "that use those, told by the file's name or --client)",
     )
 
 
@@ -59,9 +62,11 @@ def register(sub: Any) -> None:
         "HTTP entry's url and headers become `gcfkit proxy --upstream URL --header ...`). "
         "Every other field stays as it was; the original entry is recorded in gcfkit's state "
         "directory and a backup of the file is made before writing. Running it again does not "
-        "double-wrap.",
+        "double-wrap. Several names wrap several servers; if one cannot be wrapped, none is.",
     )
-    inst.add_argument("name", metavar="NAME", help="the server's name under mcpServers")
+    inst.add_argument(
+        "names", metavar="NAME", nargs="+", help="a server's name in the client's config"
+    )
     _add_selection(inst)
     inst.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     inst.add_argument(
@@ -94,7 +99,9 @@ def register(sub: Any) -> None:
         "edited since; otherwise the command after `--` is unwrapped and other edits kept). "
         "A server that is not wrapped is left alone.",
     )
-    uninst.add_argument("name", metavar="NAME", help="the server's name under mcpServers")
+    uninst.add_argument(
+        "names", metavar="NAME", nargs="+", help="a server's name in the client's config"
+    )
     _add_selection(uninst)
     uninst.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     uninst.set_defaults(func=_uninstall)
@@ -117,7 +124,7 @@ def register(sub: Any) -> None:
         "deadline; then stop it and its children. Also check that the proxy can write its "
         "savings ledger. Exit status 0 when everything checked is fine, 1 otherwise.",
     )
-    doc.add_argument("name", metavar="NAME", nargs="?", help="check only this server")
+    doc.add_argument("names", metavar="NAME", nargs="*", help="check only these servers")
     _add_selection(doc)
     doc.add_argument(
         "--all", action="store_true", help="also start the servers that are not wrapped"
@@ -169,7 +176,7 @@ def _install(args: argparse.Namespace) -> int:
     if args.gcfkit:
         launcher = shlex.split(args.gcfkit, posix=os.name != "nt")
     plans = install_mcp(
-        args.name,
+        args.names,
         client=args.client,
         scope=args.scope,
         config=args.config,
@@ -189,7 +196,7 @@ def _explain_install(args: argparse.Namespace, launcher: Sequence[str]) -> None:
     out = sys.stdout
     print(f"  the client now starts: {shlex.join(launcher)} proxy ... -- <the server>", file=out)
     where = [f"--{k}={v}" for k in ("client", "scope", "config") if (v := getattr(args, k))]
-    undo = shlex.join(["gcfkit", "uninstall-mcp", args.name, *where])
+    undo = shlex.join(["gcfkit", "uninstall-mcp", *args.names, *where])
     print(f"  check it: {shlex.join(['gcfkit', 'doctor', *where])}", file=out)
     print(f"  undo it:  {undo}", file=out)
     own = own_script()
@@ -209,7 +216,7 @@ def _on_path(script: Path) -> bool:
 
 def _uninstall(args: argparse.Namespace) -> int:
     plans = uninstall_mcp(
-        args.name,
+        args.names,
         client=args.client,
         scope=args.scope,
         config=args.config,
@@ -230,7 +237,7 @@ def _status_line(s: ServerStatus) -> str:
     if s.wrapped:
         opts = f" ({shlex.join(s.proxy_args)})" if s.proxy_args else ""
         state = f"wrapped{opts}"
-    elif s.transport == "http":
+    elif not s.wrappable:
         state = "not wrappable (http)"
     else:
         state = "not wrapped"
@@ -270,10 +277,12 @@ def _doctor(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise ConfigError("invalid_option", "--timeout must be > 0")
     found = mcp_status(client=args.client, scope=args.scope, config=args.config)
-    if args.name is not None:
-        found = [s for s in found if s.name == args.name or s.name is None]
-        if not any(s.name == args.name for s in found):
-            raise ConfigError("server_not_found", f"no server named {args.name!r} in the configs")
+    if args.names:
+        found = [s for s in found if s.name in args.names or s.name is None]
+        missing = [n for n in args.names if not any(s.name == n for s in found)]
+        if missing:
+            named = ", ".join(map(repr, missing))
+            raise ConfigError("server_not_found", f"no server named {named} in the configs")
     failed = 0
     checked = 0
     ledgers: set[Path] = set()
@@ -289,8 +298,11 @@ def _doctor(args: argparse.Namespace) -> int:
             continue
         name = _shown(s.name)
         if not s.wrapped and not args.all:
-            hint = "not wrappable (http)" if s.transport == "http" else "not wrapped"
-            print(f"  - {name}: {hint}; gcfkit install-mcp {shlex.quote(s.name)} to wrap it")
+            if s.wrappable:
+                how = f"gcfkit install-mcp {shlex.quote(s.name)} to wrap it"
+                print(f"  - {name}: not wrapped; {how}")
+            else:
+                print(f"  - {name}: not wrappable (a remote server the proxy cannot relay)")
             continue
         if s.entry is None or s.transport != "stdio":
             print(f"  - {name}: a remote server; not started")

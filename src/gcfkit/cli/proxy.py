@@ -54,7 +54,10 @@ remote servers (Streamable HTTP, protocol 2025-11-25 sessions and 2026-07-28):
                             in front of COMMAND, or of --upstream URL (a gateway that passes
                             the client's own Authorization, session and OAuth discovery
                             through). HOST must be given; use 127.0.0.1 unless the proxy is
-                            meant to be reached from other machines.
+                            meant to be reached from other machines. On every bind, Host
+                            and Origin are checked (--allow-host, --allow-origin), bodies,
+                            sessions and slow clients are bounded; a gateway lends its
+                            --header credential beyond loopback only with --client-token.
   --keepalive SECONDS       with --http: an SSE comment on a stream silent this long
                             (default 15; 0: none), so proxies on the way keep it open
 
@@ -206,6 +209,7 @@ def register(sub: Any) -> None:
         metavar="HOST:PORT",
         help="serve Streamable HTTP on HOST:PORT (path /mcp) instead of stdio",
     )
+    add_http_options(p)
     p.add_argument(
         "--keepalive",
         type=float,
@@ -217,6 +221,105 @@ def register(sub: Any) -> None:
     add_capture_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server command, after --")
     p.set_defaults(func=_run)
+
+
+def add_http_options(p: argparse.ArgumentParser) -> None:
+    """Who may use an ``--http`` server, and its bounds (README: Running it for others)."""
+    from ..transports.http_limits import DEFAULT_LIMITS as limits
+
+    g = p.add_argument_group("serving over HTTP (--http)")
+    g.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name clients may use besides loopback names and the address they "
+        "connect to (repeatable; '*': any)",
+    )
+    g.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin allowed besides loopback pages, e.g. https://app.example "
+        "(repeatable; '*': any)",
+    )
+    g.add_argument(
+        "--client-token",
+        metavar="TOKEN",
+        help="clients must send 'Authorization: Bearer TOKEN' (${VAR}: an environment "
+        "variable); required to lend --header credentials beyond loopback",
+    )
+    g.add_argument(
+        "--max-sessions",
+        type=int,
+        metavar="N",
+        help=f"sessions at once: server processes with -- COMMAND (default "
+        f"{limits.max_processes}), sessions remembered by a gateway (default "
+        f"{limits.max_sessions})",
+    )
+    g.add_argument(
+        "--max-memory-mb",
+        type=int,
+        default=limits.remembered_bytes // 2**20,
+        metavar="MB",
+        help="a gateway's ref= results remembered across sessions, least recently used "
+        f"forgotten first (default {limits.remembered_bytes // 2**20})",
+    )
+    g.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=limits.idle_timeout,
+        metavar="SECONDS",
+        help=f"end a session idle this long (default {limits.idle_timeout:g})",
+    )
+    g.add_argument(
+        "--max-body-mb",
+        type=int,
+        default=limits.max_body_bytes // 2**20,
+        metavar="MB",
+        help=f"largest request body (default {limits.max_body_bytes // 2**20})",
+    )
+
+
+def _guard(args: argparse.Namespace, host: str) -> Any:
+    """The :class:`~gcfkit.transports.http_guard.Guard` the ``--http`` options ask for."""
+    import dataclasses
+    import os
+
+    from ..transports.http import parse_header
+    from ..transports.http_guard import Guard
+    from ..transports.http_limits import DEFAULT_LIMITS
+
+    token = None
+    if args.client_token is not None:
+        token = parse_header(f"Authorization: {args.client_token}", os.environ)[1]
+        if not token:
+            raise ConfigError("invalid_option", "--client-token is empty")
+    sessions = {}
+    if args.max_sessions is not None:
+        key = "max_sessions" if args.upstream else "max_processes"
+        sessions[key] = args.max_sessions
+    try:
+        limits = dataclasses.replace(
+            DEFAULT_LIMITS,
+            remembered_bytes=args.max_memory_mb * 2**20,
+            idle_timeout=args.idle_timeout,
+            max_body_bytes=args.max_body_mb * 2**20,
+            **sessions,
+        )
+    except ValueError:
+        raise ConfigError(
+            "invalid_option",
+            "--max-sessions, --max-memory-mb, --idle-timeout and --max-body-mb must be > 0",
+        ) from None
+    return Guard(
+        host,
+        allowed_hosts=frozenset(args.allow_host),
+        allowed_origins=frozenset(args.allow_origin),
+        client_token=token,
+        limits=limits,
+    )
 
 
 def add_capture_options(p: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -303,6 +406,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("invalid_option", "--keepalive must be >= 0")
     if args.time_budget_per_mb < 0:
         raise ConfigError("invalid_option", "--time-budget-per-mb must be >= 0")
+    if not args.http and (args.allow_host or args.allow_origin or args.client_token):
+        raise ConfigError(
+            "invalid_option", "--allow-host, --allow-origin and --client-token are for --http"
+        )
     if args.min_bytes < 0 or args.reanchor < 1 or not args.time_budget > 0 or args.grace < 0:
         raise ConfigError(
             "invalid_option", "--min-bytes, --reanchor, --time-budget and --grace must be > 0"
@@ -317,6 +424,7 @@ def _run(args: argparse.Namespace) -> int:
         from ..transports.http_server import parse_listen, serve_command, serve_gateway
 
         host, port = parse_listen(args.http)
+        guard = _guard(args, host)
         if args.upstream:
             return asyncio.run(
                 serve_gateway(
@@ -326,6 +434,7 @@ def _run(args: argparse.Namespace) -> int:
                     config,
                     headers=headers,
                     ledger=ledger,
+                    guard=guard,
                     keepalive=args.keepalive,
                     capture=capture,
                 )
@@ -337,6 +446,7 @@ def _run(args: argparse.Namespace) -> int:
                 port,
                 config,
                 ledger=ledger,
+                guard=guard,
                 grace=args.grace,
                 keepalive=args.keepalive,
                 capture=capture,

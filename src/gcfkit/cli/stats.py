@@ -1,10 +1,12 @@
 """``gcfkit stats``: what one JSON value costs in every format, or the proxy's savings.
 
 ``gcfkit stats FILE`` (or ``-``, or piped stdin) measures the JSON value as pretty JSON,
-compact JSON, TOON, GCX1 and GCF: bytes, tokens in o200k_base and cl100k_base, the saving
-against compact JSON (``--baseline pretty`` to compare with indented JSON instead) and a
-type-strict lossless round trip per format. With no input (stdin a terminal, or empty)
-or ``--ledger`` it shows the MCP proxy's savings ledger instead.
+compact JSON, TOON, GCX1, GCF and GCF's dense profile (which the proxy sends where it is
+fewest tokens): bytes, tokens in o200k_base and cl100k_base, the change against compact JSON
+(``--baseline pretty`` to compare with indented JSON instead; ``−13.4%`` is 13.4% fewer
+tokens, as everywhere in gcfkit) and a type-strict lossless round trip per format. With no
+input (stdin a terminal, or empty) or ``--ledger`` it shows the MCP proxy's savings ledger
+instead.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .. import tokens
 from ..jsonio import read_json_bytes
 from ..ledger import parse_since, read_entries
 from ..measure.report import Comparison, FormatResult, compare_formats, default_formats
-from ..measure.savings import Summary, Totals, summarize, summary_to_json
+from ..measure.savings import Summary, Totals, signed_change, summarize, summary_to_json
 from .io import printable, read_input, write_text
 
 if TYPE_CHECKING:
@@ -32,6 +34,7 @@ _SHORT = {
     "toon": "TOON",
     "gcx1": "GCX1",
     "gcf": "GCF",
+    "gcf-ext": "GCF dense",
 }
 
 
@@ -40,7 +43,8 @@ def register(sub: Any) -> None:
         "stats",
         help="token cost of a JSON value per format, or the proxy's savings ledger",
         description="Measure a JSON value (FILE, '-' or piped stdin) as pretty JSON, compact "
-        "JSON, TOON, GCX1 and GCF: bytes, tokens (o200k_base and cl100k_base), saving and a "
+        "JSON, TOON, GCX1, GCF and GCF's dense profile: bytes, tokens (o200k_base and "
+        "cl100k_base), change against compact JSON (−13.4% is 13.4% fewer tokens) and a "
         "lossless round-trip check per format. Without input, or with --ledger, show the "
         "MCP proxy's savings ledger.",
     )
@@ -80,9 +84,8 @@ def run(args: argparse.Namespace) -> int:
         data = read_input(args.file)
         source = args.file
     value = read_json_bytes(data)
-    cmp = compare_formats(
-        value, formats=default_formats(args.tool), baseline=_BASELINES[args.baseline]
-    )
+    formats = default_formats(args.tool, extensions=True)
+    cmp = compare_formats(value, formats=formats, baseline=_BASELINES[args.baseline])
     if args.json:
         out = {"input": source, "input_bytes": len(data), "encoding": args.encoding}
         out.update(cmp.to_dict())
@@ -129,14 +132,18 @@ def _rows(cmp: Comparison, encoding: str) -> list[list[str]]:
             short = "not installed" if "not installed" in (r.error or "") else "n/a"
             rows.append([label, "", "", "", "", short, _lossless_cell(r)])
             continue
-        s = cmp.saving(r.name, encoding)
+        base = cmp.result(cmp.baseline)
         rows.append(
             [
                 label,
                 f"{r.bytes:,}",
                 f"{r.tokens['o200k_base']:,}",
                 f"{r.tokens['cl100k_base']:,}",
-                "base" if r.name == cmp.baseline else f"{s:+.1%}" if s is not None else "",
+                "base"
+                if r.name == cmp.baseline
+                else signed_change(base.tokens[encoding], r.tokens[encoding])
+                if base.text is not None
+                else "",
                 _bar(r.tokens[encoding] / biggest),
                 _lossless_cell(r),
             ]
@@ -148,7 +155,7 @@ def _notes(cmp: Comparison, encoding: str) -> list[str]:
     methods = ", ".join(f"{e} {m}" for e, m in cmp.methods.items())
     base = "compact" if cmp.baseline == "json-compact" else "pretty"
     notes = [
-        f"saved: {encoding} tokens saved versus {base} JSON",
+        f"vs {base}: change in {encoding} tokens against {base} JSON (− is fewer)",
         f"token counts: {methods}" + ("" if tokens.is_exact() else _ESTIMATE_HINT),
     ]
     best = cmp.best_lossless(encoding)
@@ -172,7 +179,7 @@ def _headers(cmp: Comparison, encoding: str) -> list[str]:
         "bytes",
         "o200k",
         "cl100k",
-        "saved",
+        f"vs {'compact' if cmp.baseline == 'json-compact' else 'pretty'}",
         f"{encoding.split('_')[0]} size",
         "lossless",
     ]
@@ -279,25 +286,44 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     title = "gcfkit savings"
     if summary.first and summary.last:
         title += printable(f" ({summary.first[:10]} .. {summary.last[:10]})")
-    # Fewer, denser columns fit 80 terminal columns; the bar is the first thing to go when
-    # the terminal is narrower, and long server or tool names fold rather than the numbers.
-    bar = out.width >= 80
-    table = Table(title=Text(title), show_footer=True)
+    # Fewer, denser columns fit 80 terminal columns: the server and the tool share one, which
+    # wraps between the two names and is as wide as the longest name where that fits, so a
+    # name is never cut mid-word (memory-ser|ver); the bar is the first thing to go.
     total = summary.total
-    table.add_column("server", footer="total", overflow="fold", ratio=1)
-    table.add_column("tool", overflow="fold", ratio=2)
+    names = [printable(n) for key in summary.tools for n in key]
+    rows = [(f"{printable(s)} {printable(t)}", t_) for (s, t), t_ in summary.tools.items()]
+    numbers = [_before_after(total), *(_before_after(t) for _, t in rows)]
+    fixed = 5 + max(map(len, numbers)) + 8 + 4 * 3 + 4  # calls, tokens, change, padding
+    longest = max(map(len, names), default=5)
+    bar = out.width >= max(80, fixed + longest + _BAR_WIDTH + 3)
+    table = Table(title=Text(title), show_footer=True)
+    table.add_column(
+        "server tool",
+        footer="total",
+        overflow="fold",
+        min_width=longest if out.width >= fixed + longest else None,
+    )
     table.add_column("calls", justify="right", footer=str(total.calls), no_wrap=True)
     table.add_column("tokens → gcfkit", justify="right", footer=_before_after(total), no_wrap=True)
-    table.add_column("saved", justify="right", footer=_saved(total), no_wrap=True)
+    table.add_column("change", justify="right", footer=_change(total), no_wrap=True)
     if bar:
         table.add_column("", footer=_bar(total.token_savings), no_wrap=True)
-    for (server, tool), t in summary.tools.items():
+    why: list[str] = []
+    for name, t in rows:
         # Server and tool names are the server's choice: Text, so that rich reads no markup
         # (a tool named "[/bold]" or "[link=...]") in them, and printable (no escapes).
-        cells = [printable(server), printable(tool), str(t.calls), _before_after(t), _saved(t)]
+        reason = t.why_larger()
+        mark = ""
+        if reason is not None:
+            why.append(f"{'†' * (len(why) + 1)} {name.split(' ', 1)[1]} is larger by {reason}")
+            mark = " " + "†" * len(why)
+        cells = [name, str(t.calls), _before_after(t), _change(t) + mark]
         table.add_row(*(Text(c) for c in cells), *([_bar(t.token_savings)] if bar else []))
     out.print(table)
+    for line in why:
+        out.print(Text(printable(line)), style="dim")
     notes = [f"token counts: {', '.join(summary.encodings)}"]
+    notes.append("change: − is fewer tokens than the server sent")
     decisions = ", ".join(f"{k} {v}" for k, v in sorted(total.decisions.items()))
     notes.append(f"decisions: {decisions}")
     if summary.corrupt:
@@ -309,8 +335,8 @@ def _before_after(t: Totals) -> str:
     return f"{t.tokens_before:,} → {t.tokens_after:,}"
 
 
-def _saved(t: Totals) -> str:
-    return f"{t.tokens_saved:,} ({t.token_savings:.0%})"
+def _change(t: Totals) -> str:
+    return signed_change(t.tokens_before, t.tokens_after)
 
 
 def _corrupt_note(summary: Summary) -> str:
@@ -327,7 +353,7 @@ def _plain_summary(summary: Summary) -> str:
         server, tool = printable(server), printable(tool)
         lines.append(
             f"{server:<16} {tool:<24} {t.calls:>6} {t.tokens_before:>10} {t.tokens_after:>10} "
-            f"{t.token_savings:>7.1%} {_bar(t.token_savings)}"
+            f"{_change(t):>7} {_bar(t.token_savings)}"
         )
     if summary.corrupt:
         lines.append(f"{summary.corrupt} corrupt ledger line(s) skipped")

@@ -47,7 +47,9 @@ def _run(args: argparse.Namespace) -> int:
     if not is_loopback(args.host):
         print(
             f"gcfkit ui: warning: listening on {args.host}, not loopback: anyone who can "
-            "reach this address can see your savings ledger",
+            "reach this address can see your savings ledger. Open it by this machine's "
+            "address (http://ADDRESS:PORT/); a name needs the bound host itself. Safer: "
+            "keep 127.0.0.1 and tunnel (ssh -L PORT:127.0.0.1:PORT HOST)",
             file=sys.stderr,
         )
 

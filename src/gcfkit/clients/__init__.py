@@ -1,10 +1,12 @@
-"""Editing MCP client configs (Claude Code, Cursor, Claude Desktop) to put stdio servers
-behind ``gcfkit proxy``, and restoring them.
+"""Editing MCP client configs (Claude Code, Cursor, Claude Desktop, Codex, VS Code, Gemini CLI,
+OpenCode) to put servers behind ``gcfkit proxy``, and restoring them.
 
-:mod:`.locations` knows where configs live, :mod:`.jsondoc` edits a JSON file in its own
-style, :mod:`.entries` wraps and unwraps one server entry, :mod:`.install` plans and applies
-the edits (backups, atomic writes, the sidecar of originals) and :mod:`.status` reports
-what is wrapped where.
+:mod:`.known` is the table of clients (one row each: name, files, servers key, entry shape),
+:mod:`.locations` selects config locations and reads a file, :mod:`.jsondoc` edits a JSON
+file and :mod:`.tomldoc` a TOML one in its own style, :mod:`.shapes` renames a client's entry
+into the common shape and back, :mod:`.entries` wraps and unwraps one entry of that shape,
+:mod:`.install` plans and applies the edits (backups, atomic writes, the sidecar of
+originals) and :mod:`.status` reports what is wrapped where.
 """
 
 from __future__ import annotations

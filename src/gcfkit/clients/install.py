@@ -74,8 +74,17 @@ from .entries import (
     unwrap_entry,
     wrap_entry,
 )
-from .jsondoc import JsonDocument, JsonObject
-from .locations import ConfigLocation, container_keys, select_locations, servers_of
+from .jsondoc import JsonObject
+from .locations import (
+    ConfigDocument,
+    ConfigLocation,
+    container_keys,
+    load_config,
+    select_locations,
+    servers_of,
+)
+from .shapes import EntryShape
+from .tomldoc import TomlDocument
 
 __all__ = [
     "RECORDS_FILENAME",
@@ -160,6 +169,8 @@ class FilePlan:
     _raw: bytes | None = field(default=None, repr=False)
     _new_data: JsonObject = field(default_factory=dict, repr=False)
     _record_updates: dict[str, JsonObject | None] = field(default_factory=dict, repr=False)
+    # A TOML file's original spelling of each restored entry's values (Sources).
+    _sources: dict[tuple[str, ...], dict[str, str]] = field(default_factory=dict, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -179,15 +190,15 @@ class FilePlan:
 
 
 def _find(
-    name: str, locations: Sequence[ConfigLocation]
-) -> tuple[dict[Path, JsonDocument], list[ConfigLocation]]:
-    docs: dict[Path, JsonDocument] = {}
+    name: str, locations: Sequence[ConfigLocation], docs: dict[Path, ConfigDocument]
+) -> list[ConfigLocation]:
+    """Where ``name`` is configured; the files read on the way are kept in ``docs``."""
     found: list[ConfigLocation] = []
     for loc in locations:
         try:
             doc = docs.get(loc.path)
             if doc is None:
-                doc = docs[loc.path] = JsonDocument.load(loc.path)
+                doc = docs[loc.path] = load_config(loc.path, jsonc=loc.kind.jsonc)
             if doc.raw is not None and name in servers_of(doc, loc):
                 found.append(loc)
         except ConfigError as e:
@@ -197,7 +208,7 @@ def _find(
                     e.code, f"{e.detail} (or leave it out with --client, --scope or --config)"
                 ) from None
             raise
-    return docs, found
+    return found
 
 
 def _not_found(name: str, locations: Sequence[ConfigLocation]) -> ConfigError:
@@ -218,7 +229,7 @@ def _ambiguous(name: str, found: Sequence[ConfigLocation]) -> ConfigError:
     )
 
 
-def _plan_for(doc: JsonDocument, plans: dict[Path, FilePlan]) -> tuple[FilePlan, JsonObject]:
+def _plan_for(doc: ConfigDocument, plans: dict[Path, FilePlan]) -> tuple[FilePlan, JsonObject]:
     plan = plans.get(doc.path)
     if plan is None:
         plan = FilePlan(doc.path, doc.text, doc.text, _raw=doc.raw)
@@ -227,8 +238,13 @@ def _plan_for(doc: JsonDocument, plans: dict[Path, FilePlan]) -> tuple[FilePlan,
     return plan, plan._new_data
 
 
+def _names(names: str | Sequence[str]) -> list[str]:
+    """One name or several, each once, in order."""
+    return list(dict.fromkeys([names] if isinstance(names, str) else names))
+
+
 def plan_install(
-    name: str,
+    names: str | Sequence[str],
     locations: Sequence[ConfigLocation],
     *,
     explicit: bool,
@@ -237,46 +253,63 @@ def plan_install(
     name_option: bool = True,
     state: Path | None = None,
 ) -> list[FilePlan]:
-    """Plan wrapping ``name``; nothing is written (see :func:`apply_plans`).
+    """Plan wrapping the server ``names`` (one name, or several); nothing is written (see
+    :func:`apply_plans`).
 
     ``explicit`` (a ``--client`` was given) allows acting on several configs at once; without
-    it, ``name`` must be in exactly one. ``proxy_args=None`` keeps the options of an already
+    it, each name must be in exactly one. ``proxy_args=None`` keeps the options of an already
     wrapped entry; a sequence replaces them. ``name_option`` puts ``--name NAME`` first among
     the proxy options (unless they have a ``--name``), so the savings ledger and ``gcfkit
-    stats`` show the name the config uses rather than the server's self-reported one.
+    stats`` show the name the config uses rather than the server's self-reported one. Every
+    name is checked before anything is planned to be written: one that is missing or
+    ambiguous stops the lot.
     """
     launcher = list(launcher) if launcher else default_launcher()
-    options = _proxy_options(name, proxy_args or (), name_option)
-    docs, found = _find(name, locations)
-    if not found:
-        raise _not_found(name, locations)
-    if len(found) > 1 and not explicit:
-        raise _ambiguous(name, found)
+    docs: dict[Path, ConfigDocument] = {}
+    wanted: list[tuple[str, ConfigLocation]] = []
+    for name in _names(names):
+        found = _find(name, locations, docs)
+        if not found:
+            raise _not_found(name, locations)
+        if len(found) > 1 and not explicit:
+            raise _ambiguous(name, found)
+        wanted += [(name, loc) for loc in found]
     records = _Records.load((state or state_dir()) / RECORDS_FILENAME)
     plans: dict[Path, FilePlan] = {}
-    for loc in found:
+    for name, loc in wanted:
+        options = _proxy_options(name, proxy_args or (), name_option)
         doc = docs[loc.path]
-        entry = check_wrappable(servers_of(doc, loc)[name], name, loc.describe())
+        shape = loc.kind.shape
+        own = servers_of(doc, loc)[name]
+        entry = check_wrappable(
+            shape.to_common(own) if isinstance(own, dict) else own, name, loc.describe()
+        )
+        refusal = shape.refusal(own)
+        if refusal is not None:
+            raise ConfigError(
+                "unsupported_server",
+                f"server {name!r} in {loc.describe()}: {refusal}; it was left as it was",
+            )
         keys = container_keys(doc, loc)
         assert keys is not None  # found means the container exists
         key = _record_key(loc.path, keys, name)
         plan, data = _plan_for(doc, plans)
-        parts = split_wrapped(entry, [launcher, *_recorded_launchers(records, key)])
+        parts = split_wrapped(entry, [launcher, *_recorded_launchers(records, key, shape)])
         if parts is not None:
             if proxy_args is None or tuple(options) == parts.proxy_args:
                 plan.actions.append(Action(loc, name, "already-wrapped"))
                 continue
             inner = unwrap_entry(entry, parts)
-            new = wrap_entry(inner, list(parts.launcher), options)
+            new = shape.from_common(wrap_entry(inner, list(parts.launcher), options))
             action = "rewrapped"
-            original = records.entries.get(key, {}).get("original", inner)
+            original = records.entries.get(key, {}).get("original", shape.from_common(inner))
         else:
-            new = wrap_entry(entry, launcher, options)
+            new = shape.from_common(wrap_entry(entry, launcher, options))
             action = "wrapped"
-            original = entry
+            original = own
         servers_of(doc, loc, data)[name] = new
         plan.actions.append(Action(loc, name, action))
-        plan._record_updates[key] = {
+        record: JsonObject = {
             "key": key,
             "config": str(loc.path),
             "client": loc.client,
@@ -285,6 +318,12 @@ def plan_install(
             "original": original,
             "wrapped": new,
         }
+        if isinstance(doc, TomlDocument):
+            # TOML spells a value many ways (a multi-line array, a quoted key): keep how
+            # this file did, so that uninstall gives its bytes back.
+            old = records.entries.get(key, {}).get("source") if action == "rewrapped" else None
+            record["source"] = old if isinstance(old, dict) else doc.sources((*keys, name))
+        plan._record_updates[key] = record
     return _finish(plans, docs)
 
 
@@ -304,11 +343,12 @@ def _proxy_options(name: str, proxy_args: Sequence[str], name_option: bool) -> l
     return options
 
 
-def _recorded_launchers(records: _Records, key: str) -> list[list[str]]:
+def _recorded_launchers(records: _Records, key: str, shape: EntryShape) -> list[list[str]]:
     item = records.entries.get(key)
     wrapped = item.get("wrapped") if item else None
     if not isinstance(wrapped, dict):
         return []
+    wrapped = shape.to_common(wrapped)
     command = wrapped.get("command")
     args = wrapped.get("args", [])
     if not isinstance(command, str) or not isinstance(args, list) or "proxy" not in args:
@@ -317,46 +357,53 @@ def _recorded_launchers(records: _Records, key: str) -> list[list[str]]:
 
 
 def plan_uninstall(
-    name: str,
+    names: str | Sequence[str],
     locations: Sequence[ConfigLocation],
     *,
     explicit: bool,
     state: Path | None = None,
 ) -> list[FilePlan]:
-    """Plan restoring ``name``; nothing is written (see :func:`apply_plans`).
+    """Plan restoring the server ``names`` (one name, or several); nothing is written (see
+    :func:`apply_plans`).
 
-    Without ``explicit``, only configs where ``name`` is wrapped count toward ambiguity.
+    Without ``explicit``, only configs where a name is wrapped count toward ambiguity.
     """
-    docs, found = _find(name, locations)
-    if not found:
-        raise _not_found(name, locations)
+    docs: dict[Path, ConfigDocument] = {}
     records = _Records.load((state or state_dir()) / RECORDS_FILENAME)
-    parts_of: dict[ConfigLocation, WrappedParts | None] = {}
-    keys_of: dict[ConfigLocation, str] = {}
-    for loc in found:
-        doc = docs[loc.path]
-        entry = servers_of(doc, loc)[name]
-        keys = container_keys(doc, loc)
-        assert keys is not None
-        keys_of[loc] = key = _record_key(loc.path, keys, name)
-        is_object = isinstance(entry, dict)
-        parts_of[loc] = (
-            split_wrapped(entry, _recorded_launchers(records, key)) if is_object else None
-        )
-    wrapped_locs = [loc for loc in found if parts_of[loc] is not None]
-    if not explicit and len(wrapped_locs) > 1:
-        raise _ambiguous(name, wrapped_locs)
-    targets = found if explicit or not wrapped_locs else wrapped_locs
+    wanted: list[tuple[str, ConfigLocation, WrappedParts | None, str]] = []
+    for name in _names(names):
+        found = _find(name, locations, docs)
+        if not found:
+            raise _not_found(name, locations)
+        seen: list[tuple[str, ConfigLocation, WrappedParts | None, str]] = []
+        for loc in found:
+            doc = docs[loc.path]
+            entry = servers_of(doc, loc)[name]
+            keys = container_keys(doc, loc)
+            assert keys is not None
+            key = _record_key(loc.path, keys, name)
+            shape = loc.kind.shape
+            parts = (
+                split_wrapped(shape.to_common(entry), _recorded_launchers(records, key, shape))
+                if isinstance(entry, dict)
+                else None
+            )
+            seen.append((name, loc, parts, key))
+        wrapped_locs = [loc for _, loc, parts, _ in seen if parts is not None]
+        if not explicit and len(wrapped_locs) > 1:
+            raise _ambiguous(name, wrapped_locs)
+        wanted += [s for s in seen if explicit or not wrapped_locs or s[2] is not None]
     plans: dict[Path, FilePlan] = {}
-    for loc in targets:
+    for name, loc, parts, key in wanted:
         doc = docs[loc.path]
         plan, data = _plan_for(doc, plans)
-        parts = parts_of[loc]
         if parts is None:
             plan.actions.append(Action(loc, name, "not-wrapped"))
             continue
+        shape = loc.kind.shape
         entry = servers_of(doc, loc)[name]
-        item = records.entries.get(keys_of[loc])
+        keys = container_keys(doc, loc) or ()
+        item = records.entries.get(key)
         original = item.get("original") if item else None
         if (
             item
@@ -364,19 +411,28 @@ def plan_uninstall(
             and same_value(entry, item.get("wrapped"), number_types=True)
         ):
             new, action = copy.deepcopy(original), "restored"
+            source = item.get("source")
+            if isinstance(source, dict):
+                table = (*keys, name)
+                plan._sources[table] = source
         else:
-            had_args = not isinstance(original, dict) or "args" in original
-            new, action = unwrap_entry(entry, parts, keep_empty_args=had_args), "unwrapped"
+            had_args = not isinstance(original, dict) or "args" in shape.to_common(original)
+            common = unwrap_entry(shape.to_common(entry), parts, keep_empty_args=had_args)
+            new, action = shape.from_common(common), "unwrapped"
         servers_of(doc, loc, data)[name] = new
         plan.actions.append(Action(loc, name, action))
-        plan._record_updates[keys_of[loc]] = None
+        plan._record_updates[key] = None
     return _finish(plans, docs)
 
 
-def _finish(plans: dict[Path, FilePlan], docs: dict[Path, JsonDocument]) -> list[FilePlan]:
+def _finish(plans: dict[Path, FilePlan], docs: dict[Path, ConfigDocument]) -> list[FilePlan]:
     for path, plan in plans.items():
         if any(a.changes for a in plan.actions):
-            plan.after = docs[path].dump(plan._new_data)
+            doc = docs[path]
+            if isinstance(doc, TomlDocument):
+                plan.after = doc.dump(plan._new_data, plan._sources)
+            else:
+                plan.after = doc.dump(plan._new_data)
     return list(plans.values())
 
 
@@ -619,7 +675,7 @@ def _apply(plans: Sequence[FilePlan], state: Path) -> None:
 
 
 def install_mcp(
-    name: str,
+    name: str | Sequence[str],
     *,
     client: str | None = None,
     scope: str | None = None,
@@ -633,7 +689,8 @@ def install_mcp(
     env: Mapping[str, str] | None = None,
     platform: str | None = None,
 ) -> list[FilePlan]:
-    """Wrap server ``name`` with ``gcfkit proxy`` where it is configured; return the plans.
+    """Wrap server ``name`` (or each of several names) with ``gcfkit proxy`` where it is
+    configured; return the plans.
 
     See the module docstring for the rules. ``dry_run`` plans without writing. Raises
     :class:`~gcfkit.errors.ConfigError` (``server_not_found``, ``ambiguous_server``,
@@ -666,7 +723,7 @@ def install_mcp(
 
 
 def uninstall_mcp(
-    name: str,
+    name: str | Sequence[str],
     *,
     client: str | None = None,
     scope: str | None = None,
@@ -677,7 +734,8 @@ def uninstall_mcp(
     env: Mapping[str, str] | None = None,
     platform: str | None = None,
 ) -> list[FilePlan]:
-    """Restore server ``name`` where it is wrapped; return the plans (see :func:`install_mcp`).
+    """Restore server ``name`` (or each of several) where it is wrapped; return the plans
+    (see :func:`install_mcp`).
 
     An entry that is not wrapped is left alone (its action is ``not-wrapped``).
     """

@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..jsonio import same_value
 
-__all__ = ["JsonDocument", "JsonObject", "JsonStyle", "detect_style", "malformed"]
+__all__ = ["JsonDocument", "JsonObject", "JsonStyle", "blank_jsonc", "detect_style", "malformed"]
 
 JsonObject = dict[str, Any]
 
@@ -113,18 +113,22 @@ def _member_spans(text: str, start: int) -> list[tuple[str, int, int]]:
         i = _skip(text, i + 1)
 
 
-def _splice(text: str, start: int, end: int, old: Any, new: Any, style: JsonStyle) -> str:
+def _splice(
+    text: str, scan: str, start: int, end: int, old: Any, new: Any, style: JsonStyle
+) -> str:
     """The text for ``new`` where ``text[start:end]`` spells ``old``: the same bytes where the
     value did not change, an object with the same keys member by member, else ``new`` written
-    as the value it replaces was (on one line, or indented from the line it starts on)."""
+    as the value it replaces was (on one line, or indented from the line it starts on).
+    ``scan`` is ``text`` with any comments blanked out (:func:`blank_jsonc`): positions are
+    found in it, bytes copied from ``text``."""
     if same_value(old, new, number_types=True):
         return text[start:end]
     if isinstance(old, dict) and isinstance(new, dict) and list(old) == list(new):
         parts: list[str] = []
         pos = start
-        for key, value_start, value_end in _member_spans(text, start):
+        for key, value_start, value_end in _member_spans(scan, start):
             parts.append(text[pos:value_start])
-            parts.append(_splice(text, value_start, value_end, old[key], new[key], style))
+            parts.append(_splice(text, scan, value_start, value_end, old[key], new[key], style))
             pos = value_end
         parts.append(text[pos:end])
         return "".join(parts)
@@ -150,14 +154,55 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def blank_jsonc(text: str) -> str:
+    """``text`` with its comments (``//`` and ``/* */``) and trailing commas turned into
+    spaces (line breaks kept), so that it parses as JSON and every position stays where it
+    was: the JSON with comments that VS Code, Gemini CLI and OpenCode read.
+
+    >>> blank_jsonc('{"a": [1, 2,], // two\\n "b": "//x", /* c */}')
+    '{"a": [1, 2 ],       \\n "b": "//x"         }'
+    """
+    out = list(text)
+    last = -1  # where the last character that is not whitespace or a comment is
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            last, i = j, j + 1
+            continue
+        if c == "/" and text.startswith(("//", "/*"), i):
+            closing = "\n" if text[i + 1] == "/" else "*/"
+            j = text.find(closing, i + 2)
+            if j < 0:
+                j = n if closing == "\n" else i  # an unclosed /* stays: the parse fails
+            else:
+                j += 0 if closing == "\n" else 2
+            for k in range(i, j):
+                if out[k] not in "\r\n":
+                    out[k] = " "
+            i = max(j, i + 1)
+            continue
+        if c in "}]" and last >= 0 and out[last] == ",":
+            out[last] = " "
+        if c not in " \t\r\n":
+            last = i
+        i += 1
+    return "".join(out)
+
+
 @dataclass
 class JsonDocument:
-    """A JSON object file: its raw bytes (None when missing), data and style."""
+    """A JSON object file: its raw bytes (None when missing), data and style; for a file
+    with comments (``jsonc``), ``scan`` is its text with them blanked out."""
 
     path: Path
     raw: bytes | None
     data: JsonObject
     style: JsonStyle
+    scan: str | None = None
 
     @property
     def text(self) -> str:
@@ -175,16 +220,21 @@ class JsonDocument:
         """
         text = self.text
         body = text[1:] if text.startswith("\ufeff") else text
-        if self.raw is None or not body.strip() or self.style.dump(self.data) == text:
+        if self.raw is None or not body.strip():
             return self.style.dump(data)
-        start = _skip(body, 0)
-        end = _SCANNER.raw_decode(body, start)[1]
-        spliced = body[:start] + _splice(body, start, end, self.data, data, self.style) + body[end:]
+        if self.scan is None and self.style.dump(self.data) == text:
+            return self.style.dump(data)
+        scan = body if self.scan is None else self.scan
+        start = _skip(scan, 0)
+        end = _SCANNER.raw_decode(scan, start)[1]
+        middle = _splice(body, scan, start, end, self.data, data, self.style)
+        spliced = body[:start] + middle + body[end:]
         return ("\ufeff" + spliced) if self.style.bom else spliced
 
     @classmethod
-    def load(cls, path: Path) -> JsonDocument:
-        """Read ``path``; a missing or blank file is an empty object in a default style."""
+    def load(cls, path: Path, *, jsonc: bool = False) -> JsonDocument:
+        """Read ``path``; a missing or blank file is an empty object in a default style.
+        ``jsonc`` accepts comments and trailing commas (they stay as they are)."""
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -198,18 +248,21 @@ class JsonDocument:
         body = text[1:] if text.startswith("\ufeff") else text
         if not body.strip():
             return cls(path, raw, {}, JsonStyle("  ", False, False, "\n", True, False))
+        scan = blank_jsonc(body) if jsonc else body
         try:
             data = json.loads(
-                body, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
+                scan, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
             )
         except json.JSONDecodeError as e:
-            hint = " (comments and trailing commas are not JSON)" if "Expecting" in e.msg else ""
+            hint = ""
+            if "Expecting" in e.msg and not jsonc:
+                hint = " (comments and trailing commas are not JSON)"
             raise malformed(path, f"{e.msg} at line {e.lineno} column {e.colno}{hint}") from None
         except (ValueError, RecursionError) as e:
             raise malformed(path, str(e)) from None
         if not isinstance(data, dict):
             raise malformed(path, "the top level is not a JSON object")
-        return cls(path, raw, data, detect_style(text, data))
+        return cls(path, raw, data, detect_style(text, data), scan if scan != body else None)
 
 
 def malformed(path: Path, why: str) -> ConfigError:

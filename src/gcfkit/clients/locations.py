@@ -1,17 +1,9 @@
-"""Where MCP clients keep their server configs, and the ``mcpServers`` object inside one.
+"""Where MCP clients keep their server configs, and the servers object inside one.
 
-================  =======  ====================================================================
-client            scope    file and place
-================  =======  ====================================================================
-claude-code       user     ``~/.claude.json`` (or ``$CLAUDE_CONFIG_DIR/.claude.json``), top level
-claude-code       local    the same file, ``projects[<current dir>].mcpServers``
-claude-code       project  ``./.mcp.json``
-cursor            user     ``~/.cursor/mcp.json``
-cursor            project  ``./.cursor/mcp.json``
-claude-desktop    user     ``claude_desktop_config.json``: macOS ``~/Library/Application
-                           Support/Claude``, Windows ``%APPDATA%\\Claude``, Linux
-                           ``$XDG_CONFIG_HOME/Claude`` (default ``~/.config/Claude``)
-================  =======  ====================================================================
+Which clients, which files and which key: :mod:`.known` (one table for every client). Here:
+the :class:`ConfigLocation` those make, the selection by ``--client``, ``--scope`` and
+``--config``, reading a config of either format (:func:`load_config`) and finding the
+servers object in it (:func:`servers_of`).
 """
 
 from __future__ import annotations
@@ -26,20 +18,35 @@ from typing import Any
 
 from ..errors import ConfigError
 from .jsondoc import JsonDocument, JsonObject, malformed
+from .known import (
+    CLIENTS,
+    KNOWN,
+    Client,
+    claude_desktop_config_path,
+    client_named,
+    guess_client,
+    home_of,
+)
+from .shapes import STANDARD
+from .tomldoc import TomlDocument
 
 __all__ = [
     "CLIENTS",
     "SCOPES",
+    "ConfigDocument",
     "ConfigLocation",
     "claude_desktop_config_path",
     "container_keys",
     "known_locations",
+    "load_config",
     "locations_for_file",
     "select_locations",
     "servers_of",
 ]
 
-CLIENTS: tuple[str, ...] = ("claude-code", "cursor", "claude-desktop")
+#: A config file as read: JSON or TOML, edited in its own style either way.
+ConfigDocument = JsonDocument | TomlDocument
+
 SCOPES: tuple[str, ...] = ("user", "project", "local")
 
 
@@ -62,34 +69,22 @@ class ConfigLocation:
         where = f"{self.client} ({self.scope}) {self.path}"
         return f"{where} [project {self.project}]" if self.project is not None else where
 
+    @property
+    def kind(self) -> Client:
+        """The client this location belongs to (its entry shape and servers key)."""
+        return client_named(self.client)
 
-def claude_desktop_config_path(
-    home: Path, env: Mapping[str, str] | None = None, platform: str | None = None
-) -> Path:
-    """Claude Desktop's ``claude_desktop_config.json`` for an OS (``sys.platform`` values).
 
-    >>> claude_desktop_config_path(Path("/Users/u"), {}, "darwin").as_posix()
-    '/Users/u/Library/Application Support/Claude/claude_desktop_config.json'
-    >>> claude_desktop_config_path(Path("/home/u"), {}, "linux").as_posix()
-    '/home/u/.config/Claude/claude_desktop_config.json'
+def load_config(path: Path, *, jsonc: bool = False) -> ConfigDocument:
+    """Read a config file: TOML for a ``.toml`` file, else JSON, with comments and trailing
+    commas for a client that reads them (``jsonc``) or a ``.jsonc`` file.
+
+    >>> load_config(Path("/nonexistent/config.toml")).data
+    {}
     """
-    env = os.environ if env is None else env
-    platform = sys.platform if platform is None else platform
-    name = "claude_desktop_config.json"
-    if platform == "darwin":
-        return home / "Library" / "Application Support" / "Claude" / name
-    if platform.startswith(("win", "cygwin")):
-        appdata = env.get("APPDATA")
-        base = Path(appdata) if appdata else home / "AppData" / "Roaming"
-        return base / "Claude" / name
-    xdg = env.get("XDG_CONFIG_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".config"
-    return base / "Claude" / name
-
-
-def _home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME") or env.get("USERPROFILE")
-    return Path(home) if home else Path.home()
+    if path.suffix == ".toml":
+        return TomlDocument.load(path)
+    return JsonDocument.load(path, jsonc=jsonc or path.suffix == ".jsonc")
 
 
 def known_locations(
@@ -109,18 +104,13 @@ def known_locations(
     [('claude-code', 'user'), ('claude-code', 'local'), ('claude-code', 'project')]
     """
     env = os.environ if env is None else env
-    home = _home(env) if home is None else home
-    cwd = Path.cwd() if cwd is None else cwd
-    project = os.path.abspath(cwd)
-    claude_dir = env.get("CLAUDE_CONFIG_DIR")
-    claude_json = Path(claude_dir) / ".claude.json" if claude_dir else home / ".claude.json"
+    home = home_of(env) if home is None else home
+    project = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
+    platform = sys.platform if platform is None else platform
     return [
-        ConfigLocation("claude-code", "user", claude_json),
-        ConfigLocation("claude-code", "local", claude_json, project),
-        ConfigLocation("claude-code", "project", Path(project) / ".mcp.json"),
-        ConfigLocation("cursor", "user", home / ".cursor" / "mcp.json"),
-        ConfigLocation("cursor", "project", Path(project) / ".cursor" / "mcp.json"),
-        ConfigLocation("claude-desktop", "user", claude_desktop_config_path(home, env, platform)),
+        ConfigLocation(client.name, scope, path, nested)
+        for client in KNOWN
+        for scope, path, nested in client.files(home, project, env, platform)
     ]
 
 
@@ -129,29 +119,23 @@ def locations_for_file(
 ) -> list[ConfigLocation]:
     """The locations inside one explicitly named config file (``--config``).
 
-    Its top-level ``mcpServers``, and ``projects[<cwd>].mcpServers`` as Claude Code's local
-    scope. The client is ``client`` if given, else guessed from the file name (``custom``
-    when unknown).
+    Its top-level servers object, and for a file with ``mcpServers`` also
+    ``projects[<cwd>].mcpServers`` as Claude Code's local scope. The client is ``client`` if
+    given, else guessed from the file name (``custom`` when unknown).
 
     >>> [loc.scope for loc in locations_for_file(Path("/p/.mcp.json"), cwd=Path("/p"))]
     ['project', 'local']
+    >>> [loc.client for loc in locations_for_file(Path("/p/.codex/config.toml"))]
+    ['codex']
     """
     cwd = Path.cwd() if cwd is None else cwd
-    name = path.name
     if client is None or client == "all":
-        if name in (".claude.json", ".mcp.json"):
-            client = "claude-code"
-        elif name == "claude_desktop_config.json":
-            client = "claude-desktop"
-        elif name == "mcp.json" and path.parent.name == ".cursor":
-            client = "cursor"
-        else:
-            client = "custom"
-    top_scope = "project" if name == ".mcp.json" else "user"
-    return [
-        ConfigLocation(client, top_scope, path),
-        ConfigLocation(client, "local", path, os.path.abspath(cwd)),
-    ]
+        client = guess_client(path)
+    top_scope = "project" if path.name == ".mcp.json" else "user"
+    top = ConfigLocation(client, top_scope, path)
+    if top.kind.container != ("mcpServers",) or top.kind.shape is not STANDARD:
+        return [top]
+    return [top, ConfigLocation(client, "local", path, os.path.abspath(cwd))]
 
 
 def select_locations(
@@ -189,10 +173,10 @@ def select_locations(
     return locations
 
 
-def container_keys(doc: JsonDocument, location: ConfigLocation) -> tuple[str, ...] | None:
-    """The key path of the location's ``mcpServers`` in this file, or None if absent."""
+def container_keys(doc: ConfigDocument, location: ConfigLocation) -> tuple[str, ...] | None:
+    """The key path of the location's servers object in this file, or None if absent."""
     if location.project is None:
-        return ("mcpServers",)
+        return location.kind.container_in(doc.data)
     projects = doc.data.get("projects")
     if projects is None:
         return None
@@ -207,9 +191,9 @@ def container_keys(doc: JsonDocument, location: ConfigLocation) -> tuple[str, ..
 
 
 def servers_of(
-    doc: JsonDocument, location: ConfigLocation, data: JsonObject | None = None
+    doc: ConfigDocument, location: ConfigLocation, data: JsonObject | None = None
 ) -> JsonObject:
-    """The location's ``mcpServers`` object ({} if absent) in ``data`` (default: the document's)."""
+    """The location's servers object ({} if absent) in ``data`` (default: the document's)."""
     keys = container_keys(doc, location)
     node: Any = doc.data if data is None else data
     if keys is None:

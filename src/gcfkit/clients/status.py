@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from .entries import is_http_entry, split_wrapped
-from .jsondoc import JsonDocument, JsonObject
-from .locations import ConfigLocation, select_locations, servers_of
+from .entries import check_wrappable, is_http_entry, split_wrapped
+from .jsondoc import JsonObject
+from .locations import ConfigDocument, ConfigLocation, load_config, select_locations, servers_of
 
 __all__ = ["ServerStatus", "mcp_status"]
 
@@ -25,7 +25,12 @@ class ServerStatus:
     command: str
     proxy_args: tuple[str, ...] = ()
     error: str | None = None
-    #: The entry as the config has it (not in :meth:`to_dict`: its env often holds secrets).
+    #: Whether ``install-mcp`` can wrap it (an SSE server, or a Codex one that signs in
+    #: itself, cannot); False for a wrapped entry.
+    wrappable: bool = True
+    #: The entry in the common shape (:mod:`.shapes`: ``command``, ``args``, ``env``, ``cwd``
+    #: whatever the client calls them), for ``gcfkit doctor`` to start it as the client
+    #: would. Not in :meth:`to_dict`: its env often holds secrets.
     entry: JsonObject | None = None
 
     def to_dict(self) -> JsonObject:
@@ -41,6 +46,7 @@ class ServerStatus:
             "command": self.command,
             "proxy_args": list(self.proxy_args),
             "error": self.error,
+            "wrappable": self.wrappable,
         }
 
 
@@ -65,12 +71,12 @@ def mcp_status(
         client=client, scope=scope, config=config, home=home, cwd=cwd, env=env, platform=platform
     )
     result: list[ServerStatus] = []
-    docs: dict[Path, JsonDocument | ConfigError] = {}
+    docs: dict[Path, ConfigDocument | ConfigError] = {}
     for loc in locations:
         doc = docs.get(loc.path)
         if doc is None:
             try:
-                doc = JsonDocument.load(loc.path)
+                doc = load_config(loc.path, jsonc=loc.kind.jsonc)
             except ConfigError as e:
                 doc = e
                 result.append(ServerStatus(loc, None, "", False, "", error=str(e)))
@@ -82,13 +88,23 @@ def mcp_status(
         except ConfigError as e:
             result.append(ServerStatus(loc, None, "", False, "", error=str(e)))
             continue
-        for name, entry in servers.items():
-            if not isinstance(entry, dict):
+        for name, own in servers.items():
+            if not isinstance(own, dict):
                 result.append(ServerStatus(loc, name, "?", False, "", error="not an object"))
                 continue
+            entry = loc.kind.shape.to_common(own)
             if is_http_entry(entry):
                 url = entry.get("url", entry.get("serverUrl", ""))
-                result.append(ServerStatus(loc, name, "http", False, str(url), entry=entry))
+                try:
+                    check_wrappable(entry, name, loc.describe())
+                    wrappable = loc.kind.shape.refusal(own) is None
+                except ConfigError:
+                    wrappable = False
+                result.append(
+                    ServerStatus(
+                        loc, name, "http", False, str(url), wrappable=wrappable, entry=entry
+                    )
+                )
                 continue
             parts = split_wrapped(entry)
             if parts is not None:

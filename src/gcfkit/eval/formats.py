@@ -34,7 +34,7 @@ from ..answers.primer import PRIMER as _PROXY_PRIMER
 from ..errors import ConfigError, GCFError
 from ..graph import Graph, graph_to_json
 from ..graph import dumps as graph_dumps
-from ..header import first_line, parse_header
+from ..header import DENSE_MAGIC, first_line, parse_header
 from ..jsonio import dumps_compact, loads_json
 from ..measure.report import toon_codec
 
@@ -253,7 +253,7 @@ def proxy_pair(first: Any, second: Any, tool: str) -> tuple[str, str]:
 
 def _read_any(text: str) -> Any:
     """A tool result text as the proxy may send it: GCF, or compact JSON."""
-    if text.startswith("GCF "):
+    if text.startswith(("GCF ", DENSE_MAGIC)):
         return _gcf_decode(text)
     return loads_json(text)
 
@@ -328,7 +328,7 @@ def _ext_read_pair(first_text: str, second_text: str) -> Any:
     body, handle = _split_ref(first_text)
     if handle is not None:
         reader.hold(handle, _read_any(body))
-    elif body.startswith("GCF ") and relative.ref_of(body):
+    elif body.startswith(("GCF ", DENSE_MAGIC)) and relative.ref_of(body):
         reader.read(body)
     if relative.is_answer(second_text):
         return reader.read(second_text)

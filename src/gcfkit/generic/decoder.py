@@ -47,7 +47,7 @@ from ..grammar import (
     TRAILER,
     is_comment,
 )
-from ..header import dense_header, to_text
+from ..header import Spec, check_generic_header, check_spec, dense_header_line, to_text
 from ..header import parse_header as _parse_header_line
 from ..scalar import (
     MISSING,
@@ -57,7 +57,7 @@ from ..scalar import (
     parse_key_at,
     split_cells,
 )
-from . import fast, scan
+from . import fast, scan, v360
 from .frames import (
     ABSENT,
     MAX_DEPTH,
@@ -65,6 +65,7 @@ from .frames import (
     PENDING,
     Document,
     Frame,
+    GroupFrame,
     ItemsFrame,
     Marker,
     ObjectFrame,
@@ -72,6 +73,7 @@ from .frames import (
     Schema,
     TableFrame,
     TableInfo,
+    check_deferred,
     full_row,
     group,
 )
@@ -100,16 +102,15 @@ __all__ = [
     "parse_header",
 ]
 
-_INT_FIELDS: Final = ("tokens", "count")
 _COUNT_DIGITS: Final = COUNT_10_RE.match
 _ITEM_ID: Final = ITEM_ID.match
 _PLAIN_BRACKET: Final = PLAIN_BRACKET.match
 _KV_LINE: Final = KV_LINE.match
 
 # Parsed declarations, shared across documents: tool results repeat their shapes. Keyed by
-# (declaration text, keyed?, the key= field when @ markers are live, dense?); schemas are
-# immutable.
-_SCHEMAS: dict[tuple[str, bool, str | None, bool], Schema] = {}
+# (declaration text, keyed?, the key= field when @ markers are live, what constant columns
+# mean: 0 none, 1 v3.6.0, 2 dense); schemas are immutable.
+_SCHEMAS: dict[tuple[str, bool, str | None, int], Schema] = {}
 _SCHEMAS_MAX: Final = 4096
 
 
@@ -139,10 +140,14 @@ class _Parser:
         numbers: Numbers,
         long_lines: bool,
         defs: dict[str, str] | None = None,
+        v360_forms: bool = False,
     ) -> None:
         self.header = header
         # A dense payload (docs/extensions/dense.md): its definitions live in the memo.
         self.dense = defs is not None
+        # The reference's v3.6.0 constant columns and grouped tables (generic/v360.py):
+        # 2 in a dense payload (its own constant columns), 1 read, 0 rejected.
+        self.consts = 2 if self.dense else 1 if v360_forms and not id_fields else 0
         self.id_fields = id_fields
         self.key_field = header.get("key")
         self.stack: list[OpenFrame] = []
@@ -237,6 +242,8 @@ class _Parser:
                 done = self._tab_line(top, ln, indent, s)
             elif isinstance(top, ObjectFrame):
                 done = self._obj_line(top, ln, indent, s)
+            elif isinstance(top, GroupFrame):
+                done = v360.group_line(self, top, ln, indent, s)
             else:
                 done = self._exp_line(top, ln, indent, s)
             if done:
@@ -249,7 +256,8 @@ class _Parser:
         stack = self.stack
         while stack:
             self.close(stack.pop())
-        self._check_deferred()
+        if self.summary is not None:
+            check_deferred(self.summary, self.summary_line, self.deferred)
         if self.root is ABSENT:
             return {}
         return self.root
@@ -269,6 +277,8 @@ class _Parser:
             return
         if type(f) is TableFrame and f.markers is not None:
             self._end_row(f)
+        elif type(f) is GroupFrame:
+            v360.end_group(f)
         if f.count is None:
             self.deferred[f.deferred][1] = f.n
         elif f.n != f.count:
@@ -315,24 +325,6 @@ class _Parser:
         self.summary = counts
         self.summary_line = ln
 
-    def _check_deferred(self) -> None:
-        if self.summary is None or not self.deferred:
-            return
-        ln = self.summary_line
-        if len(self.summary) != len(self.deferred):
-            raise GCFDecodeError(
-                "count_mismatch",
-                f"summary has {len(self.summary)} counts for {len(self.deferred)} [?] sections",
-                ln,
-            )
-        for want, (line, got) in zip(self.summary, self.deferred, strict=True):
-            if want != got:
-                raise GCFDecodeError(
-                    "count_mismatch",
-                    f"[?] section at line {line} has {got} item(s); the summary says {want}",
-                    ln,
-                )
-
     # -- array heads -----------------------------------------------------------------
 
     def _defer(self, f: Frame | None, ln: int, n: int = 0) -> None:
@@ -360,10 +352,16 @@ class _Parser:
         count, keyed, p = read_bracket(s, pos, ln)
         n = len(s)
         if p < n and s[p] == "{":
-            cache_key = (s[p:], keyed, self.key_field if self.id_fields else None, self.dense)
+            cache_key = (s[p:], keyed, self.key_field if self.id_fields else None, self.consts)
             schema = _SCHEMAS.get(cache_key)
             if schema is None:
-                consts: list[tuple[int, str]] | None = [] if self.dense else None
+                if self.consts == 1 and not keyed:
+                    grouped = v360.grouped_head(self, s, p, ln, count, body_indent, member_ctx)
+                    if grouped is not None:
+                        return grouped
+                consts: list[tuple[int, str]] | None = (
+                    [] if self.consts > 1 or (self.consts and not keyed) else None
+                )
                 fields, id_index = self._decl(s, p, ln, consts)
                 schema = Schema(fields, id_index, keyed, ln, consts)
                 if len(_SCHEMAS) >= _SCHEMAS_MAX:
@@ -438,7 +436,8 @@ class _Parser:
         if self.id_fields:
             fields, id_index, q = parse_id_field_decl_at(s, pos, ln)
         else:
-            (fields, q), id_index = parse_field_decl_at(s, pos, ln, constants=consts), -1
+            decl = parse_field_decl_at(s, pos, ln, constants=consts, dense=self.dense)
+            (fields, q), id_index = decl, -1
         if q != len(s):
             raise decode_error_at(
                 "invalid_line",
@@ -710,8 +709,8 @@ class _Parser:
                 )
         toks = split_row(s, ln, f.dense) if '"' in s else s.split("|")
         short = False
-        if f.dense:
-            short = len(toks) < f.row_width
+        if f.constants is not None or f.dense:
+            short = f.dense and len(toks) < f.row_width
             toks = full_row(f, toks, ln)
         elif len(toks) != f.width:
             raise GCFDecodeError(
@@ -893,16 +892,6 @@ def decode_document(text: str | bytes, *, id_fields: bool = False) -> Document:
     return _decode(to_text(text), id_fields, accept_answers=True)
 
 
-# Where a payload of another profile is read, by (dense wanted?, its profile).
-_ELSEWHERE: Final = {
-    (False, "graph"): "this is a graph-profile payload; decode it with gcfkit.graph.loads",
-    (False, "dense"): "this is a dense-profile payload (a gcfkit extension of GCF, "
-    "docs/extensions/dense.md); read it with gcfkit.dense.loads or gcfkit.decode",
-    (True, "generic"): "a generic-profile payload is not dense; read it with gcfkit.decode",
-    (True, "graph"): "a graph-profile payload is not dense; read it with gcfkit.decode",
-}
-
-
 def _decode(
     doc: str,
     id_fields: bool,
@@ -910,8 +899,10 @@ def _decode(
     accept_answers: bool,
     numbers: Numbers | None = None,
     dense: bool = False,
+    v360_forms: bool = True,
 ) -> Document:
-    """Decode a generic payload, or with ``dense`` a dense one (docs/extensions/dense.md)."""
+    """Decode a generic payload, or with ``dense`` a dense one (docs/extensions/dense.md);
+    ``v360_forms`` reads the reference's v3.6.0 tables (:mod:`gcfkit.generic.v360`)."""
     src = doc
     try:
         if "\r" in src:
@@ -925,22 +916,7 @@ def _decode(
             header: dict[str, str] = {"profile": "generic"}
         else:
             parsed = _parse_header_line(first, 1)
-            if parsed.profile != ("dense" if dense else "generic"):
-                raise GCFDecodeError("unsupported_profile", _ELSEWHERE[dense, parsed.profile], 1)
-            for name in _INT_FIELDS:
-                parsed.count(name)
-            answer = parsed.flag("delta") | parsed.flag("unchanged")
-            if answer and dense:
-                raise GCFDecodeError(
-                    "unsupported_profile", "a dense payload is never a delta answer", 1
-                )
-            if answer and not accept_answers:
-                raise GCFDecodeError(
-                    "unsupported_profile",
-                    "this is a generic delta/unchanged payload; decode it with "
-                    "gcfkit.keyed.loads_delta",
-                    1,
-                )
+            check_generic_header(parsed, dense, accept_answers)
             header = {"profile": parsed.profile, **parsed.fields}
         # A dense payload defines no §10a identity column: its key= is an unknown field.
         id_fields = not dense and (id_fields or "key" in header)
@@ -951,6 +927,7 @@ def _decode(
             numbers or scan.DEFAULT_NUMBERS,
             len(src) > MAX_LINE,
             defs if dense else None,
+            v360_forms,
         )
         if dense:
             read_definitions(lines, defs, parser.memo, MAX_LINE)
@@ -961,7 +938,12 @@ def _decode(
         raise located(e, doc) from None
 
 
-def loads(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
+def loads(
+    text: str | bytes,
+    *,
+    parse_float: Callable[[str], Any] | None = None,
+    spec: Spec = "3.6.0",
+) -> Any:
     """Decode a generic-profile GCF payload into plain JSON-model values (strict).
 
     Objects come back as ``dict`` in wire order, arrays as ``list``, integers as ``int`` and
@@ -972,28 +954,47 @@ def loads(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None)
     (also ``line``) and ``colno`` are 1-based, ``pos`` indexes ``doc``, the decoded text.
     Bytes must be UTF-8.
 
+    It also reads the two table forms the reference implementation (gcf-python 2.8.0)
+    writes as GCF v3.6.0, constant columns and value grouping (:mod:`gcfkit.generic.v360`);
+    ``spec="3.5.3"`` rejects them, as v3.5.3 does (``invalid_line``).
+
     >>> loads("GCF profile=generic\\nname=Ada\\n## langs [2]{id,name}\\n1|Ada\\n2|C\\n")
     {'name': 'Ada', 'langs': [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'C'}]}
     >>> from decimal import Decimal
     >>> loads("GCF profile=generic\\nprice=19.990\\n", parse_float=Decimal)
     {'price': Decimal('19.990')}
     """
+    v360_forms = check_spec(spec)
     if parse_float is None:
-        # The C accelerator answers exactly as the reference does, or hands the text to it.
-        return speedups.decode(to_text(text), _reference)
-    return _reference(to_text(text), False, numbers_for(parse_float))
+        # The C accelerator reads what it can (v3.5.3) exactly as the reference does, and
+        # hands the rest, every error included, to the reference below.
+        return speedups.decode(to_text(text), _READERS[v360_forms])
+    numbers = numbers_for(parse_float)
+    text = to_text(text)
+    return _decode(text, False, accept_answers=False, numbers=numbers, v360_forms=v360_forms).value
 
 
-def _reference(text: str, dense: bool = False, numbers: Numbers | None = None) -> Any:
-    return _decode(text, False, accept_answers=False, numbers=numbers, dense=dense).value
+def _loads_reference(text: str) -> Any:
+    return _decode(text, False, accept_answers=False).value
+
+
+def _loads_v353(text: str) -> Any:
+    return _decode(text, False, accept_answers=False, v360_forms=False).value
+
+
+_READERS: Final = {True: _loads_reference, False: _loads_v353}
 
 
 def loads_dense(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Decode a dense-profile payload (docs/extensions/dense.md); see gcfkit.dense.loads.
 
-    >>> loads_dense("GCF profile=dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
+    >>> loads_dense("GCF-dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
     [{'k': 1, 'v': 'two words'}, {'k': 2, 'v': ['two words']}]
     """
-    if parse_float is None:  # as in loads
-        return speedups.decode_dense(to_text(text), dense_header(), lambda t: _reference(t, True))
-    return _reference(to_text(text), True, numbers_for(parse_float))
+    if parse_float is None:  # as in loads: the C accelerator, else the reference
+        return speedups.decode_dense(to_text(text), dense_header_line(), _read_dense)
+    return _read_dense(to_text(text), numbers_for(parse_float))
+
+
+def _read_dense(text: str, numbers: Numbers | None = None) -> Any:
+    return _decode(text, False, accept_answers=False, numbers=numbers, dense=True).value

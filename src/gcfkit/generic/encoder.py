@@ -25,15 +25,15 @@ encoder raises ``GCFError("limit_exceeded")`` instead of exhausting the interpre
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 from typing import Any, Final
 
 from .. import speedups
 from ..errors import GCFEncodeError, GCFError, as_encode_error, at_path
 from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL
-from ..header import dense_header, format_header
-from . import dense_rows
+from ..header import Spec, check_spec, dense_header_line, format_header
+from . import dense_rows, v360
 from .cells import (
     ABSENT,
     MAX_DEPTH,
@@ -316,12 +316,14 @@ class Dense:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Options:
     """The encoder's optional forms (``dumps``' keyword arguments of the same names);
-    ``dense`` makes it a dense-profile encoder."""
+    ``dense`` makes it a dense-profile encoder, ``v360`` factors a section's constant
+    columns as the reference's v3.6.0 does (:mod:`gcfkit.generic.v360`)."""
 
     flatten: bool = True
     shared: bool = True
     inline: bool = True
     dense: Dense | None = None
+    v360: bool = False
 
 
 def _array_form(arr: Sequence[Any]) -> str:
@@ -475,10 +477,17 @@ class Encoder:
             raise too_deep_error()  # the rows nest one level deeper
         out = self.out
         fields = _union(objs)
+        # The reference factors constant columns out of a section's table only (v3.6.0).
+        factor = self.opts.v360 and share is None and head.lstrip(" ")[:3] == "## "
         if fields and not any(">" in f for f in fields if isinstance(f, str)):
             if self.opts.dense is not None:
                 if self.dense_flat(objs, fields, head, ind, share):
                     return True
+            elif factor and (cells := _cell_rows(objs, fields, self.cell)) is not None:
+                fixed = v360.constant_cells(cells, range(len(fields)))
+                out.append(head + dense_rows.declaration(list(map(key_text, fields)), fixed))
+                out.extend(ind + dense_rows.join(c, fixed, False)[0] for c in cells)
+                return True
             else:
                 lines = _flat_rows(objs, fields, ind)
                 if lines is not None:
@@ -494,7 +503,7 @@ class Encoder:
         mark = len(out)
         out.append(head + plan.decl)
         try:
-            consts = self.rows(plan, objs, None, ind, depth + 1)
+            consts = self.rows(plan, objs, None, ind, depth + 1, factor=factor)
         except _Conflict:
             del out[mark:]
             return False
@@ -595,13 +604,14 @@ class Encoder:
         ind: str,
         depth: int,
         names: list[str] | None = None,
+        factor: bool = False,
     ) -> dict[int, str] | None:
         """Emit the rows of a planned table at ``ind``, each followed by its attachments.
 
         ``keys`` are the already formatted cell-0 keys of a keyed map, ``names`` its member
         keys (an error's path names the member rather than the row's index). A dense table's rows
         are rewritten once all are known (constant columns, short rows), and its constant
-        columns returned for the caller's header.
+        columns returned for the caller's header; so are a ``factor``ed table's (v3.6.0).
         """
         if depth > MAX_DEPTH:
             raise too_deep_error()
@@ -658,7 +668,7 @@ class Encoder:
                     atts.extend(late)
                 # A dense row carries @N only before a positional body (D8).
                 pre = f"{ind}@{i} " if atts and not (dense and not any(a[2] for a in atts)) else ind
-                if dense:
+                if dense or factor:
                     written.append((len(out), pre, cells))
                 out.append(pre + "|".join(cells))
                 if not atts:
@@ -677,6 +687,8 @@ class Encoder:
         shared: set[str] = set()
         if share.enabled and share.flat:
             shared = share.omit_repeats(out, objs)
+        if factor:
+            return v360.factor_rows(out, written, _scalar_cells(plan))
         if not dense:
             return None
         for f, index, head, names, table_rows, table_ind in share.pending:
@@ -769,6 +781,16 @@ class _Share:
         return shared
 
 
+def _scalar_cells(plan: _Plan) -> list[int]:
+    """The cells of a planned row that hold plain (unflattened, not inline) columns."""
+    found, j = [], 0
+    for kind, _, extra in plan.slots:
+        if kind == _SCALAR:
+            found.append(j)
+        j += extra[1] if kind == _FLAT else 0 if kind == _GT else 1
+    return found
+
+
 def _flat_rows(objs: Sequence[Any], fields: list[str], ind: str) -> list[str] | None:
     """Rows of an all-scalar table, or None as soon as a cell holds a container."""
     cell = format_cell
@@ -833,6 +855,8 @@ def dumps(
     flatten: bool = True,
     shared_schemas: bool = True,
     inline_schemas: bool = True,
+    spec: Spec = "3.5.3",
+    group_by: tuple[str, str] | None = None,
 ) -> str:
     """Encode a JSON-model value as canonical generic-profile GCF (ends with LF).
 
@@ -856,14 +880,31 @@ def dumps(
     >>> print(dumps({"tags": {"b", "a"}}, default=sorted), end="")
     GCF profile=generic
     tags[2]: a,b
+
+    ``spec="3.6.0"`` writes what the reference implementation (gcf-python 2.8.0) writes
+    as GCF v3.6.0, byte for byte: a section's constant columns in its header (a v3.5.3
+    decoder rejects them; :func:`gcfkit.loads` reads them). With it, ``group_by=(key,
+    column)`` writes a root array of flat objects as one value-grouped table
+    (:func:`gcfkit.generic.v360.dumps_grouped`).
     """
     if default is not None:
         value = with_default(value, default, 1)  # a GCFEncodeError names what it rejects
+    opts = Options(flatten=flatten, shared=shared_schemas, inline=inline_schemas)
+    if check_spec(spec):  # the C accelerator writes v3.5.3 only
+        if group_by is None:
+            return _encode(value, tool, replace(opts, v360=True))
+        return v360.dumps_grouped(value, *group_by, tool=tool)
+    if group_by is not None:
+        raise ValueError("group_by is a v3.6.0 form: pass spec='3.6.0' with it")
     # The C accelerator writes what it can exactly as the reference does, and hands the
     # rest, every error included, to the reference below (which names the value's path).
     if text := speedups.encode(value, header_line(tool), flatten, shared_schemas, inline_schemas):
         return text
-    enc = Encoder(Options(flatten=flatten, shared=shared_schemas, inline=inline_schemas))
+    return _encode(value, tool, opts)
+
+
+def _encode(value: Any, tool: str | None, opts: Options) -> str:
+    enc = Encoder(opts)
     enc.out.append(header_line(tool))
     try:
         enc.root(value)
@@ -888,19 +929,15 @@ def encode_dense(
     The public entry point is :func:`gcfkit.dense.encode`.
 
     >>> encode_dense({"a": ["ab cd ef", "ab cd ef"]}, {"ab cd ef": "a"})
-    ('GCF profile=dense\\n$a=ab cd ef\\na[2]: $a,$a\\n', {'defs'})
+    ('GCF-dense\\n$a=ab cd ef\\na[2]: $a,$a\\n', {'defs'})
     """
-    header = dense_header(tool)
-    # As in dumps: the C accelerator answers exactly as the reference below, or not at all.
-    if type(defs) is dict and (
-        got := speedups.encode_dense(value, header, defs, lists, constants, short_rows)
-    ):
-        return got
+    header = dense_header_line(tool)
+    if got := speedups.encode_dense(value, header, defs, lists, constants, short_rows):
+        return got  # as in dumps: the accelerator's answer is the reference's, or None
     dense = Dense(defs=defs, lists=lists, constants=constants, short_rows=short_rows)
     enc = Encoder(Options(dense=dense))
     enc.out.append(header)
-    for s, name in defs.items():
-        enc.out.append(f"{REFERENCE_SIGIL}{name}={spelling(s)}")
+    enc.out.extend(f"{REFERENCE_SIGIL}{name}={spelling(s)}" for s, name in defs.items())
     if defs:
         enc.used.add("defs")
     try:

@@ -316,6 +316,7 @@ def fast_rows(p: Parser, f: TableFrame, lines: list[str], i: int) -> int:
     pad = " " * k
     width = f.width
     dense = f.dense
+    padded = dense or f.constants is not None
     row_width = f.row_width
     count = f.count
     if count is not None and i + count - f.n < limit:
@@ -342,8 +343,9 @@ def fast_rows(p: Parser, f: TableFrame, lines: list[str], i: int) -> int:
                 ):
                     break
                 toks = split_row(s, i + len(batch) + 1, dense) if '"' in s else s.split("|")
-                if dense:
-                    # Short rows and constants (D6, D7); a bad width is the general path's.
+                if padded:
+                    # Short rows and constants (D6, D7, v3.6.0 §7.4.7); a bad width is
+                    # the general path's.
                     if len(toks) < row_width:
                         tilde = True
                     toks = full_row(f, toks, i + len(batch) + 1)

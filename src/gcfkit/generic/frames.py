@@ -23,6 +23,7 @@ __all__ = [
     "PENDING",
     "Document",
     "Frame",
+    "GroupFrame",
     "ItemsFrame",
     "Marker",
     "ObjectFrame",
@@ -32,6 +33,7 @@ __all__ = [
     "TableFrame",
     "TableInfo",
     "build_row",
+    "check_deferred",
     "full_row",
     "group",
     "path_plan",
@@ -92,6 +94,57 @@ class ItemsFrame(Frame):
     def __init__(self, indent: int, line: int, count: int | None, items: list[Any]) -> None:
         super().__init__(indent, line, count)
         self.items = items
+
+
+class GroupFrame(Frame):
+    """A value-grouped table (the reference's v3.6.0 §7.4.8, :mod:`gcfkit.generic.v360`):
+    ``col=value [k]`` group lines, each followed by its ``k`` rows.
+
+    ``fields`` in declaration order; ``key`` the ``@`` key column's index, ``column`` the
+    grouping column's; ``constants`` each constant column's value by index; ``cells`` the
+    indexes a row's cells fill, in order. ``value`` is the open group's value, ``left`` its
+    rows still to come, ``group_line`` its line.
+    """
+
+    __slots__ = (
+        "cells",
+        "column",
+        "constants",
+        "fields",
+        "group_line",
+        "groups",
+        "key",
+        "keys",
+        "left",
+        "member_ctx",
+        "out",
+        "value",
+    )
+
+    def __init__(
+        self,
+        indent: int,
+        line: int,
+        count: int | None,
+        fields: list[str],
+        key: int,
+        column: int,
+        constants: dict[int, Any],
+        member_ctx: bool,
+    ) -> None:
+        super().__init__(indent, line, count)
+        self.fields = fields
+        self.key = key
+        self.column = column
+        self.constants = constants
+        self.cells = [i for i in range(len(fields)) if i != column and i not in constants]
+        self.member_ctx = member_ctx
+        self.out: list[Any] = []
+        self.groups: set[tuple[type, Any]] = set()
+        self.keys: set[tuple[type, Any]] = set()
+        self.value: Any = None
+        self.left = 0
+        self.group_line = line
 
 
 class Marker:
@@ -224,19 +277,21 @@ class TableFrame(Frame):
 
 
 def full_row(f: TableFrame, toks: list[str], line: int) -> list[str]:
-    """A dense row's tokens at the declaration's full width (D7, D6): missing trailing
-    cells become ``~``, then each constant's token goes back to its column.
+    """A row's tokens at the declaration's full width: in a dense row (D7) missing trailing
+    cells become ``~``; then each constant's token goes back to its column (dense D6, the
+    reference's v3.6.0 §7.4.7).
 
-    A row keeps at least ``min(2, row width)`` cells and never more than the row width.
+    A dense row keeps at least ``min(2, row width)`` cells, any row at most the row width;
+    another row holds exactly the row width.
     """
     k = len(toks)
     width = f.row_width
     if k != width:
-        if k > width or k < (2 if width > 1 else width):
+        if not f.dense or k > width or k < (2 if width > 1 else width):
             raise GCFDecodeError(
                 "row_width_mismatch",
                 f"row has {k} cell(s); the header declares {width}"
-                + (" (a short row keeps at least 2)" if k < width else ""),
+                + (" (a short row keeps at least 2)" if k < width and f.dense else ""),
                 line,
             )
         toks = toks + ["~"] * (width - k)
@@ -245,6 +300,26 @@ def full_row(f: TableFrame, toks: list[str], line: int) -> list[str]:
         for i, tok in f.constants:
             toks.insert(i, tok)
     return toks
+
+
+def check_deferred(summary: list[int], line: int, deferred: list[list[int]]) -> None:
+    """The ``##! summary`` trailer's counts (at ``line``) against what each ``[?]`` section
+    held (``deferred``: [header line, items], in order), §8.4."""
+    if not deferred:
+        return
+    if len(summary) != len(deferred):
+        raise GCFDecodeError(
+            "count_mismatch",
+            f"summary has {len(summary)} counts for {len(deferred)} [?] sections",
+            line,
+        )
+    for want, (header, got) in zip(summary, deferred, strict=True):
+        if want != got:
+            raise GCFDecodeError(
+                "count_mismatch",
+                f"[?] section at line {header} has {got} item(s); the summary says {want}",
+                line,
+            )
 
 
 class TableInfo:
@@ -273,7 +348,7 @@ class Document:
 
 
 #: Any frame on the stack.
-OpenFrame = ObjectFrame | TableFrame | ItemsFrame
+OpenFrame = ObjectFrame | TableFrame | ItemsFrame | GroupFrame
 
 
 # A plan slot: (0, name, cell index) for a plain column, (1, name, subtree) for the root of

@@ -73,34 +73,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
-import json
 import logging
-import threading
 import time
-import typing
-import weakref
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal, TypeVar, cast, overload
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar, cast, overload
 
-import anyio
-import pydantic_core
 from mcp.server.connection import Connection
-from mcp.server.context import ServerRequestContext
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp_types import CallToolResult, TextContent
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field
 
 from .. import tokens
 from ..answers.choose import (
     AnswerPolicy,
     Candidates,
     Choice,
-    DeltaState,
     Form,
     advance,
     choose,
@@ -109,20 +94,27 @@ from ..answers.choose import (
     keyed_set,
     settle,
 )
+from ..answers.codec import DENSE_CONSTRUCTS, Codec
 from ..answers.forms import FullForms, full_candidates
-from ..answers.since import SINCE_ARGUMENT, Names, handle_of
+from ..answers.since import Asked, Names, handle_of
 from ..generic.encoder import dumps as generic_dumps
 from ..graph import Graph, graph_to_json
 from ..graph import Session as GraphSession
 from ..graph import dumps as graph_dumps
 from ..jsonio import dumps_compact
 from ..keyed import DeltaSession, FixedN, KeyedSet, SizeGuard
-from ..proxy.config import DENSE_CONSTRUCTS, Codec
-from ..proxy.policy import CAPABILITY as _CAPABILITY
-from ..proxy.policy import OUTPUT_FORMATS, output_format_capability
-from ..proxy.policy import OutputFormat as OutputFormat
 from ..relative import ResultMemory
 from .client import with_output_format
+from .decorator import ToolOptions, jsonable, wrap_tool
+from .negotiation import (
+    CAPABILITY,
+    FORMATS,
+    OutputFormat,
+    client_output_format,
+    negotiated_format,
+)
+from .sdk import ToolContext, connection_of, tool_name
+from .sessions import SessionLimits, SessionStore
 
 __all__ = [
     "CAPABILITY",
@@ -141,201 +133,12 @@ __all__ = [
 
 logger = logging.getLogger("gcfkit.mcp.server")
 
-#: The key under the client's ``capabilities.experimental`` that names its output format.
-CAPABILITY: Final = _CAPABILITY
-FORMATS: Final[tuple[OutputFormat, ...]] = OUTPUT_FORMATS
-
-ToolContext = Context[Any, Any] | ServerRequestContext[Any, Any] | None
-
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-# ---------------------------------------------------------------------------------------
-# Negotiation
-# ---------------------------------------------------------------------------------------
-
-
-def _request_context(ctx: ToolContext) -> ServerRequestContext[Any, Any] | None:
-    if ctx is None:
-        return None
-    if isinstance(ctx, ServerRequestContext):
-        return ctx
-    try:
-        return ctx.request_context
-    except ValueError:  # a Context built outside a request
-        return None
-
-
-def _format_value(raw: object) -> OutputFormat | None:
-    return output_format_capability({CAPABILITY: raw})
-
-
-def client_output_format(ctx: ToolContext) -> OutputFormat | None:
-    """The output format the client declared for its session, or None if it declared none.
-
-    Read from ``capabilities.experimental.output_format`` of the ``initialize`` request (or,
-    on the stateless 2026-07-28 protocol, of the request's capability envelope). Both
-    ``{"format": "gcf"}`` and a bare ``"gcf"`` are understood.
-
-    >>> client_output_format(None) is None
-    True
-    """
-    rc = _request_context(ctx)
-    if rc is None:
-        return None
-    caps = rc.session.client_capabilities
-    experimental = caps.experimental if caps is not None else None
-    return output_format_capability(experimental)
-
-
-def negotiated_format(
-    ctx: ToolContext, requested: str | None = None, *, default: OutputFormat = "json"
-) -> OutputFormat:
-    """The format one call is answered in: the per-call ``requested`` format, else the
-    session's declared format, else ``default``.
-
-    >>> negotiated_format(None), negotiated_format(None, "gcf")
-    ('json', 'gcf')
-    >>> negotiated_format(None, default="gcf")
-    'gcf'
-    """
-    if requested is not None:
-        fmt = _format_value(requested)
-        if fmt is None:
-            raise ValueError(f"unknown output format {requested!r}; use 'gcf' or 'json'")
-        return fmt
-    return client_output_format(ctx) or default
-
-
-# ---------------------------------------------------------------------------------------
-# Per-session state
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionLimits:
-    """Bounds on the state a :class:`GCFResponder` keeps (spec §9.5).
-
-    ``max_sessions`` connections are tracked at once (the least recently used is expired
-    first); a session idle for ``idle_seconds`` or older than ``max_lifetime_seconds`` is
-    expired; a graph session stops at ``max_symbols`` retained symbol IDs and a session keeps
-    at most ``max_delta_bases`` delta bases (one per tool and arguments). Whatever is expired
-    answers with a full non-session payload and starts over.
-
-    >>> SessionLimits().max_symbols
-    10000
-    """
-
-    max_sessions: int = 1024
-    max_symbols: int = 10_000
-    idle_seconds: float = 30 * 60.0
-    max_lifetime_seconds: float = 24 * 3600.0
-    max_delta_bases: int = 64
-
-
-@dataclass
-class _SessionState:
-    created: float
-    last_used: float
-    graph: GraphSession | None = None  # created on first use
-    # What the client holds per tool + arguments (least recently used first).
-    deltas: OrderedDict[str, DeltaState] = field(default_factory=OrderedDict)
-    # The results this connection was sent and named, for relative answers (created on use).
-    names: Names | None = None
-
-
-def _connection(ctx: ToolContext) -> Connection | None:
-    """The MCP connection this request belongs to, when it outlives the request."""
-    rc = _request_context(ctx)
-    if rc is None:
-        return None
-    # MCPServer's Context does not expose the Connection; the ServerSession proxy holds it.
-    # It is the SDK's own per-client state owner (Connection.state, Connection.exit_stack).
-    conn = getattr(rc.session, "_connection", None)
-    if not isinstance(conn, Connection):
-        return None
-    if conn.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        # A 2026-07-28 connection lives for one request: nothing is "already sent" on it.
-        return None
-    return conn
-
-
-class _Sessions:
-    """Session states keyed by connection; bounded, expiring, dropped on close."""
-
-    def __init__(self, limits: SessionLimits, clock: Callable[[], float]) -> None:
-        self.limits = limits
-        self._clock = clock
-        self._states: weakref.WeakKeyDictionary[Connection, _SessionState] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._expired: weakref.WeakSet[Connection] = weakref.WeakSet()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._states)
-
-    def get(self, conn: Connection | None) -> _SessionState | None:
-        """This connection's state, or None when the call must be answered session-less."""
-        if conn is None:
-            return None
-        now = self._clock()
-        with self._lock:
-            self._sweep(now)
-            state = self._states.get(conn)
-            if state is not None:
-                state.last_used = now
-                return state
-            fresh = _SessionState(created=now, last_used=now)
-            self._states[conn] = fresh
-            self._evict()
-            if conn in self._expired:
-                # §9.4: an expired session answers with a full non-session payload; the
-                # fresh state starts the new session from the next call on.
-                self._expired.discard(conn)
-                return None
-            conn.exit_stack.callback(self._forget, weakref.ref(conn))
-            return fresh
-
-    def expire(self, conn: Connection) -> None:
-        with self._lock:
-            if self._states.pop(conn, None) is not None:
-                self._expired.add(conn)
-
-    def _forget(self, ref: weakref.ref[Connection]) -> None:
-        conn = ref()
-        if conn is not None:
-            with self._lock:
-                self._states.pop(conn, None)
-                self._expired.discard(conn)
-
-    def _sweep(self, now: float) -> None:
-        lim = self.limits
-        stale = [
-            c
-            for c, s in self._states.items()
-            if now - s.last_used > lim.idle_seconds or now - s.created > lim.max_lifetime_seconds
-        ]
-        for c in stale:
-            del self._states[c]
-            self._expired.add(c)
-
-    def _evict(self) -> None:
-        while len(self._states) > self.limits.max_sessions:
-            oldest = min(self._states.items(), key=lambda kv: kv[1].last_used)[0]
-            del self._states[oldest]
-            self._expired.add(oldest)
 
 
 # ---------------------------------------------------------------------------------------
 # Encoding
 # ---------------------------------------------------------------------------------------
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool, list, dict)):
-        return value
-    return pydantic_core.to_jsonable_python(value)
 
 
 def _keyed_set(value: Any, key: str, tool: str) -> KeyedSet | None:
@@ -390,7 +193,7 @@ class GCFResponder:
         # The size guard also enforces §10a.2's "delta < 60% of full" on every turn.
         self.reanchor: FixedN | SizeGuard = SizeGuard() if reanchor is None else reanchor
         self._clock = clock
-        self._sessions = _Sessions(self.limits, clock)
+        self._sessions = SessionStore(self.limits, clock)
         self._codec = Codec()
 
     @property
@@ -433,7 +236,7 @@ class GCFResponder:
         '{"a":1}'
         """
         fmt = negotiated_format(ctx, format, default=self.default_format)
-        name = tool or _tool_name(ctx) or ""
+        name = tool or tool_name(ctx) or ""
         constructs = DENSE_CONSTRUCTS if dense is True else tuple(dense or ())
         texts = self._answer(
             data, ctx, fmt, name, delta_key, pack_root, call_key, constructs, relative, since
@@ -457,10 +260,10 @@ class GCFResponder:
         since: str | None = None,
     ) -> list[str]:
         is_graph = isinstance(data, Graph)
-        value = graph_to_json(data) if is_graph else _jsonable(data)
+        value = graph_to_json(data) if is_graph else jsonable(data)
         if fmt == "json":
             return [dumps_compact(value)]
-        conn = _connection(ctx)
+        conn = connection_of(ctx)
         try:
             compact = dumps_compact(value)
             js = self._form(compact)
@@ -505,9 +308,12 @@ class GCFResponder:
         if state is None:
             return [_text(choose(candidates, _ANSWERS), candidates.json)]
         if state.names is None:
-            state.names = Names("all", 15, 0, count, ResultMemory())
+            state.names = Names(
+                mode="all", reanchor=15, min_bytes=0, count=count, memory=ResultMemory()
+            )
         names = state.names
-        held = names.held(tool, call_key, handle_of(since), False, "json")
+        asked = Asked(tool, call_key, handle_of(since))
+        held = names.held(asked, "json")
         handle = names.memory.mint()
         if held is not None:
             candidates = names.json_candidate(candidates, held, value, tool, handle, None)
@@ -516,7 +322,7 @@ class GCFResponder:
             return [_text(choice, candidates.json)]
         plain = candidates.json.tokens  # no original text: compact JSON is the plain form
         named, _, block = names.name_value(
-            choice, handle, plain, tool, call_key, None, False, value, held, candidates.json.size
+            choice, handle, plain, asked, value, held, candidates.json.size
         )
         texts = [_text(named, candidates.json)]
         return [*texts, block] if block is not None else texts
@@ -626,6 +432,7 @@ class GCFResponder:
         profile and to relative answers (see the module docstring). A ``Context`` parameter is added
         when the function has none (FastMCP-style injection; it is not in the schema).
 
+        >>> import inspect
         >>> from mcp.server.mcpserver import MCPServer
         >>> mcp = MCPServer("demo")
         >>> @mcp.tool()
@@ -636,186 +443,17 @@ class GCFResponder:
         ['format', 'gcf_context', 'pack_root', 'status']
         """
 
+        options = ToolOptions(delta_key, format_arg, pack_root_arg, dense, relative)
+
         def decorate(func: _F) -> _F:
-            wrapped = self._wrap(func, delta_key, format_arg, pack_root_arg, dense, relative)
-            return cast(_F, wrapped)
+            return cast(_F, wrap_tool(self.respond, func, options))
 
         return decorate(fn) if fn is not None else decorate
-
-    def _wrap(
-        self,
-        fn: Callable[..., Any],
-        delta_key: str | None,
-        format_arg: str,
-        pack_root_arg: str,
-        dense: bool | tuple[str, ...] = False,
-        relative: bool = False,
-    ) -> Callable[..., Awaitable[CallToolResult]]:
-        sig = inspect.signature(fn, eval_str=True)
-        hints = typing.get_type_hints(fn, include_extras=True)
-        ctx_name = _context_parameter(sig, hints)
-        params = list(sig.parameters.values())
-        taken = {p.name for p in params}
-        added: list[inspect.Parameter] = []
-        for arg, wanted in ((format_arg, True), (pack_root_arg, delta_key is not None)):
-            if wanted and arg in taken:
-                raise TypeError(
-                    f"{fn.__name__} already has a parameter {arg!r}; pass "
-                    f"{'format_arg' if arg == format_arg else 'pack_root_arg'}=... to gcf_tool "
-                    "to name the added argument differently"
-                )
-        added.append(
-            inspect.Parameter(
-                format_arg,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=None,
-                annotation=_FORMAT_ANNOTATION,
-            )
-        )
-        if delta_key is not None:
-            added.append(
-                inspect.Parameter(
-                    pack_root_arg,
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=None,
-                    annotation=_PACK_ROOT_ANNOTATION,
-                )
-            )
-        since_name = "gcf_since"
-        if relative:
-            if SINCE_ARGUMENT in taken:
-                raise TypeError(f"{fn.__name__} already has a parameter {SINCE_ARGUMENT!r}")
-            while since_name in taken:
-                since_name += "_"
-            added.append(
-                inspect.Parameter(
-                    since_name,
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=None,
-                    annotation=_SINCE_ANNOTATION,
-                )
-            )
-        added_ctx = ctx_name is None
-        if ctx_name is None:
-            ctx_name = "gcf_context"
-            while ctx_name in taken:
-                ctx_name += "_"
-            added.append(
-                inspect.Parameter(
-                    ctx_name,
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=None,
-                    annotation=Context | None,
-                )
-            )
-        # Keyword-only parameters must precede **kwargs.
-        tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
-        head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        new_sig = sig.replace(parameters=[*head, *added, *tail])
-        annotations = {p.name: p.annotation for p in new_sig.parameters.values()}
-        annotations["return"] = sig.return_annotation
-        if sig.return_annotation is inspect.Signature.empty:
-            del annotations["return"]
-
-        # The same output schema MCPServer derives for the undecorated function.
-        meta: FuncMetadata = func_metadata(fn, skip_names=[ctx_name] if not added_ctx else [])
-        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None)  # noqa: B004
-        )
-        responder = self
-        context_name = ctx_name
-
-        @functools.wraps(fn)
-        async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
-            ctx = kwargs.pop(context_name, None) if added_ctx else kwargs.get(context_name)
-            fmt = kwargs.pop(format_arg, None)
-            echoed = kwargs.pop(pack_root_arg, None) if delta_key is not None else None
-            # The SDK passes the argument by its alias (_since); a direct call by name.
-            since = kwargs.pop(SINCE_ARGUMENT, None) if relative else None
-            since = kwargs.pop(since_name, since) if relative else None
-            if is_async:
-                result = await fn(*args, **kwargs)
-            else:
-                result = await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-            if isinstance(result, CallToolResult):
-                return result
-            structured = None
-            value = result
-            if meta.output_schema is not None:
-                converted = meta.convert_result(result)
-                if (
-                    isinstance(converted, CallToolResult)
-                    and converted.structured_content is not None
-                ):
-                    structured = converted.structured_content
-                    if not isinstance(result, Graph):
-                        value = structured["result"] if meta.wrap_output else structured
-            call_key = ""
-            if delta_key is not None or relative:
-                plain = {k: v for k, v in kwargs.items() if k != context_name}
-                call_key = json.dumps(_jsonable(plain), sort_keys=True, default=str)
-            return responder.respond(
-                value,
-                ctx,
-                format=fmt,
-                structured=structured,
-                delta_key=delta_key,
-                pack_root=echoed,
-                call_key=call_key,
-                dense=dense,
-                relative=relative,
-                since=since,
-            )
-
-        wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
-        wrapper.__annotations__ = annotations
-        return wrapper
-
-
-_FORMAT_ANNOTATION: Final = Annotated[
-    Literal["gcf", "json"] | None,
-    Field(
-        description="Output format of this call's result: 'gcf' (GCF, fewer tokens) or "
-        "'json'. Default: the session's negotiated format."
-    ),
-]
-_SINCE_ANNOTATION: Final = Annotated[
-    str | None,
-    Field(
-        alias=SINCE_ARGUMENT,
-        description="The ref= of this call's earlier result that you still hold, to get only "
-        "what changed (@@ unchanged, or an @@ patch of op|path|value rows to apply to it).",
-    ),
-]
-_PACK_ROOT_ANNOTATION: Final = Annotated[
-    str | None,
-    Field(
-        description="The pack_root of your previous result for these same arguments; if "
-        "given, only what changed since then is sent (GCF delta, spec §10a)."
-    ),
-]
-
-
-def _context_parameter(sig: inspect.Signature, hints: Mapping[str, Any]) -> str | None:
-    for name in sig.parameters:
-        ann = hints.get(name)
-        candidates = (ann, *typing.get_args(ann)) if ann is not None else ()
-        for c in candidates:
-            if inspect.isclass(c) and issubclass(c, Context):
-                return name
-    return None
 
 
 def _text(choice: Choice, js: Form) -> str:
     # The helpers have no original text, so every choice carries one; JSON otherwise.
     return js.text if choice.text is None else choice.text
-
-
-def _tool_name(ctx: ToolContext) -> str | None:
-    rc = _request_context(ctx)
-    params = rc.params if rc is not None else None
-    name = params.get("name") if params is not None else None
-    return name if isinstance(name, str) else None
 
 
 #: The responder behind :func:`respond` and :func:`gcf_tool` (JSON by default).
@@ -840,7 +478,8 @@ def respond(
 
     For a tool that builds its own result:
 
-    >>> from mcp.server.mcpserver import MCPServer
+    >>> import inspect
+    >>> from mcp.server.mcpserver import Context, MCPServer
     >>> mcp = MCPServer("demo")
     >>> @mcp.tool()
     ... def users(ctx: Context, format: str | None = None) -> CallToolResult:
@@ -893,7 +532,8 @@ def gcf_tool(
     """:meth:`GCFResponder.tool` of the :data:`default_responder`: ``@gcf_tool`` or
     ``@gcf_tool(delta_key="id")`` under ``@mcp.tool()``.
 
-    >>> from mcp.server.mcpserver import MCPServer
+    >>> import inspect
+    >>> from mcp.server.mcpserver import Context, MCPServer
     >>> mcp = MCPServer("demo")
     >>> @mcp.tool()
     ... @gcf_tool

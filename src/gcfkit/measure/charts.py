@@ -19,6 +19,8 @@ import html
 from collections.abc import Sequence
 from typing import Final
 
+from .savings import signed_change
+
 __all__ = [
     "AFTER",
     "BEFORE",
@@ -61,10 +63,7 @@ def change(before: int, after: int) -> str:
     >>> change(200, 150), change(100, 120), change(0, 0)
     ('−25%', '+20%', '±0%')
     """
-    if not before or after == before:
-        return "±0%"
-    fraction = after / before - 1
-    return f"−{-fraction:.0%}" if fraction < 0 else f"+{fraction:.0%}"
+    return signed_change(before, after, digits=0)
 
 
 def _legend(x: float, y: float) -> str:
@@ -93,9 +92,10 @@ def before_after_bars(
     if len(rows) > max_rows:
         rest = rows[max_rows:]
         shown.append((f"{len(rest)} others", sum(r[1] for r in rest), sum(r[2] for r in rest)))
-    label_w = min(260, max([60, *(7 * len(r[0]) + 12 for r in shown)]))
+    # On a narrow chart (a phone) the labels and the bars give way, never the figures.
+    label_w = min(260, width // 3, max([60, *(7 * len(r[0]) + 12 for r in shown)]))
     value_w = 200
-    plot_w = max(120, width - label_w - value_w)
+    plot_w = max(60, width - label_w - value_w)
     bar, pair_gap = 11, 10
     top = 44
     height = top + len(shown) * (2 * bar + pair_gap) + 8

@@ -113,7 +113,7 @@ def extension_format(encoding: str = tokens.DEFAULT_ENCODING) -> Format:
     >>> fmt.name, fmt.label
     ('gcf-ext', 'GCF with extensions')
     >>> fmt.encode({"a": "x y z", "b": "x y z"}).splitlines()[0]
-    'GCF profile=dense'
+    'GCF-dense'
     """
 
     def count(text: str) -> int:

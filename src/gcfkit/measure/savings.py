@@ -32,6 +32,7 @@ __all__ = [
     "Totals",
     "describe_decision",
     "is_left_alone",
+    "signed_change",
     "summarize",
     "summary_to_json",
     "timeline",
@@ -50,6 +51,10 @@ class Totals(Sizes):
     tokens_after: int = 0
     encode_ms: float = 0.0
     decisions: Counter[str] = field(default_factory=Counter)
+    #: Results passed on as the server sent them but named with a ``ref=`` block (the only
+    #: thing the proxy adds to such a result), and the tokens those blocks cost.
+    named: int = 0
+    ref_tokens: int = 0
 
     @property
     def token_savings(self) -> float:
@@ -70,6 +75,10 @@ class Totals(Sizes):
         self.tokens_after += record.tokens_after
         self.encode_ms += record.encode_ms
         self.decisions[record.decision] += 1
+        grew = record.tokens_after - record.tokens_before
+        if grew > 0 and is_left_alone(record.decision):
+            self.named += 1
+            self.ref_tokens += grew
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready sums, with the derived savings."""
@@ -85,7 +94,46 @@ class Totals(Sizes):
             "token_savings": round(self.token_savings, 4),
             "encode_ms": round(self.encode_ms, 3),
             "decisions": dict(sorted(self.decisions.items())),
+            "named": self.named,
+            "ref_tokens": self.ref_tokens,
+            "change": signed_change(self.tokens_before, self.tokens_after),
+            "why_larger": self.why_larger(),
         }
+
+    def why_larger(self) -> str | None:
+        """Why these results cost more tokens than the server's, when the ``ref=`` blocks
+        are the reason; None otherwise.
+
+        >>> t = Totals(calls=1, tokens_before=515, tokens_after=519, named=1, ref_tokens=4)
+        >>> t.why_larger()[:35]
+        'its ref= handle (4 tokens): a repea'
+        """
+        if self.tokens_after <= self.tokens_before or not self.ref_tokens:
+            return None
+        if self.tokens_after - self.tokens_before > self.ref_tokens:
+            return None
+        one = self.named == 1
+        handles = "its ref= handle" if one else f"{self.named:,} ref= handles"
+        return (
+            f"{handles} ({self.ref_tokens:,} tokens): a repeat call that passes "
+            f"{'it' if one else 'one'} as _since is answered in a few tokens"
+        )
+
+
+def signed_change(before: int, after: int, digits: int = 1) -> str:
+    """The change from ``before`` to ``after`` tokens as every gcfkit view prints it (the
+    tables, the page, the charts): a minus sign (U+2212) for fewer tokens, a plus sign for
+    more, ``digits`` decimals.
+
+    >>> signed_change(1000, 866), signed_change(515, 519), signed_change(10, 10)
+    ('−13.4%', '+0.8%', '±0%')
+    >>> signed_change(200, 150, digits=0)
+    '−25%'
+    """
+    if not before or before == after:
+        return "±0%"
+    change = after / before - 1
+    return f"{'−' if change < 0 else '+'}{abs(change):.{digits}%}"
 
 
 @dataclass
@@ -256,12 +304,14 @@ LEFT_ALONE: Final[frozenset[LedgerWord]] = frozenset({"unchanged", "passthrough-
 
 _MEANINGS: Final[dict[LedgerWord, str]] = {
     "gcf": "sent as GCF: fewer tokens than compact JSON, decoded back and compared first",
-    "dense": "sent in the dense profile: fewer tokens than GCF and JSON, decoded back and "
-    "compared first",
+    "dense": "sent as GCF's dense profile (gcfkit's extension: repeated strings defined once, "
+    "short rows): fewer tokens than GCF and compact JSON, decoded back and compared first",
     "json-minified": "sent as compact JSON: GCF was not fewer tokens, compact JSON was smaller",
     "unchanged": "left alone: not JSON text, an error result, or no form was smaller than "
-    "what the server sent",
-    "passthrough-file": "left alone: a file read, whose contents stay byte for byte",
+    "what the server sent (a result named with a ref= block is those few tokens larger: the "
+    "handle a repeat call passes as _since)",
+    "passthrough-file": "left alone: a file read, whose contents stay byte for byte (named "
+    "with a ref= block, so that an unchanged re-read is answered @@ unchanged)",
     "delta": "sent as a GCF delta (spec 10a) against the set the client already holds",
     "unchanged-delta": "sent as unchanged=true: the keyed set had not changed",
     "since-unchanged": "answered @@ unchanged: the result the call named with _since still holds",
@@ -301,7 +351,7 @@ def is_left_alone(decision: str) -> bool:
 def describe_decision(decision: str) -> str:
     """What a ledger decision word means, in one sentence.
 
-    >>> describe_decision("passthrough-file")
+    >>> describe_decision("passthrough-file")[:58]
     'left alone: a file read, whose contents stay byte for byte'
     >>> describe_decision("fallback:encode-out_of_range")
     'GCF refused the value (out_of_range)'

@@ -122,6 +122,12 @@ class SessionMemory:
     def __len__(self) -> int:
         return len(self._kept)
 
+    @property
+    def bytes(self) -> int:
+        """The size of the results held (as ``ref_bytes`` counts them): what an HTTP server
+        bounds across its sessions."""
+        return sum(k.size for k in self._kept.values())
+
     def apply(self, memory: MemoryReport) -> None:
         """What a worker's memory holds after a result (its report)."""
         new = {k.handle: k for k in memory.new}

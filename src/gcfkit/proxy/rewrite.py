@@ -65,7 +65,7 @@ from ..answers.choose import (
 )
 from ..answers.forms import FullForms, Text
 from ..answers.pyliteral import literal_value, renders
-from ..answers.since import Names
+from ..answers.since import Asked, Names
 from ..errors import GCFError
 from ..jsonio import dumps_compact, loads_json
 from ..keyed import DeltaSession, FixedN, KeyedSet
@@ -182,7 +182,7 @@ class Outcome:
     lazy: list[str] = field(default_factory=list)
     owed: list[str] = field(default_factory=list)
 
-    def settle(self, count: Callable[[str], int]) -> None:
+    def count_owed(self, count: Callable[[str], int]) -> None:
         """Count what is owed (after the answer is out: not on the relay's path)."""
         for text in self.lazy:
             n = _ledger_count(text, count)
@@ -205,8 +205,8 @@ class Outcome:
         encoding: str,
         encode_ms: float,
     ) -> LedgerRecord:
-        """The ledger's record of this outcome, what is owed counted first (:meth:`settle`)."""
-        self.settle(count)
+        """The ledger's record of this outcome, what is owed counted first (:meth:`count_owed`)."""
+        self.count_owed(count)
         return LedgerRecord(
             server=server,
             tool=tool,
@@ -313,17 +313,6 @@ def _union_width(rows: Sequence[dict[str, Any]]) -> int:
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _At:
-    """Where a result's answer is decided: its tool, slot, and the held result it is
-    relative to (named by the call, or, with ``--delta session``, implicitly its latest)."""
-
-    tool: str
-    slot: str
-    since: str | None
-    implicit: bool
-
-
 class Rewriter:
     """Answers tool results for one session (see the module docstring).
 
@@ -343,7 +332,9 @@ class Rewriter:
         self._loads = codec.loads
         self._count_fn = codec.count
         self._limited_fn = codec.limited()
-        self._answers = AnswerPolicy(c.delta_ratio, True, c.relative_ratio)
+        self._answers = AnswerPolicy(
+            delta_ratio=c.delta_ratio, tracks_delivery=True, relative_ratio=c.relative_ratio
+        )
         self._reanchor = FixedN(c.reanchor)
         self._selfcheck_on = c.selfcheck
         carrier = c.primer_carrier if c.primer else "off"
@@ -355,13 +346,13 @@ class Rewriter:
         )
         #: The named results of the session (relative answers, :mod:`gcfkit.answers.since`).
         self.names = Names(
-            c.refs,
-            c.reanchor,
-            c.ref_min_bytes,
-            self.count,
-            held,
-            c.session_deltas,
-            c.ref_free_bytes,
+            mode=c.refs,
+            reanchor=c.reanchor,
+            min_bytes=c.ref_min_bytes,
+            count=self.count,
+            memory=held,
+            session=c.session_deltas,
+            free_bytes=c.ref_free_bytes,
         )
 
     # -- public ----------------------------------------------------------------------
@@ -463,7 +454,7 @@ class Rewriter:
         if since is None:
             since = self.names.implicit_since(call.slot)
             implicit = since is not None
-        at = _At(call.tool, call.slot, since, implicit)
+        at = Asked(call.tool, call.slot, since, implicit)
         try:
             if self._file_passthrough(call):
                 # Byte for byte: at most an identical re-read is answered (unchanged).
@@ -497,7 +488,7 @@ class Rewriter:
     # -- the steps -------------------------------------------------------------------
 
     def _rewrite(
-        self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: _At, budget: Budget
+        self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: Asked, budget: Budget
     ) -> Outcome:
         content = content_of(result)
         blocks = text_blocks(content)
@@ -530,10 +521,10 @@ class Rewriter:
         if not delta:
             self.forget(at.slot)
         # A named result is one value that is the whole content (nothing else beside it).
-        names, call = self.names, (at.tool, at.slot, at.since, at.implicit)
+        names = self.names
         named = whole and fmt == "gcf" and len(blocks) == len(content)
         handle = names.memory.mint() if named and names.may_name(sum(sizes)) else None
-        held = names.held(*call, "json") if handle is not None else None
+        held = names.held(at, "json") if handle is not None else None
         choices: list[Choice] = []
         plain = json_size = 0
         for piece in pieces:
@@ -558,7 +549,7 @@ class Rewriter:
         block = None
         if handle is not None:
             choices[0], extra, block = names.name_value(
-                choices[0], handle, plain, *call, pieces[0].value, held, sum(sizes), json_size
+                choices[0], handle, plain, at, pieces[0].value, held, sum(sizes), json_size
             )
             outcome.tokens_after += extra
         new_content = reassemble(content, blocks, pieces, [c.text for c in choices])
@@ -573,7 +564,7 @@ class Rewriter:
     def _text_answer(
         self,
         result: dict[str, Any],
-        at: _At,
+        at: Asked,
         kind: Kind,
         outcome: Outcome,
         budget: Budget | None = None,
@@ -584,8 +575,7 @@ class Rewriter:
         if result.get("isError") is True or len(text_blocks(content)) != 1 or len(content) != 1:
             return outcome
         check = budget.check if budget is not None else (lambda: None)
-        call = (at.tool, at.slot, at.since, at.implicit)
-        answer = self.names.text_result(content[0], *call, kind, self._answers, check)
+        answer = self.names.text_result(content[0], at, kind, self._answers, check)
         if answer is None:
             return outcome
         if answer.original is not None:  # counted now: no lazy count of the text
@@ -610,7 +600,7 @@ class Rewriter:
         original: list[str],
         fmt: Format,
         policy: ToolPolicy,
-        at: _At,
+        at: Asked,
         delta: bool,
         budget: Budget,
         since: tuple[Held | None, str | None] = (None, None),

@@ -34,6 +34,7 @@ import importlib
 from typing import Any
 
 from ..errors import GCFError
+from ..header import dense_header, first_line
 from .memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS, Held, ResultMemory
 from .patch import IDENTITY_KEYS, NO_VALUE, OPS, Op, apply, diff, same
 from .path import Element, Member, Path, Select, format_path, parse_path
@@ -143,7 +144,7 @@ class Reader:
         from ..generic.decoder import loads as loads_generic
 
         text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
-        if text.startswith("GCF profile=dense"):
+        if dense_header(first_line(text)):
             # The dense profile (docs/extensions/dense.md), where gcfkit.dense is installed.
             value = importlib.import_module("gcfkit.dense").loads(payload)
         else:

@@ -38,7 +38,7 @@ from ..errors import GCFDecodeError, GCFError, decode_error_at, placed
 from ..generic.decoder import loads as _loads_generic
 from ..generic.encoder import dumps as _dumps_generic
 from ..grammar import count
-from ..header import check_header_value, parse_header, to_text
+from ..header import DENSE_MAGIC, check_header_value, parse_header, to_text
 from ..jsonio import same_value
 from .patch import NO_VALUE, Op, apply, check_op, diff, same
 from .path import format_path, parse_path
@@ -218,7 +218,7 @@ def ref_of(text: str) -> str | None:
     '771204'
     """
     first = text.split("\n", 1)[0]
-    if text.startswith(("GCF ", "@@ ")):
+    if text.startswith(("GCF ", "@@ ", DENSE_MAGIC)):
         pairs = first.split(" ")[2:] if text.startswith("@@ ") else None
         try:
             header = parse_header(first if pairs is None else " ".join([_HEAD, *pairs]))

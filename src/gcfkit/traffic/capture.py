@@ -4,7 +4,10 @@ A :class:`Capture` is handed the lines a relay passes: :meth:`~Capture.to_server
 the server receives (after the proxy, so ``_format``/``_since`` are not in the recorded
 arguments) and :meth:`~Capture.from_server` each line the server writes (before the proxy: the
 raw result). Both only queue the bytes; a writer thread parses them, pairs each response with
-its request and writes the session with :class:`~gcfkit.traffic.corpus.SessionWriter`. What is
+its request and writes the session with :class:`~gcfkit.traffic.corpus.SessionWriter`. The
+writer threads are shared by every capture of the process (at most :data:`WRITER_THREADS`,
+started when first needed), so an HTTP server recording a thousand idle sessions runs no
+thread for them. What is
 forwarded never depends on the capture: it sees copies, and when it falls behind (more than
 ``queue_bytes`` waiting) or reaches ``max_bytes`` written or ``max_calls`` calls, it drops
 lines and counts them instead of slowing the relay down.
@@ -39,7 +42,12 @@ from .. import __version__
 from ..ledger import utc_now_iso
 from .corpus import SessionWriter, session_dir_name
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_CALLS", "Capture"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_CALLS", "WRITER_THREADS", "Capture"]
+
+#: Threads writing the captures of one process, however many sessions record.
+WRITER_THREADS: Final = 2
+#: Lines one capture writes before the thread turns to another waiting (fairness).
+_TURN: Final = 64
 
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
 DEFAULT_MAX_CALLS: Final = 100_000
@@ -81,8 +89,8 @@ class Capture:
         self._writer: SessionWriter | None = None
         self._server = name
         self._started = utc_now_iso()
-        self._thread = threading.Thread(target=self._run, name="gcfkit-capture", daemon=True)
-        self._thread.start()
+        self._scheduled = False
+        self._done = threading.Event()
 
     @property
     def path(self) -> Path | None:
@@ -106,33 +114,42 @@ class Capture:
                 return
             self._lines.append((upstream, line))
             self._queued += len(line)
-            self._cond.notify()
+            wake = not self._scheduled
+            self._scheduled = True
+        if wake:
+            _WRITERS.wake(self)
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued (for at most ``timeout`` seconds) and stop."""
         with self._cond:
             self._closing = True
-            self._cond.notify()
-        self._thread.join(timeout)
+            wake = not self._scheduled
+            self._scheduled = True
+        if wake:
+            _WRITERS.wake(self)
+        self._done.wait(timeout)
         if self._writer is not None or self.dropped:
             with contextlib.suppress(Exception):
                 self._write_note()
 
-    # -- the writer thread ---------------------------------------------------------------
+    # -- in a writer thread --------------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
+    def _work(self) -> bool:
+        """Write up to a turn's lines; whether more wait (the capture stays scheduled)."""
+        for _ in range(_TURN):
             with self._cond:
-                while not self._lines and not self._closing:
-                    self._cond.wait()
                 if not self._lines:
-                    return
+                    self._scheduled = False
+                    if self._closing:
+                        self._done.set()
+                    return False
                 upstream, line = self._lines.popleft()
                 self._queued -= len(line)
             try:
                 self._handle(upstream, line)
             except Exception as e:  # a capture problem never reaches the relay
                 self._warn(f"cannot record a message: {e}")
+        return True
 
     def _handle(self, upstream: bool, line: bytes) -> None:
         try:
@@ -226,3 +243,39 @@ class Capture:
         stream = self._warn_stream if self._warn_stream is not None else sys.stderr
         with contextlib.suppress(Exception):
             print(f"gcfkit: capture: {text}", file=stream)
+
+
+class _Writers:
+    """The writer threads every :class:`Capture` of the process shares (module doc): each
+    takes a capture with lines waiting, writes a turn of them, and puts it back while more
+    wait. A capture is in the queue at most once, so its lines are written in order."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._ready: deque[Capture] = deque()
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+
+    def wake(self, capture: Capture) -> None:
+        with self._cond:
+            self._ready.append(capture)
+            if self._idle == 0 and len(self._threads) < self._size:
+                thread = threading.Thread(target=self._run, name="gcfkit-capture", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._ready:
+                    self._idle += 1
+                    self._cond.wait()
+                    self._idle -= 1
+                capture = self._ready.popleft()
+            if capture._work():
+                self.wake(capture)
+
+
+_WRITERS: Final = _Writers(WRITER_THREADS)

@@ -21,7 +21,10 @@ __all__ = ["gate_line", "headline", "render_html", "render_markdown"]
 
 
 def _pct(t: Totals) -> str:
-    return change(t.tokens_before, t.tokens_after)
+    # A result left alone grows only by the ref= block that names it: say so, or it reads
+    # as a loss.
+    why = f" ({t.ref_tokens:,} tokens of ref= handles)" if t.why_larger() else ""
+    return change(t.tokens_before, t.tokens_after) + why
 
 
 def _md_cell(text: object) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 from .. import decode as gcf_decode
 from ..answers.pyliteral import literal_value, renders
 from ..errors import GCFError
+from ..header import dense_header
 from ..jsonio import loads_json, same_value
 from ..ledger import LedgerEntry, LedgerRecord
 from ..measure.savings import Summary, summarize
@@ -109,15 +110,17 @@ def _read_text(text: str, reader: Reader) -> tuple[Any, str]:
     """What a delivered text stands for, and its form's name."""
     if is_answer(text):
         return reader.read(text), "@@ " + text.split(" ", 2)[1]
-    if text.startswith("GCF "):
-        head = text.split("\n", 1)[0]
+    head = text.split("\n", 1)[0]
+    if text.startswith("GCF ") or dense_header(head):
         if head.startswith("GCF profile=generic"):
             return reader.read(text), "GCF"
         # Other profiles (graph, the extensions) are read by the front door's dispatcher.
         value = gcf_decode(text)
         handle = ref_of(text)
-        if handle is not None and head.startswith("GCF profile=dense"):
-            reader.hold(handle, value)  # a named dense result, as a client holds it
+        if dense_header(head):
+            if handle is not None:
+                reader.hold(handle, value)  # a named dense result, as a client holds it
+            return value, "GCF dense"
         return value, head.split(" ")[1].replace("profile=", "GCF ")
     value = _json_of(text)
     if value is None:

@@ -51,7 +51,7 @@ __all__ = [
     "rebase_challenge",
     "rebase_resource_metadata",
     "rebase_url",
-    "rebinding_refusal",
+    "redact_url",
     "request_ids",
     "sse_event",
     "with_keepalive",
@@ -272,25 +272,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def rebinding_refusal(headers: Mapping[str, str], loopback: bool) -> tuple[int, str] | None:
-    """(status, text) refusing a request to a loopback-bound server whose ``Host`` or
-    ``Origin`` is not a loopback name: what a DNS-rebinding web page would send. None when
-    the request may pass (always, for a server bound beyond loopback on purpose).
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown to a client or in a log: without its query string and
+    user info (either may hold a key).
 
-    >>> rebinding_refusal({"host": "evil.example:8765"}, True)
-    (421, 'Invalid Host header')
-    >>> rebinding_refusal({"host": "127.0.0.1:8765", "origin": "http://localhost:3000"}, True)
+    >>> redact_url("https://u:p@api.example/mcp?api_key=s3cret")
+    'https://api.example/mcp?…'
+    >>> redact_url("http://127.0.0.1:9/mcp")
+    'http://127.0.0.1:9/mcp'
     """
-    if not loopback:
-        return None
-    host = headers.get("host", "")
-    name = host if host.endswith("]") else host.rsplit(":", 1)[0]
-    if host and not is_loopback(name):
-        return 421, "Invalid Host header"
-    origin = headers.get("origin")
-    if origin is not None and not is_loopback(urlsplit(origin).hostname or ""):
-        return 403, "Invalid Origin header"
-    return None
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + ("?…" if parts.query else "")
 
 
 # -- OAuth discovery through a gateway -----------------------------------------------------

@@ -54,6 +54,7 @@ from .http import (
     is_modern,
     message_version,
     one_line,
+    redact_url,
     request_ids,
 )
 from .offload import Lane, Offload, start_or_warm
@@ -179,7 +180,10 @@ class _Upstream:
             ) as response:
                 await self._answer(response, msg, ids, outbox)
         except httpx2.HTTPError as e:
-            await self._fail(ids, f"MCP server at {self.url} unreachable: {_reason(e)}", outbox)
+            # The URL's query string may hold a key: the client sees the URL without it.
+            shown = redact_url(self.url)
+            reason = _reason(e).replace(self.url, shown)
+            await self._fail(ids, f"MCP server at {shown} unreachable: {reason}", outbox)
         finally:
             for i in ids:
                 self.watch.pop(i, None)

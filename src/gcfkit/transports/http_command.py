@@ -7,7 +7,11 @@ write their message to that process; a request's answer, and the progress notifi
 its ``progressToken``, come back on that POST's SSE stream. What the server sends on its own
 (log messages, list changes, its requests to the client) goes to the session's GET stream,
 else to the most recent open request stream, else waits (bounded) for a GET stream.
-``DELETE``, an hour without traffic, or the proxy's own shutdown stops the process.
+``DELETE``, an idle hour, or the proxy's own shutdown stops the process; at most
+``max_processes`` sessions run at once (:class:`~gcfkit.transports.http_limits.HttpLimits`),
+and an ``initialize`` past that gets 503 until one ends. A JSON-RPC batch is written to the
+server one message at a time, its answers on the POST's stream; a request whose id is
+already in flight in its session is refused (409), so each stream ends with its answer.
 
 Tool results are rewritten in the server's pool of worker processes
 (:mod:`gcfkit.transports.offload`), in the order the stdio shell keeps
@@ -31,13 +35,13 @@ import contextlib
 import json
 import secrets
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 
 from ..ledger import Ledger
 from ..proxy.config import Codec
@@ -50,10 +54,12 @@ from .http import (
     Captures,
     is_modern,
     message_version,
-    rebinding_refusal,
+    one_line,
+    request_ids,
     sse_event,
     with_keepalive,
 )
+from .http_guard import Guard, guarded_app
 from .http_shared import SharedServer
 from .offload import Lane, Offload, server_pool, start_pool
 from .outbox import Outbox
@@ -63,10 +69,7 @@ from .stdio import split_lines
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
 
-__all__ = ["IDLE_TIMEOUT", "build_command_app"]
-
-#: Seconds a session may go without any request or open stream before its process stops.
-IDLE_TIMEOUT: Final = 3600.0
+__all__ = ["build_command_app"]
 
 _HELD_MESSAGES: Final = 1024
 _SSE_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -166,8 +169,11 @@ class _Session:
     async def route(self, line: bytes) -> None:
         waiting = [k for k in self.streams if self.core.is_pending(k[1])]
         got = self.outbox.receive(line)
-        # Decided now, as the line arrives: which request it answers.
+        # Decided now, as the line arrives: which request it answers (one the core could not
+        # read, not UTF-8, still ends its request's stream).
         answered = next((k for k in waiting if not self.core.is_pending(k[1])), None)
+        if answered is None:
+            answered = _answer_key(line, self.streams)
         if isinstance(got, ToolJob):
             await self.outbox.put(got, (answered, True))
             return
@@ -184,10 +190,7 @@ class _Session:
     def _key_of(self, data: bytes) -> RequestKey | None:
         """The request stream a small message belongs to: the request it answers, or the one
         whose progressToken it reports on; None for what the server sends on its own."""
-        try:
-            msg = json.loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            return None
+        msg = _lenient(data)
         if not isinstance(msg, dict):
             return None
         if "method" not in msg:
@@ -234,7 +237,7 @@ class _CommandServer:
         config: ProxyConfig,
         ledger: Ledger | None,
         grace: float,
-        loopback: bool,
+        guard: Guard,
         keepalive: float,
         codec: Codec | None = None,
         capture: Callable[[], Capture] | None = None,
@@ -243,7 +246,8 @@ class _CommandServer:
         self.config = config
         self.ledger = ledger
         self.grace = grace
-        self.loopback = loopback
+        self.limits = guard.limits
+        self.refusals = guard.refusals
         self.keepalive = keepalive
         self.codec = codec
         self.sessions: dict[str, _Session] = {}
@@ -260,9 +264,6 @@ class _CommandServer:
         )
 
     async def handle(self, request: Request) -> Response:
-        refusal = rebinding_refusal(request.headers, self.loopback)
-        if refusal is not None:
-            return Response(refusal[1], status_code=refusal[0])
         if request.url.path.rstrip("/") != "/mcp":
             return Response("Not Found", status_code=404)
         if request.method == "POST":
@@ -271,6 +272,7 @@ class _CommandServer:
         if request.method not in ("GET", "DELETE"):
             return Response(status_code=405, headers={"allow": "GET, POST, DELETE"})
         if session is None:
+            self.refusals.refuse("unknown_session")
             return _json_error(404, None, -32001, "Session not found")
         if request.method == "DELETE":
             await self.end(session)
@@ -281,7 +283,7 @@ class _CommandServer:
         while session.held:
             queue.put_nowait((session.held.popleft(), False))
         session.listener = queue
-        return self.stream(session, queue, None)
+        return self.stream(session, queue, [])
 
     async def post(self, request: Request) -> Response:
         body = await request.body()
@@ -300,35 +302,57 @@ class _CommandServer:
                 return _json_error(
                     400, request_id, -32000, "Bad Request: no session; initialize first"
                 )
+            if len(self.sessions) >= self.limits.max_processes:
+                await self.reap_once()  # ended or idle sessions make room first
+            if len(self.sessions) >= self.limits.max_processes:
+                self.refusals.refuse("sessions")
+                text = (
+                    f"too many sessions: {self.limits.max_processes} servers run already; "
+                    "end one (DELETE) or try again later"
+                )
+                response = _json_error(503, request_id, -32000, text)
+                response.headers["retry-after"] = "60"
+                return response
             session = await self.start()
             if session is None:
                 return _json_error(500, request_id, -32603, "the MCP server could not be started")
         else:
             found = self.sessions.get(session_id)
             if found is None or not found.alive:
+                self.refusals.refuse("unknown_session")
                 return _json_error(404, request_id, -32001, "Session not found")
             session = found
         session.last_used = asyncio.get_running_loop().time()
-        key = request_key(request_id) if isinstance(method, str) else None
+        items = msg if isinstance(msg, list) else [msg]
+        keys = [k for k in (request_key(i) for i in request_ids(msg)) if k is not None]
+        if len(set(keys)) < len(keys) or any(k in session.streams for k in keys):
+            self.refusals.refuse("duplicate_id")
+            text = "a request with this id is in flight in this session already"
+            return _json_error(409, request_id, -32600, text)
         queue: _Queue | None = None
-        if key is not None:
+        if keys:
             queue = asyncio.Queue()
-            session.streams[key] = queue
-            token = _progress_token(msg)
-            if token is not None:
-                session.progress[token] = key
-        line = body.rstrip(b"\r\n").replace(b"\n", b" ").replace(b"\r", b" ") + b"\n"
-        outputs = session.core.from_client(line)
+            for key in keys:
+                session.streams[key] = queue
+            for item in items:
+                token = _progress_token(item)
+                owner = request_key(item.get("id")) if isinstance(item, dict) else None
+                if token is not None and owner is not None and owner in keys:
+                    session.progress[token] = owner
+        # A batch goes to the server a message at a time (a stdio server answers each); a
+        # single message as the client wrote it.
+        lines = [one_line(_dumps(i)) for i in items] if isinstance(msg, list) else [one_line(body)]
+        outputs = [out for line in lines for out in session.core.from_client(line)]
         if session.capture is not None:
             for out in outputs:
                 session.capture.to_server(out.data)
         if not await session.write(outputs):
-            if key is not None:
+            for key in keys:
                 session.streams.pop(key, None)
             return _json_error(502, request_id, -32000, "the MCP server is gone")
-        if queue is None or key is None:
+        if queue is None:
             return Response(status_code=202)
-        response = self.stream(session, queue, key)
+        response = self.stream(session, queue, keys)
         response.headers[MCP_SESSION_ID] = session.id
         return response
 
@@ -356,26 +380,33 @@ class _CommandServer:
         response.headers.update(_SSE_HEADERS)
         return response
 
-    def stream(self, session: _Session, queue: _Queue, key: RequestKey | None) -> Response:
+    def stream(self, session: _Session, queue: _Queue, keys: list[RequestKey]) -> Response:
+        """The SSE stream of ``queue``: a request's (or a batch's), ended by the answer to
+        each of ``keys``; the session's own (GET) when there are none."""
+
         async def events() -> AsyncIterator[bytes]:
             session.active += 1
+            owed = len(keys)
             try:
                 while True:
                     item = await queue.get()
                     if item is None:
                         return
                     yield sse_event(item[0])
-                    if item[1] and key is not None:
-                        return
+                    if item[1] and keys:
+                        owed -= 1
+                        if owed <= 0:
+                            return
             finally:
                 session.active -= 1
                 session.last_used = asyncio.get_running_loop().time()
-                if key is None:
+                if not keys:
                     session.listener = None
-                else:
-                    session.streams.pop(key, None)
-                    for token in [t for t, k in session.progress.items() if k == key]:
-                        del session.progress[token]
+                for key in keys:
+                    if session.streams.get(key) is queue:
+                        del session.streams[key]
+                for token in [t for t, k in session.progress.items() if k in keys]:
+                    del session.progress[token]
 
         response = StreamingResponse(
             with_keepalive(events(), self.keepalive), media_type="text/event-stream"
@@ -408,13 +439,17 @@ class _CommandServer:
         self.captures.close(session.capture)
 
     async def reap(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(min(60.0, IDLE_TIMEOUT / 4))
-            for session in list(self.sessions.values()):
-                idle = loop.time() - session.last_used > IDLE_TIMEOUT and session.active == 0
-                if idle or not session.alive:
-                    await self.end(session)
+            await asyncio.sleep(min(60.0, self.limits.idle_timeout / 4))
+            await self.reap_once()
+
+    async def reap_once(self) -> None:
+        """End the sessions idle past the limit, and those whose server is gone."""
+        now = asyncio.get_running_loop().time()
+        for session in list(self.sessions.values()):
+            idle = now - session.last_used > self.limits.idle_timeout and session.active == 0
+            if idle or not session.alive:
+                await self.end(session)
 
     async def close(self) -> None:
         await asyncio.gather(
@@ -424,11 +459,33 @@ class _CommandServer:
         await self.captures.aclose()
 
 
+def _lenient(data: bytes) -> Any:
+    """The JSON of a server line, bytes that are not UTF-8 replaced (None: no JSON): enough
+    to tell whose it is, never what is forwarded."""
+    try:
+        return json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _answer_key(line: bytes, streams: Mapping[RequestKey, Any]) -> RequestKey | None:
+    """The stream of the request ``line`` answers, when it is an answer to one waiting."""
+    msg = _lenient(line)
+    if not isinstance(msg, dict) or "method" in msg or not ("result" in msg or "error" in msg):
+        return None
+    key = request_key(msg.get("id"))
+    return key if key in streams else None
+
+
 def _progress_token(msg: Any) -> RequestKey | None:
     params = msg.get("params") if isinstance(msg, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return request_key(token) if isinstance(token, (str, int)) else None
+
+
+def _dumps(item: Any) -> bytes:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def build_command_app(
@@ -437,22 +494,26 @@ def build_command_app(
     *,
     ledger: Ledger | None = None,
     grace: float = DEFAULT_GRACE,
-    loopback: bool = True,
+    guard: Guard | None = None,
     keepalive: float = DEFAULT_KEEPALIVE,
     codec: Codec | None = None,
     capture: Callable[[], Capture] | None = None,
+    routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The ASGI app serving the stdio server ``command`` at ``/mcp`` (see the module doc).
-    ``capture`` opens a recording per session (``--capture-dir``); ``codec`` replaces the
-    codec functions (tests: it must pickle, by reference, to reach the workers).
+    ``guard``: who may use it and its limits (default: a loopback server's); ``capture``
+    opens a recording per session (``--capture-dir``); ``codec`` replaces the codec
+    functions (tests: it must pickle, by reference, to reach the workers); ``routes`` are
+    served before ``/mcp`` (:func:`~gcfkit.transports.http_guard.guarded_app`).
 
     >>> type(build_command_app(["true"], ProxyConfig(stats=False))).__name__
     'Starlette'
     """
     config = config or ProxyConfig()
+    guard = guard or Guard("127.0.0.1")
     if config.stats and ledger is None:
         ledger = Ledger()
-    server = _CommandServer(command, config, ledger, grace, loopback, keepalive, codec, capture)
+    server = _CommandServer(command, config, ledger, grace, guard, keepalive, codec, capture)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -466,7 +527,6 @@ def build_command_app(
                 await reaper
             await server.close()
 
-    return Starlette(
-        routes=[Route("/{path:path}", server.handle, methods=["GET", "POST", "DELETE"])],
-        lifespan=lifespan,
-    )
+    app = guarded_app(server.handle, ["GET", "POST", "DELETE"], guard, lifespan, routes)
+    app.state.sessions = server.sessions  # for health and metrics routes (and tests)
+    return app

@@ -3,12 +3,13 @@
 Two shells on one starlette app, served by uvicorn:
 
 * :func:`serve_gateway` (``--http HOST:PORT --upstream URL``): HTTP on both sides. Every
-  request is relayed to the upstream with the client's own headers (``Authorization``,
-  ``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Last-Event-ID``, the 2026-07-28
-  ``Mcp-Method``/``Mcp-Name``/``Mcp-Param-*``), ``--header`` ones added; every answer comes
-  back with the upstream's status and headers (``WWW-Authenticate`` too), its JSON body or
-  each SSE event's message rewritten by the core. The gateway serves the upstream's path;
-  any other path (OAuth discovery under ``/.well-known/``) is relayed untouched.
+  request to the MCP endpoint is relayed to the upstream with the client's own headers
+  (``Authorization``, ``Origin``, ``Mcp-Session-Id``, ``MCP-Protocol-Version``,
+  ``Last-Event-ID``, the 2026-07-28 ``Mcp-Method``/``Mcp-Name``/``Mcp-Param-*``), ``--header``
+  ones added; every answer comes back with the upstream's status and headers
+  (``WWW-Authenticate`` too), its JSON body or each SSE event's message rewritten by the
+  core. The gateway serves the upstream's path and relays nothing else but OAuth discovery
+  (``GET /.well-known/oauth-*``, without the ``--header`` credential); any other path is 404.
 * :func:`serve_command` (``--http HOST:PORT -- COMMAND``): a stdio server behind Streamable
   HTTP at ``/mcp``. Each ``initialize`` starts a session: its own server process and its own
   core, named by the ``Mcp-Session-Id`` the proxy gives; ``DELETE`` (or an idle hour) ends it.
@@ -25,20 +26,23 @@ its own stream, never the event loop, and past the time budget the original goes
 With ``--capture-dir`` each session is recorded in its own directory, as a stdio proxy's
 is (:class:`~gcfkit.transports.http.Captures`).
 
-Bound to a loopback address, the proxy refuses requests whose ``Host`` or ``Origin`` is not
-a loopback name (DNS rebinding); the host must be given, so serving beyond this machine is
-a decision, never a default.
+On every bind, :mod:`gcfkit.transports.http_guard` checks ``Host`` and ``Origin`` (DNS
+rebinding, pages elsewhere), the client token when there is one, and the body's size; the
+host must be given, so serving beyond this machine is a decision, never a default, and a
+gateway bound beyond loopback lends its ``--header`` credential only behind a client token
+(:func:`check_lending`). Sessions, bytes remembered and slow clients are bounded by
+:class:`~gcfkit.transports.http_limits.HttpLimits`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import json
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -47,7 +51,7 @@ import httpx2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 
 from ..errors import ConfigError
 from ..ledger import Ledger
@@ -62,11 +66,15 @@ from .http import (
     one_line,
     rebase_challenge,
     rebase_resource_metadata,
-    rebinding_refusal,
+    redact_url,
     request_ids,
     sse_event,
     with_keepalive,
 )
+from .http_guard import Guard, guarded_app
+from .http_limits import DEFAULT_LIMITS, HttpLimits, Refusals
+from .http_listen import listen_socket, raise_descriptor_limit, uvicorn_config
+from .http_sessions import SessionTable
 from .offload import Lane, Offload, server_pool, start_pool
 from .relay import relay_one
 
@@ -74,17 +82,13 @@ if TYPE_CHECKING:
     from ..traffic.capture import Capture
 
 __all__ = [
-    "MAX_SESSIONS",
     "build_gateway",
+    "check_lending",
     "listen_socket",
     "parse_listen",
     "serve_command",
     "serve_gateway",
 ]
-
-#: Sessions whose cores are kept; past that the least recently used one is forgotten (its
-#: later requests then start from a fresh core, as after a restart).
-MAX_SESSIONS: Final = 1024
 
 _CONNECT_TIMEOUT: Final = 30.0
 _READ_TIMEOUT: Final = 300.0
@@ -123,43 +127,67 @@ class _Peer:
     core: ProxyCore
     lane: Lane
     capture: Capture | None = None
+    session: str | None = None
 
 
-@dataclasses.dataclass
-class _Cores:
-    """The sessions (most recently used last), the worker pool that rewrites their
-    results, the ledger their records go to and their recordings."""
+class _Peers:
+    """How the gateway maps a client's session to the upstream's: it does not translate
+    one. The ``Mcp-Session-Id`` the upstream gives in its answer to ``initialize`` reaches
+    the client unchanged and comes back on every request; the gateway keys what it keeps
+    for the session (a :class:`_Peer`: core, lane, recording) by that id, in a
+    :class:`~gcfkit.transports.http_sessions.SessionTable` (bounded in number, in bytes
+    remembered, and expired when idle). Also held: the worker pool that rewrites the
+    sessions' results, the ledger their records go to and their recordings."""
 
-    config: ProxyConfig
-    ledger: Ledger | None
-    offload: Offload
-    captures: Captures
-    codec: Codec | None = None
-    sessions: collections.OrderedDict[str, _Peer] = dataclasses.field(
-        default_factory=collections.OrderedDict
-    )
+    def __init__(
+        self,
+        config: ProxyConfig,
+        ledger: Ledger | None,
+        offload: Offload,
+        captures: Captures,
+        codec: Codec | None = None,
+        limits: HttpLimits = DEFAULT_LIMITS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.offload = offload
+        self.captures = captures
+        self.codec = codec
+        self.sessions: SessionTable[_Peer] = SessionTable(
+            limits.max_sessions,
+            limits.remembered_bytes,
+            limits.idle_timeout,
+            clock=clock,
+        )
 
     def fresh(self) -> _Peer:
         """A peer for one request of no session: a core and a lane that keep nothing."""
         return _Peer(ProxyCore(self.config, self.codec), self.offload.fresh())
 
-    def for_session(self, session_id: str | None) -> _Peer:
+    def for_session(self, session_id: str | None) -> tuple[_Peer, bool]:
+        """The session's peer, and whether it is known. An unknown session gets a fresh peer,
+        kept only if the upstream accepts the session (:meth:`vouched`): a made-up id
+        creates nothing."""
         if session_id is None:
-            return self.fresh()
+            return self.fresh(), True
         peer = self.sessions.get(session_id)
         if peer is None:
-            # Begun before this gateway started (or forgotten): its exchanges are recorded
-            # one by one, as those of no session (the ids may not be this client's alone).
-            peer = self.adopt(session_id, self.fresh(), record=False)
-        self.sessions.move_to_end(session_id)
-        return peer
+            return self.fresh(), False
+        return peer, True
+
+    def vouched(self, session_id: str, peer: _Peer) -> None:
+        """The upstream answered a request of a session this gateway did not know (begun
+        before it started, or forgotten): keep it. Its exchanges are recorded one by one, as
+        those of no session (the ids may not be this client's alone). Only while there is
+        room: a session the gateway did not see begin never evicts one it did (an upstream
+        that accepts any id would otherwise let made-up ids push real sessions out)."""
+        if len(self.sessions) < self.sessions.max_entries:
+            self.adopt(session_id, peer, record=False)
 
     def adopt(self, session_id: str, peer: _Peer, *, record: bool = True) -> _Peer:
         """``peer`` (made for the ``initialize`` that opened the session) is the session's;
         ``record``: in a recording of its own."""
-        known = self.sessions.get(session_id)
-        if known is not None and known is not peer:
-            self.retire(known)  # the id names this session now
         if peer.lane.key is None:
             peer.lane = self.offload.session()
             peer.capture = self.captures.session() if record else None
@@ -167,16 +195,28 @@ class _Cores:
             # An initialize sent in a session already (the client starts over in it): the
             # session goes on, its lane and recording too (the core's reset reaches the
             # lane's state); a new lane here would leave the old one open for good.
-            for alias in [k for k, p in self.sessions.items() if p is peer and k != session_id]:
-                del self.sessions[alias]
-        self.sessions[session_id] = peer
-        while len(self.sessions) > MAX_SESSIONS:
-            _, old = self.sessions.popitem(last=False)
-            self.retire(old)
+            for alias, known in self.sessions.items():
+                if known is peer and alias != session_id:
+                    self.sessions.pop(alias)
+        peer.session = session_id
+        for old in self.sessions.add(session_id, peer):
+            self.retire(old)  # the id names this session now, or there is no room
         return peer
 
+    def measure(self, peer: _Peer) -> None:
+        """After a result: the session holds what its lane's memory holds now (the results
+        it may answer relative to), and the table stays within its bytes."""
+        if peer.session is not None and self.sessions.get(peer.session) is peer:
+            for old in self.sessions.resize(peer.session, peer.lane.memory.bytes):
+                self.retire(old)
+
+    def expire(self) -> None:
+        """End the sessions idle past the limit."""
+        for old in self.sessions.expired():
+            self.retire(old)
+
     def end(self, session_id: str) -> None:
-        peer = self.sessions.pop(session_id, None)
+        peer = self.sessions.pop(session_id)
         if peer is not None:
             self.retire(peer)
 
@@ -194,6 +234,9 @@ class _Cores:
 
 #: Where RFC 9728 puts protected-resource metadata (the resource's path follows).
 _RESOURCE_METADATA_PATH: Final = "/.well-known/oauth-protected-resource"
+#: The only paths besides the MCP endpoint the gateway relays (GET, no credential lent):
+#: OAuth discovery (RFC 9728, RFC 8414).
+_DISCOVERY: Final = "/.well-known/oauth-"
 
 
 def _origin_of(request: Request) -> str:
@@ -268,60 +311,89 @@ class _Gateway:
         self,
         url: str,
         http: httpx2.AsyncClient,
-        cores: _Cores,
+        cores: _Peers,
         headers: Mapping[str, str],
-        loopback: bool,
         keepalive: float,
+        client_token: bool = False,
+        refusals: Refusals | None = None,
     ) -> None:
         parts = urlsplit(url)
         self.url = url
+        self.shown = redact_url(url)
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.path = parts.path or "/"
         self.http = http
         self.cores = cores
         self.headers = dict(headers)
-        self.loopback = loopback
         self.keepalive = keepalive
+        self.client_token = client_token
+        self.refusals = refusals or Refusals()
 
-    def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
-        own = {k.lower() for k in self.headers}
-        # Origin belongs to the hop it came on (checked there); --header wins over the client.
-        pairs = forwardable(request.headers.items(), drop=["origin", *own])
-        return pairs + list(self.headers.items())
+    def upstream_headers(self, request: Request, lend: bool) -> list[tuple[str, str]]:
+        """The client's end-to-end headers for the upstream (``Origin`` too: the upstream
+        judges it as it would the client's own request); ``lend``: with the ``--header``
+        ones (they win over the client's). The client token is the gateway's, never sent."""
+        drop = [k.lower() for k in self.headers] if lend else []
+        if self.client_token:
+            drop.append("authorization")
+        pairs = forwardable(request.headers.items(), drop=drop)
+        return pairs + (list(self.headers.items()) if lend else [])
 
     async def handle(self, request: Request) -> Response:
-        refusal = rebinding_refusal(request.headers, self.loopback)
-        if refusal is not None:
-            return Response(refusal[1], status_code=refusal[0])
-        if request.url.path.rstrip("/") != self.path.rstrip("/"):
-            return await self.relay_raw(request)
+        path = request.url.path
+        if path.rstrip("/") != self.path.rstrip("/"):
+            if request.method in ("GET", "HEAD") and path.startswith(_DISCOVERY):
+                return await self.relay_raw(request)  # OAuth discovery: no credential lent
+            self.refusals.refuse("not_relayed")
+            return Response("Not Found: the gateway relays only its MCP endpoint", 404)
         if request.method == "POST":
             return await self.post(request)
         if request.method == "GET":
             return await self.get(request)
-        response = await self.relay_raw(request, self.url)
+        if request.method not in ("DELETE", "OPTIONS"):
+            return Response(status_code=405, headers={"allow": "GET, POST, DELETE, OPTIONS"})
+        lend = request.method == "DELETE"  # a CORS preflight carries no credential
+        response = await self.relay_raw(request, self.url, lend=lend)
         session_id = request.headers.get(MCP_SESSION_ID)
         if request.method == "DELETE" and session_id and response.status_code < 300:
             self.cores.end(session_id)
         return response
 
     async def open(
-        self, method: str, request: Request, content: bytes | None, url: str | None = None
+        self,
+        method: str,
+        request: Request,
+        content: bytes | None,
+        url: str | None = None,
+        *,
+        lend: bool = True,
     ) -> httpx2.Response:
         target = url or self.url
         if url is None and request.url.query:
             target += "?" + request.url.query
         built = self.http.build_request(
-            method, target, content=content, headers=self.upstream_headers(request)
+            method, target, content=content, headers=self.upstream_headers(request, lend)
         )
         return await self.http.send(built, stream=True)
+
+    def unreachable(self, error: Exception) -> str:
+        """The error text for an upstream that cannot be reached (its query string, which
+        may hold a key, left out)."""
+        return f"gcfkit proxy: MCP server at {self.shown} unreachable: {type(error).__name__}"
+
+    def keep(self, session_id: str | None, peer: _Peer, known: bool, status: int) -> None:
+        """A session the gateway did not know is kept once the upstream accepts it."""
+        if session_id and not known and status < 400:
+            self.cores.vouched(session_id, peer)
+        elif session_id and not known:
+            self.refusals.refuse("unknown_session")
 
     async def post(self, request: Request) -> Response:
         body = await request.body()
         msg = _message(body)
         ids = request_ids(msg)
         session_id = request.headers.get(MCP_SESSION_ID)
-        peer = self.cores.for_session(session_id)
+        peer, known = self.cores.for_session(session_id)
         core = peer.core
         sent = _to_server(core, body)
         if peer.capture is not None:
@@ -329,23 +401,28 @@ class _Gateway:
         try:
             upstream = await self.open("POST", request, sent)
         except httpx2.HTTPError as e:
-            detail = f"gcfkit proxy: MCP server at {self.url} unreachable: {type(e).__name__}"
             return Response(
-                _errors(core, ids, detail), status_code=502, media_type="application/json"
+                _errors(core, ids, self.unreachable(e)),
+                status_code=502,
+                media_type="application/json",
             )
         given = upstream.headers.get(MCP_SESSION_ID)
         if given and isinstance(msg, dict) and msg.get("method") == "initialize":
             self.cores.adopt(given, peer)
             if peer.capture is not None:
                 peer.capture.to_server(one_line(sent))
+        else:
+            self.keep(session_id, peer, known, upstream.status_code)
         return await self.answer(upstream, request, peer, ids, one_line(sent))
 
     async def get(self, request: Request) -> Response:
-        peer = self.cores.for_session(request.headers.get(MCP_SESSION_ID))
+        session_id = request.headers.get(MCP_SESSION_ID)
+        peer, known = self.cores.for_session(session_id)
         try:
             upstream = await self.open("GET", request, None)
         except httpx2.HTTPError as e:
-            return Response(f"MCP server unreachable: {type(e).__name__}", status_code=502)
+            return Response(self.unreachable(e), status_code=502)
+        self.keep(session_id, peer, known, upstream.status_code)
         return await self.answer(upstream, request, peer, [], b"")
 
     def public_headers(self, upstream: httpx2.Response, request: Request) -> list[tuple[str, str]]:
@@ -388,6 +465,7 @@ class _Gateway:
         if ctype == "application/json" and body:
             new = await _to_client(peer, body, self.cores.captures, sent, ids)
             self.cores.flush(core)
+            self.cores.measure(peer)
             if new is not None:
                 body = new
         return _response(upstream.status_code, headers, body)
@@ -408,6 +486,7 @@ class _Gateway:
                 if data and event.event in ("", "message"):
                     new = await _to_client(peer, data, self.cores.captures, sent, ids)
                     self.cores.flush(core)
+                    self.cores.measure(peer)
                     data = new if new is not None else one_line(data)
                 yield sse_event(data, event=event.event, event_id=event_id, retry=event.retry)
         except httpx2.HTTPError:
@@ -419,15 +498,19 @@ class _Gateway:
             for line in failed.splitlines():
                 yield sse_event(line)
 
-    async def relay_raw(self, request: Request, url: str | None = None) -> Response:
-        """Anything that is not the MCP endpoint (OAuth metadata, CORS preflights): as is."""
+    async def relay_raw(
+        self, request: Request, url: str | None = None, *, lend: bool = False
+    ) -> Response:
+        """What is not a message (OAuth discovery, CORS preflights, DELETE): as is; the
+        ``--header`` credentials only with ``lend``."""
         target = url or self.origin + request.url.path
         if request.url.query:
             target += "?" + request.url.query
         try:
-            upstream = await self.open(request.method, request, await request.body(), target)
+            content = await request.body()
+            upstream = await self.open(request.method, request, content, target, lend=lend)
         except httpx2.HTTPError as e:
-            return Response(f"upstream unreachable: {type(e).__name__}", status_code=502)
+            return Response(self.unreachable(e), status_code=502)
         try:
             body = await upstream.aread()
         except httpx2.HTTPError as e:
@@ -445,35 +528,60 @@ def build_gateway(
     *,
     headers: Mapping[str, str] | None = None,
     ledger: Ledger | None = None,
-    loopback: bool = True,
+    guard: Guard | None = None,
     keepalive: float = DEFAULT_KEEPALIVE,
     codec: Codec | None = None,
     capture: Callable[[], Capture] | None = None,
+    routes: Sequence[BaseRoute] = (),
+    clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
     """The gateway's ASGI app in front of the MCP server at ``url`` (see the module doc).
-    ``capture`` opens a recording per session (``--capture-dir``); ``codec`` replaces the
-    codec functions (tests: it must pickle, by reference, to reach the workers).
+    ``guard``: who may use it and its limits (default: a loopback server's); ``capture``
+    opens a recording per session (``--capture-dir``); ``codec`` replaces the codec
+    functions (tests: it must pickle, by reference, to reach the workers); ``routes`` are
+    served before the MCP endpoint (:func:`~gcfkit.transports.http_guard.guarded_app`).
+
+    Raises :class:`~gcfkit.errors.ConfigError` for a gateway bound beyond loopback that
+    would lend its ``headers`` (a credential) to clients it does not authenticate.
 
     >>> app = build_gateway("http://127.0.0.1:9/mcp", ProxyConfig(stats=False))
     >>> type(app).__name__
     'Starlette'
     """
     config = config or ProxyConfig()
+    guard = guard or Guard("127.0.0.1")
+    headers = dict(headers or {})
+    check_lending(guard, bool(headers))
     if config.stats and ledger is None:
         ledger = Ledger()
     offload = server_pool(config, codec, ledger.path if ledger is not None else None)
-    cores = _Cores(config, ledger, offload, Captures(capture), codec)
+    cores = _Peers(config, ledger, offload, Captures(capture), codec, guard.limits, clock)
     state: dict[str, _Gateway] = {}
+
+    async def expire() -> None:
+        while True:
+            await asyncio.sleep(min(60.0, guard.limits.idle_timeout / 4))
+            cores.expire()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
         async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as http:
             await start_pool(offload)
-            state["gateway"] = _Gateway(url, http, cores, headers or {}, loopback, keepalive)
+            state["gateway"] = _Gateway(
+                url,
+                http,
+                cores,
+                headers,
+                keepalive,
+                client_token=guard.client_token is not None,
+                refusals=guard.refusals,
+            )
+            expiring = asyncio.create_task(expire())
             try:
                 yield
             finally:
+                expiring.cancel()
                 for session_id in list(cores.sessions):
                     cores.end(session_id)
                 await offload.close()
@@ -483,7 +591,9 @@ def build_gateway(
         return await state["gateway"].handle(request)
 
     methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"]
-    return Starlette(routes=[Route("/{path:path}", endpoint, methods=methods)], lifespan=lifespan)
+    app = guarded_app(endpoint, methods, guard, lifespan, routes)
+    app.state.sessions = cores.sessions  # for health and metrics routes (and tests)
+    return app
 
 
 async def serve_gateway(
@@ -494,62 +604,67 @@ async def serve_gateway(
     *,
     headers: Mapping[str, str] | None = None,
     ledger: Ledger | None = None,
+    guard: Guard | None = None,
     keepalive: float = DEFAULT_KEEPALIVE,
     codec: Codec | None = None,
     capture: Callable[[], Capture] | None = None,
 ) -> int:
-    """Serve :func:`build_gateway` on ``host:port`` until SIGINT/SIGTERM; returns 0."""
+    """Serve :func:`build_gateway` on ``host:port`` until SIGINT/SIGTERM; returns 0.
+    ``guard``'s bound host is ``host``."""
+    guard = dataclasses.replace(guard, bound=host) if guard is not None else Guard(host)
     app = build_gateway(
         url,
         config,
         headers=headers,
         ledger=ledger,
-        loopback=is_loopback(host),
+        guard=guard,
         keepalive=keepalive,
         codec=codec,
         capture=capture,
     )
-    return await _serve(app, host, port, urlsplit(url).path or "/")
+    return await _serve(app, host, port, urlsplit(url).path or "/", guard)
 
 
-def listen_socket(host: str, port: int) -> socket.socket:
-    """The bound socket ``--http HOST:PORT`` serves on (port 0: a free one); raises
-    :class:`~gcfkit.errors.ConfigError` when it cannot be bound.
+def check_lending(guard: Guard, lends: bool) -> None:
+    """Refuse a gateway that would lend a credential (``--header``) to anyone who can reach
+    it: bound beyond loopback with no client token.
 
-    Made with ``IPPROTO_TCP`` rather than protocol 0: asyncio sets ``TCP_NODELAY`` only on
-    connections accepted from such a socket, and without it every response written in more
-    than one piece (headers, then each SSE event) waits on Nagle's algorithm and the peer's
-    delayed ACK, some 40 ms a call.
-
-    >>> sock = listen_socket("127.0.0.1", 0)
-    >>> sock.proto == socket.IPPROTO_TCP
-    True
-    >>> sock.close()
+    >>> check_lending(Guard("127.0.0.1"), True)
+    >>> try:
+    ...     check_lending(Guard("0.0.0.0"), True)
+    ... except ConfigError as e:
+    ...     print(e.code)
+    invalid_option
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise ConfigError("invalid_option", f"--http {host}:{port}: {e.strerror or e}") from e
-    return sock
+    if lends and guard.client_token is None and not is_loopback(guard.bound):
+        raise ConfigError(
+            "invalid_option",
+            f"--http {guard.bound}: a gateway reachable from other machines would lend its "
+            "--header credential to anyone; give --client-token (clients then send "
+            "'Authorization: Bearer <token>'), or drop --header so that each client's own "
+            "credential passes through",
+        )
 
 
-async def _serve(app: Any, host: str, port: int, path: str) -> int:
+async def _serve(app: Any, host: str, port: int, path: str, guard: Guard) -> int:
     import uvicorn
 
+    raise_descriptor_limit()
     sock = listen_socket(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn_config(app, guard.limits, guard.refusals))
 
     async def announce() -> None:
         while not server.started and not server.should_exit:
             await asyncio.sleep(0.01)
         if server.started:
             _log(f"serving http://{shown}:{bound}{path}")
+            if not is_loopback(host) and guard.client_token is None:
+                _log(
+                    "reachable from other machines without a client token: anyone who can "
+                    "connect can use the server (see --client-token)"
+                )
 
     announcing = asyncio.create_task(announce())
     try:
@@ -567,6 +682,7 @@ async def serve_command(
     config: ProxyConfig | None = None,
     *,
     ledger: Ledger | None = None,
+    guard: Guard | None = None,
     grace: float = 2.0,
     keepalive: float = DEFAULT_KEEPALIVE,
     codec: Codec | None = None,
@@ -575,14 +691,15 @@ async def serve_command(
     """Serve the stdio server ``command`` over Streamable HTTP on ``host:port``."""
     from .http_command import build_command_app
 
+    guard = dataclasses.replace(guard, bound=host) if guard is not None else Guard(host)
     app = build_command_app(
         command,
         config,
         ledger=ledger,
         grace=grace,
-        loopback=is_loopback(host),
+        guard=guard,
         keepalive=keepalive,
         codec=codec,
         capture=capture,
     )
-    return await _serve(app, host, port, "/mcp")
+    return await _serve(app, host, port, "/mcp", guard)

@@ -41,6 +41,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
+import re
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -239,7 +241,8 @@ class SharedServer:
             self.capture.from_server(line)
         msg, _ = parse_envelope(line)
         if not isinstance(msg, dict):
-            return  # not JSON-RPC: nothing here can say whose it is
+            self._route_unreadable(line)
+            return
         method = msg.get("method")
         answered = msg.get("id")
         if method is None:
@@ -262,6 +265,25 @@ class SharedServer:
                 exchange = next(iter(self.waiting.values()))
             if exchange is not None:
                 self._deliver(exchange, dump_message(msg), final=False)
+
+    def _route_unreadable(self, line: bytes) -> None:
+        """A line the core cannot read (not UTF-8): when it answers a request waiting, it
+        goes to that request's stream as the server wrote it, the client's id restored, and
+        ends the stream; anything else cannot be said to be anyone's."""
+        try:
+            msg = json.loads(line.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return
+        answered = msg.get("id") if isinstance(msg, dict) and "method" not in msg else None
+        exchange = self.waiting.get(answered) if isinstance(answered, str) else None
+        if exchange is None or not isinstance(answered, str):
+            return
+        pattern = rb'("id"\s*:\s*)' + re.escape(json.dumps(answered).encode())
+        restored = json.dumps(exchange.request_id).encode()
+        data, found = re.subn(pattern, lambda m: m.group(1) + restored, line, count=1)
+        if found:
+            del self.waiting[answered]
+            exchange.queue.put_nowait((data if data.endswith(b"\n") else data + b"\n", True))
 
     def _progress_of(self, msg: dict[str, Any]) -> _Exchange | None:
         """The exchange a progress notification reports on, its token restored."""

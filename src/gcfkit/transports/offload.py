@@ -18,7 +18,10 @@ hold up its relay (one mechanism for stdio and HTTP):
 when the pool first has a worker ready (loading the tokenizer is not the result's fault).
 Past it the original is sent: a result still waiting for a worker is never started, and a
 worker still busy with it is killed (SIGKILL: whatever it is doing cannot be interrupted
-more gently), and another is started. A worker that cannot start, or keeps dying, leaves
+more gently), and another is started. (The worker gets the same deadline with the job and
+checks it between steps, :class:`~gcfkit.proxy.rewrite.Budget`, so a result that runs out
+mostly falls back there, at no worker's cost; the kill here is the bound.) A worker that
+cannot start, or keeps dying, leaves
 every result as the server wrote it (never rewritten in the event loop instead: whatever
 killed the workers would take the proxy down); one that cannot be spawned (OSError) once
 the pool has started is tried again by a later result, after a backoff (results meanwhile

@@ -207,7 +207,7 @@ class _Hosted:
     known: set[str] = field(default_factory=set)
 
 
-class _Sessions:
+class _Hosts:
     """The rewriters of the sessions this worker serves, by key (the shell creates and
     drops them: it bounds how many sessions there are)."""
 
@@ -254,7 +254,7 @@ def main() -> None:
     if not isinstance(init, Init):
         return
     config = init.config
-    sessions = _Sessions(config, init.codec)
+    hosts = _Hosts(config, init.codec)
     Rewriter(config, init.codec).warm_up()  # the tokenizer and codec, once for every session
     ledger = None
     if init.ledger_path is not None:
@@ -267,11 +267,11 @@ def main() -> None:
         if frame is None:
             return
         if isinstance(frame, Drop):
-            sessions.hosted.pop(frame.session, None)
+            hosts.hosted.pop(frame.session, None)
             continue
         if not isinstance(frame, Job):
             continue
-        hosted, own = sessions.for_job(frame)
+        hosted, own = hosts.for_job(frame)
         rewriter = hosted.rewriter
         rewriter.apply(frame.events)
         call, server = frame.call, frame.server

@@ -9,9 +9,10 @@ analytics. The API:
 * ``GET /api/examples`` and ``GET /api/examples/{id}``: the bundled examples;
 * ``POST /api/playground`` with ``{"text": "..."}``: :func:`gcfkit.ui.playground.analyze`
   (400 with ``{"error": {"code", "message", "line"}}`` for input it cannot measure);
-* ``GET /api/savings?since=7d``: the ledger summarised by :mod:`gcfkit.measure.savings` (the
-  numbers of ``gcfkit stats --json``), its timeline, what each decision means, and the charts
-  as inline SVG.
+* ``GET /api/savings?since=7d&width=1140``: the ledger summarised by
+  :mod:`gcfkit.measure.savings` (the numbers of ``gcfkit stats --json``), its timeline, what
+  each decision means, and the charts as inline SVG, the timeline drawn ``width`` pixels wide
+  (the page asks for the width it has, so a phone's chart has labels it can read).
 
 Requests are accepted only for the hosts the server was started for (loopback names by
 default: a DNS-rebinding page cannot talk to it), and a POST must be JSON from the page's own
@@ -32,7 +33,6 @@ from typing import Any, Final
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -52,6 +52,7 @@ from ..measure.savings import (
     timeline_to_json,
 )
 from ..paths import default_ledger_path
+from ..transports.http_guard import host_allowed
 from .playground import (
     MAX_INPUT_BYTES,
     PlaygroundError,
@@ -103,10 +104,16 @@ def _error(status: int, code: str, message: str, line: int | None = None) -> JSO
 
 
 def create_app(
-    *, ledger: Path | str | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    *,
+    ledger: Path | str | None = None,
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+    bound: str = "127.0.0.1",
 ) -> Starlette:
     """The application; ``ledger`` is the savings ledger the dashboard reads (default: the one
-    the proxy writes, :func:`gcfkit.paths.default_ledger_path`)."""
+    the proxy writes, :func:`gcfkit.paths.default_ledger_path`). ``bound``: the host the
+    server listens on; requests are served for a loopback ``Host``, the address they arrived
+    at, ``bound`` itself and ``allowed_hosts``
+    (:func:`~gcfkit.transports.http_guard.host_allowed`, the proxy's rule)."""
     ledger_path = Path(ledger) if ledger is not None else default_ledger_path()
 
     async def index(request: Request) -> Response:
@@ -159,9 +166,17 @@ def create_app(
 
     async def savings(request: Request) -> Response:
         since_text = request.query_params.get("since") or ""
+        width = request.query_params.get("width") or ""
+        try:
+            chart_width = int(width) if width else _CHART_WIDTH
+        except ValueError:
+            return _error(400, "invalid_option", f"width={width!r}: expected a number of pixels")
         try:
             # A long ledger takes a moment to read and sum: off the event loop.
-            return JSONResponse(await run_in_threadpool(savings_payload, ledger_path, since_text))
+            payload = await run_in_threadpool(
+                savings_payload, ledger_path, since_text, chart_width=chart_width
+            )
+            return JSONResponse(payload)
         except ConfigError as e:
             return _error(400, e.code, e.detail)
 
@@ -175,14 +190,21 @@ def create_app(
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
     middleware = [
-        Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+        Middleware(_HostCheck, bound=bound, allowed=allowed_hosts),
         Middleware(_SameOrigin),
         Middleware(_SecurityHeaders),
     ]
     return Starlette(routes=routes, middleware=middleware)
 
 
-def savings_payload(ledger_path: Path, since_text: str = "") -> dict[str, Any]:
+#: The timeline's width on a wide screen, and the narrowest it is drawn (a phone's column).
+_CHART_WIDTH: Final = 1140
+_CHART_MIN_WIDTH: Final = 300
+
+
+def savings_payload(
+    ledger_path: Path, since_text: str = "", *, chart_width: int = _CHART_WIDTH
+) -> dict[str, Any]:
     """What ``GET /api/savings`` answers: the ledger (entries at or after ``since_text``, an
     age like ``7d`` or an ISO date; ``all`` or empty for everything) summarised by
     :mod:`gcfkit.measure.savings`, its timeline, the decisions explained, the charts as SVG.
@@ -220,10 +242,39 @@ def savings_payload(ledger_path: Path, since_text: str = "") -> dict[str, Any]:
         "timeline": timeline_to_json(period, buckets),
         "decisions": decisions,
         "charts": {
-            "timeline": timeline_chart(f"Tokens per {period}", points, width=1140, height=240),
-            "servers": before_after_bars("Tokens per server", server_rows, width=540),
+            "timeline": timeline_chart(
+                f"Tokens per {period}",
+                points,
+                width=min(max(chart_width, _CHART_MIN_WIDTH), _CHART_WIDTH),
+                height=240,
+            ),
+            "servers": before_after_bars(
+                "Tokens per server", server_rows, width=min(max(chart_width, _CHART_MIN_WIDTH), 540)
+            ),
         },
     }
+
+
+class _HostCheck:
+    """Refuses (400) a request whose ``Host`` this server was not started for: what a
+    DNS-rebinding page sends."""
+
+    def __init__(self, app: ASGIApp, bound: str, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.bound = bound
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            raw = dict(scope.get("headers", [])).get(b"host")
+            server = scope.get("server")
+            local = str(server[0]) if server else None
+            host = raw.decode("latin-1") if raw is not None else ""
+            if not host_allowed(host, local, self.bound, self.allowed):
+                response = Response("Invalid host header", status_code=400)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _SameOrigin:

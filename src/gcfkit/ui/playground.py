@@ -34,6 +34,7 @@ from typing import Any, Final
 from .. import decode, tokens
 from ..answers.choose import utf8_len
 from ..errors import GCFError
+from ..header import DENSE_MAGIC, dense_header
 from ..jsonio import loads_json, to_json_model
 from ..measure.report import compare_formats, default_formats
 
@@ -64,8 +65,9 @@ class PlaygroundError(ValueError):
 def _value_of(text: str) -> tuple[Any, str, str | None]:
     """(JSON value, input kind, GCF profile) of the pasted text."""
     head = text.lstrip("\ufeff \t\r\n")
-    if head.startswith(("GCF ", "@@ ")):
-        profile = head.split("\n", 1)[0].split(" ")[1].removeprefix("profile=")
+    if head.startswith(("GCF ", "@@ ", DENSE_MAGIC)):
+        first = head.split("\n", 1)[0].rstrip("\r")
+        profile = "dense" if dense_header(first) else first.split(" ")[1].removeprefix("profile=")
         try:
             decoded = decode(head)
         except GCFError as e:

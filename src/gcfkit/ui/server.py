@@ -10,27 +10,17 @@ then tells ``ready`` the URL, then serves until interrupted.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ConfigError
-from .app import LOOPBACK_HOSTS, create_app
+from ..transports.http import is_loopback
+from .app import create_app
 
 __all__ = ["DEFAULT_PORT", "is_loopback", "serve"]
 
 DEFAULT_PORT = 8711
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -60,8 +50,7 @@ def serve(
 
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
-    allowed = LOOPBACK_HOSTS if is_loopback(host) else (*LOOPBACK_HOSTS, host)
-    app = create_app(ledger=ledger, allowed_hosts=allowed)
+    app = create_app(ledger=ledger, bound=host)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     shown = f"[{host.strip('[]')}]" if ":" in host else host

@@ -37,7 +37,7 @@ function h(tag, attrs, ...children) {
 function change(before, after) {
   if (!before || before === after) return "±0%";
   const f = after / before - 1;
-  return (f < 0 ? "−" : "+") + Math.round(Math.abs(f) * 100) + "%";
+  return (f < 0 ? "−" : "+") + (Math.abs(f) * 100).toFixed(1) + "%";
 }
 function savingPill(fraction, isBase) {
   if (isBase) return h("span", { class: "pill base", "data-field": "saving" }, "baseline");
@@ -112,11 +112,12 @@ async function measure() {
     const info = e.info || { code: "error", message: String(e) };
     const where = info.line ? ` (line ${info.line})` : "";
     setStatus(`${info.code}${where}: ${info.message}`, "error");
-    render(null);
+    render(null, `${info.code}${where}: ${info.message}`);
   }
 }
 
-function render(data) {
+// data: the API's answer, or null with the reason the input could not be measured.
+function render(data, problem) {
   const bars = $("#bars");
   const cards = $("#formats");
   const headline = $("#headline");
@@ -125,7 +126,10 @@ function render(data) {
   headline.replaceChildren();
   $("#decoded-panel").hidden = !(data && data.decoded);
   if (!data) {
-    headline.append(h("span", { class: "muted" }, "Paste something on the left to see it in every format."));
+    headline.append(problem
+      ? h("span", { class: "why-none", "data-field": "problem" }, "Nothing to measure until the input parses. " + problem)
+      : h("span", { class: "muted" }, "Paste something on the left to see it in every format."));
+    $("#counts-note").textContent = "";
     return;
   }
   if (data.decoded) $("#decoded").textContent = data.decoded;
@@ -157,7 +161,7 @@ function render(data) {
     cards.append(card(f, f.format === best, f.format === data.baseline));
   }
   const methods = Object.entries(data.token_counts).map(([e, m]) => `${e} ${m}`).join(", ");
-  $("#counts-note").textContent = `Token counts: ${methods}. Savings are against compact JSON. The proxy sends GCF or compact JSON, whichever is fewer tokens, and only after decoding it back.`;
+  $("#counts-note").textContent = `Token counts: ${methods}. A change reads as on every gcfkit view: −13.4% is 13.4% fewer tokens than compact JSON. The proxy sends GCF, GCF dense (with extensions) or compact JSON, whichever is fewest tokens, and only after decoding it back.`;
 }
 
 function shortWhy(f) {
@@ -237,11 +241,26 @@ function setupDrop() {
 // ---------------------------------------------------------------------------------------
 
 let since = "all";
+let drawnFor = 0;
+
+// The width the timeline has on this screen: the server draws it that wide, so its labels
+// keep their size on a phone instead of being scaled down with the picture.
+function chartWidth() {
+  const panel = $("#sv-timeline");
+  if (panel.clientWidth) {
+    const cs = getComputedStyle(panel);
+    return Math.floor(panel.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight));
+  }
+  const main = $("main");
+  const cs = getComputedStyle(main);
+  return Math.floor(main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 40);
+}
 
 async function loadSavings() {
   let data;
+  drawnFor = chartWidth();
   try {
-    data = await api("/api/savings?since=" + encodeURIComponent(since));
+    data = await api("/api/savings?since=" + encodeURIComponent(since) + "&width=" + drawnFor);
   } catch (e) {
     $("#sv-ledger").textContent = "Cannot read the ledger: " + e.message;
     return;
@@ -261,10 +280,10 @@ async function loadSavings() {
   );
   $("#sv-timeline").innerHTML = data.charts.timeline; // SVG built and escaped by the server
   $("#sv-servers").innerHTML = data.charts.servers;
-  table($("#sv-server-table"), ["server", "calls", "tokens", "saved"], s.servers.map((r) => [
+  table($("#sv-server-table"), ["server", "calls", "tokens", "change"], s.servers.map((r) => [
     r.server, fmt(r.calls), `${fmt(r.tokens_before)} → ${fmt(r.tokens_after)}`, savedCell(r)]), [1, 2, 3],
     ["total", fmt(t.calls), `${fmt(t.tokens_before)} → ${fmt(t.tokens_after)}`, savedCell(t)]);
-  table($("#sv-tool-table"), ["server", "tool", "calls", "tokens", "saved", "decisions"], s.tools.map((r) => [
+  table($("#sv-tool-table"), ["server", "tool", "calls", "tokens", "change", "decisions"], s.tools.map((r) => [
     r.server, r.tool, fmt(r.calls), `${fmt(r.tokens_before)} → ${fmt(r.tokens_after)}`, savedCell(r),
     Object.entries(r.decisions).map(([k, v]) => `${k} ${v}`).join(", ")]), [2, 3, 4]);
   table($("#sv-decisions"), ["decision", "results", "", "what it means"], data.decisions.map((d) => [
@@ -279,15 +298,19 @@ function bigCard(label, value, sub, field, good) {
     h("div", { class: "s" }, sub));
 }
 
+// The change as every gcfkit view writes it (−: fewer tokens; from the API, computed in
+// Python), a bar of the saving, and why a result grew when its ref= handle is the reason.
 function savedCell(r) {
   const bar = h("span", { class: "mini" }, h("span"));
   bar.firstChild.style.width = Math.max(0, Math.min(100, r.token_savings * 100)).toFixed(1) + "%";
-  return h("span", {}, `${fmt(r.tokens_saved)} (${(r.token_savings * 100).toFixed(1)}%)`, bar);
+  const why = r.why_larger ? h("span", { class: "change-why", "data-field": "why-larger" }, "larger by " + r.why_larger) : null;
+  return h("span", { "data-field": "change" }, r.change, bar, why);
 }
 
 function table(el, head, rows, numeric, foot) {
   const num = new Set(numeric || []);
-  const cell = (tag, c, i) => h(tag, { class: num.has(i) ? "num" : null }, c);
+  // data-label: on a phone each row is a small block of "label  value" lines (style.css).
+  const cell = (tag, c, i) => h(tag, { class: num.has(i) ? "num" : null, "data-label": tag === "td" ? head[i] : null }, c);
   const parts = [
     h("thead", {}, h("tr", {}, head.map((c, i) => cell("th", c, i)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c, i) => cell("td", c, i))))),
@@ -310,6 +333,13 @@ async function start() {
     });
   }
   setupDrop();
+  let resized = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resized);
+    resized = setTimeout(() => {
+      if (!$("#view-savings").hidden && Math.abs(chartWidth() - drawnFor) > 40) loadSavings();
+    }, 300);
+  });
   render(null);
   showTab();
   try {
