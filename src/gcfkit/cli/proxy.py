@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..proxy.config import DENSE_CONSTRUCTS, ProxyConfig
 from ..proxy.policy import Policy, ToolPolicy, load_policy
+from ..proxy.toolfilter import ToolFilter
 
 __all__ = ["add_capture_options", "capture_opener", "open_capture", "proxy_config", "register"]
 
@@ -37,7 +38,15 @@ policy file (JSON, or TOML on Python 3.11+ / with tomli):
   {"defaults": {"format": "gcf", "join": true, "delta": false, "min_bytes": 0},
    "tools": {"read_*": {"format": "off"}, "list_orders": {"delta": true, "key": "sku"},
              "run_query": {"file": false}},
-   "file_tools": ["fetch_doc"], "not_file_tools": ["get_report_*"]}
+   "file_tools": ["fetch_doc"], "not_file_tools": ["get_report_*"],
+   "tool_filter": "git_*,!git_push"}
+
+tool filters (--tools, and the policy's "tool_filter"; both apply when both are given):
+  a comma list of tool-name globs; !GLOB hides what it matches, and when any plain GLOB is
+  given a tool must match one. A hidden tool is left out of tools/list, and a tools/call of
+  it is answered with a JSON-RPC error naming the filter, never sent to the server:
+    --tools 'git_*,!git_push'     every git_ tool but git_push
+    --tools '!write_*,!delete_*'  every tool but those
 
 opting out from the client:
   session:  initialize capabilities
@@ -94,6 +103,12 @@ def register(sub: Any) -> None:
         help="most the proxy may do: gcf (default), json (pure minifier), off (relay only)",
     )
     p.add_argument("--policy", metavar="FILE", help="per-tool policy file (JSON or TOML)")
+    p.add_argument(
+        "--tools",
+        metavar="GLOBS",
+        help="which tools the client sees and may call: a comma list of globs, !GLOB hides "
+        "(e.g. 'git_*,!git_push'); a call to a hidden tool is refused with a JSON-RPC error",
+    )
     p.add_argument(
         "--no-join",
         action="store_true",
@@ -483,6 +498,9 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
     )
     policy_file = getattr(args, "policy", None)
     policy = load_policy(policy_file, base) if policy_file else Policy(defaults=base)
+    tools = getattr(args, "tools", None)
+    if tools is not None:
+        policy = policy.with_filter(ToolFilter.parse(tools, "--tools"))
     return ProxyConfig(
         policy=policy,
         format=getattr(args, "format", "gcf"),

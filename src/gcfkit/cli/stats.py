@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import tokens
+from ..errors import ConfigError
 from ..jsonio import read_json_bytes
 from ..ledger import parse_since, read_entries
 from ..measure.report import Comparison, FormatResult, compare_formats, default_formats
@@ -66,11 +67,20 @@ def register(sub: Any) -> None:
     p.add_argument("--ledger", action="store_true", help="show the proxy's savings ledger")
     p.add_argument("--since", help="ledger view: only records since 7d, 24h, 2026-01-02, ...")
     p.add_argument("--ledger-file", help="ledger view: read this ledger file")
+    p.add_argument(
+        "--prometheus",
+        metavar="FILE",
+        help="write the ledger's figures (results, tokens and bytes by server, tool and "
+        "decision) to FILE in the Prometheus text format, for the node exporter's textfile "
+        "collector (e.g. FILE=/var/lib/node_exporter/textfile/gcfkit.prom)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``gcfkit stats``; returns the exit status."""
+    if getattr(args, "prometheus", None):
+        return _prometheus(args)
     if args.ledger:
         return _ledger_view(args)
     if args.file is None or args.file == "-":
@@ -254,6 +264,25 @@ def _ledger_view(args: argparse.Namespace) -> int:
         write_text(json.dumps(summary_to_json(summary), ensure_ascii=False, indent=2) + "\n")
     else:
         render_summary(summary)
+    return 0
+
+
+def _prometheus(args: argparse.Namespace) -> int:
+    """``--prometheus FILE``: the ledger as series (:mod:`gcfkit.transports.metrics`, the
+    same series the HTTP shells serve at /metrics), written whole or not at all."""
+    try:
+        from ..transports.metrics import write_textfile
+    except ImportError:
+        raise ConfigError(
+            "invalid_option", "--prometheus needs prometheus-client: pip install 'gcfkit[stats]'"
+        ) from None
+    since = parse_since(args.since) if args.since else None
+    entries = read_entries(args.ledger_file, since=since)
+    try:
+        write_textfile(args.prometheus, (e.record for e in entries))
+    except OSError as e:
+        raise ConfigError("io_error", f"cannot write {args.prometheus}: {e.strerror or e}") from e
+    print(f"gcfkit stats: {len(entries)} ledger records -> {args.prometheus}", file=sys.stderr)
     return 0
 
 

@@ -22,6 +22,12 @@ What it rewrites, and nothing else (every other line passes byte for byte, in or
   (and, with ``primer_carrier="instructions"``, how to read GCF) is appended to
   ``instructions`` when GCF may be sent in this session.
 * ``tools/list`` results, only with ``advertise_format``: an optional ``_format`` argument.
+* tool filters (:mod:`gcfkit.proxy.toolfilter`, the policy's ``tool_filter``): a hidden tool
+  is left out of ``tools/list`` results, and a ``tools/call`` of one never reaches the
+  server: it goes as a ``ping`` with the call's id, whose answer becomes the JSON-RPC error
+  naming the filter. So the request keeps its place on whatever carries it (a stdio pipe,
+  a session's SSE stream, the shared process's renamed ids) and every shell answers it as
+  it answers any request.
 * ``tools/call`` requests: ``_format`` and ``_since`` arguments are stripped, and with
   ``decode_args`` GCF arguments are decoded where the tool's schema wants an object or array.
 
@@ -82,6 +88,7 @@ from .policy import (
 )
 from .record import LedgerRecord
 from .rewrite import Budget, Call, Forget, Outcome, Reset, Rewriter, SessionEvent
+from .toolfilter import refusal, visible_tools
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -166,6 +173,7 @@ class _Pending:
     fmt: Format = "gcf"
     since: str | None = None  # the held result a tools/call named with _since
     opted: bool = False  # the call carries the proxy's _format opt-out
+    refused: dict[str, Any] | None = None  # a call to a hidden tool: the error it gets
 
 
 @dataclass(slots=True)
@@ -267,17 +275,18 @@ class ProxyCore:
                 return quick
         msg, safe = parse_envelope(line) if line.strip() else (None, False)
         if isinstance(msg, dict):
-            new = self._client_message(msg)
-            if new is not None and safe:
+            new = self._client_message(msg, safe)
+            if new is not None and (safe or self._refused(new)):
                 return [Output("server", dump_edited(new, msg, line))]
         elif isinstance(msg, list):
-            changed = False
+            changed = refused = False
             items: list[Any] = []
             for item in msg:
-                new = self._client_message(item) if isinstance(item, dict) else None
+                new = self._client_message(item, safe) if isinstance(item, dict) else None
                 changed = changed or new is not None
+                refused = refused or (new is not None and self._refused(new))
                 items.append(item if new is None else new)
-            if changed and safe:
+            if changed and (safe or refused):
                 return [Output("server", dump_edited(items, msg, line))]
         return [Output("server", line)]
 
@@ -381,7 +390,7 @@ class ProxyCore:
         pending = self._pending.get(key) if key is not None else None
         if pending is None:
             return relay
-        if pending.method != "tools/call":
+        if pending.method != "tools/call" or pending.refused is not None:
             return None  # initialize, tools/list...: read in full (they are never this big)
         del self._pending[key]  # type: ignore[arg-type]
         if envelope.container != "result":
@@ -457,6 +466,8 @@ class ProxyCore:
         if method != "tools/call":
             self._pending[key] = _Pending(method=method, fmt=self._session.ceiling)
             return relay
+        if self.config.policy.tool_filter:
+            return None  # which tool it calls is read in full, never guessed
         if (
             envelope.container != "params"
             or b'"_format"' in line
@@ -475,7 +486,7 @@ class ProxyCore:
         self._pending[key] = _Pending("tools/call", name, slot, self._session.ceiling)
         return relay
 
-    def _client_message(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+    def _client_message(self, msg: dict[str, Any], safe: bool = True) -> dict[str, Any] | None:
         method = msg.get("method")
         if not isinstance(method, str):
             return None  # a response to a server request, or garbage: not ours
@@ -517,6 +528,11 @@ class ProxyCore:
                 )
                 pending.fmt = cap_format(pending.fmt, task.fmt)
             return None
+        if method == "tools/call" and self.config.policy.tool_filter:
+            refused = self._refuse(params, safe)
+            if refused is not None:
+                pending.refused = refused
+                return _stand_in(msg, params)
         if method != "tools/call" or not isinstance(params, dict):
             return None
         meta = params.get("_meta")
@@ -538,6 +554,27 @@ class ProxyCore:
         if new_args is None:
             return None
         return {**msg, "params": {**params, "arguments": new_args}}
+
+    def _refuse(self, params: Any, safe: bool) -> dict[str, Any] | None:
+        """The error for a ``tools/call`` the tool filter stops (None: it may go)."""
+        name = params.get("name") if isinstance(params, dict) else None
+        error = refusal(name, self.config.policy.tool_filter)
+        if error is None and not safe:
+            # Duplicate keys: the server may read another name than the one checked here.
+            error = refusal(None, self.config.policy.tool_filter)
+            if error is not None:
+                error["message"] = (
+                    "gcfkit proxy: a tools/call that is not plain JSON (duplicate keys or "
+                    "non-finite numbers) is refused while a tool filter is on: "
+                    "which tool it names is ambiguous"
+                )
+        return error
+
+    def _refused(self, msg: dict[str, Any]) -> bool:
+        """Whether ``msg`` is the stand-in for a refused call (sent even from an unsafe line)."""
+        key = request_key(msg.get("id"))
+        pending = self._pending.get(key) if key is not None else None
+        return pending is not None and pending.refused is not None
 
     def _client_arguments(self, tool: str, args: Any, pending: _Pending) -> dict[str, Any] | None:
         if not isinstance(args, dict):
@@ -608,6 +645,9 @@ class ProxyCore:
         pending = self._pending.pop(key, None) if key is not None else None
         if pending is None:
             return None
+        if pending.refused is not None:
+            # The stand-in's answer, whatever it is: the client asked for the hidden tool.
+            return {"jsonrpc": "2.0", "id": msg.get("id"), "error": pending.refused}
         result = msg.get("result")
         if not isinstance(result, dict):
             return None  # a JSON-RPC error: relayed as is, and not a tool result to record
@@ -615,6 +655,10 @@ class ProxyCore:
             self._session.server_name = _server_name(result)
         if pending.method == "tools/call":
             return self._tool_result(msg, result, pending, safe, line)
+        if pending.method == "tools/list" and not safe and self.config.policy.tool_filter:
+            # Not re-serializable as it is: filtered, it could still name a hidden tool.
+            error = {"code": -32603, "message": _UNFILTERABLE}
+            return {"jsonrpc": "2.0", "id": msg.get("id"), "error": error}
         if not safe:
             return None
         if pending.method in ("initialize", "server/discover"):
@@ -645,6 +689,12 @@ class ProxyCore:
         tools = result.get("tools")
         if not isinstance(tools, list):
             return None
+        shown = visible_tools(tools, self.config.policy.tool_filter)
+        if shown is not None:
+            tools = shown
+            result = {**result, "tools": tools}
+            msg = {**msg, "result": result}
+        filtered = msg if shown is not None else None
         for tool in tools:
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 continue
@@ -657,7 +707,7 @@ class ProxyCore:
             if isinstance(props, dict) and SINCE_ARGUMENT in props:
                 self._names.native.add(tool["name"])
         if not self.config.advertise_format or self.config.format == "off":
-            return None
+            return filtered
         new_tools: list[Any] = []
         changed = False
         for tool in tools:
@@ -680,7 +730,7 @@ class ProxyCore:
             new_tools[-1] = {**tool, "inputSchema": {**schema, "properties": new_props}}
             changed = True
         if not changed:
-            return None
+            return filtered
         return {**msg, "result": {**result, "tools": new_tools}}
 
     def _tool_result(
@@ -772,6 +822,22 @@ _FORMAT_SCHEMA: Final = {
         "result as plain JSON instead of GCF, 'off' to get it exactly as the tool wrote it."
     ),
 }
+
+
+_UNFILTERABLE: Final = (
+    "gcfkit proxy: the server's tools/list result is not plain JSON (duplicate keys or "
+    "non-finite numbers), so the tool filter cannot be applied to it"
+)
+
+
+def _stand_in(msg: dict[str, Any], params: Any) -> dict[str, Any]:
+    """The ``ping`` sent in place of a refused ``tools/call`` (its id; its ``_meta``, which a
+    2026-07-28 server reads the protocol version from)."""
+    ping: dict[str, Any] = {"jsonrpc": msg.get("jsonrpc", "2.0"), "id": msg["id"], "method": "ping"}
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict):
+        ping["params"] = {"_meta": meta}
+    return ping
 
 
 #: Where a 2026-07-28 server names itself: in every result's ``_meta`` (there is no

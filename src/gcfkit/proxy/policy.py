@@ -18,7 +18,8 @@ A policy file is JSON or TOML (TOML needs Python 3.11+ or ``tomli``)::
                "list_orders": {"delta": true, "key": "order_id"},
                "get_page": {"file": false}},
      "file_tools": ["fetch_doc"],
-     "not_file_tools": ["get_report_*"]}
+     "not_file_tools": ["get_report_*"],
+     "tool_filter": "git_*,!git_push"}
 
 Tools are matched by exact name first, then by the globs of ``tools`` in file order (the
 first match wins). Tools that read files are never rewritten, so what the agent reads is
@@ -28,6 +29,9 @@ byte-for-byte what is on disk, unless the policy names that exact tool with an e
 description and input schema (:mod:`gcfkit.proxy.toolkind`: ``read-file``, ``readFile``,
 ``get_file_text_by_path``, shells like ``bash``...), erring on the side of leaving text
 alone.
+
+``tool_filter`` (a comma list, or a list, of tool-name globs, ``!`` hiding) says which tools
+the client sees and may call (:mod:`gcfkit.proxy.toolfilter`); ``--tools`` adds another.
 
 >>> p = Policy.from_mapping({"tools": {"list_*": {"delta": True}}})
 >>> p.for_tool("list_orders").delta, p.for_tool("read_file").format
@@ -45,6 +49,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, cast
 
 from ..errors import ConfigError
+from .toolfilter import ToolFilter, ToolFilters
 from .toolkind import looks_like_file_read
 
 __all__ = [
@@ -163,6 +168,8 @@ class Policy:
     rules: tuple[_Rule, ...] = ()
     file_tools: tuple[str, ...] = DEFAULT_FILE_TOOLS
     not_file_tools: tuple[str, ...] = ()
+    #: Which tools the client may see and call (:mod:`gcfkit.proxy.toolfilter`).
+    tool_filter: ToolFilters = field(default_factory=ToolFilters)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], base: ToolPolicy | None = None) -> Policy:
@@ -173,7 +180,8 @@ class Policy:
         """
         if not isinstance(data, Mapping):
             raise ConfigError("invalid_option", "a policy must be a JSON object / TOML table")
-        unknown = set(data) - {"version", "defaults", "tools", "file_tools", "not_file_tools"}
+        known = {"version", "defaults", "tools", "file_tools", "not_file_tools", "tool_filter"}
+        unknown = set(data) - known
         if unknown:
             raise ConfigError("invalid_option", f"unknown policy section(s): {sorted(unknown)}")
         defaults = base or ToolPolicy()
@@ -187,9 +195,28 @@ class Policy:
         )
         file_tools = DEFAULT_FILE_TOOLS + _names(data, "file_tools")
         not_file_tools = _names(data, "not_file_tools")
+        tool_filter = ToolFilters()
+        if "tool_filter" in data:
+            spec = data["tool_filter"]
+            if not isinstance(spec, (str, list)):
+                raise ConfigError("invalid_option", "policy 'tool_filter' must be a string or list")
+            tool_filter = tool_filter.plus(ToolFilter.parse(spec, "policy tool_filter"))
         return cls(
-            defaults=defaults, rules=rules, file_tools=file_tools, not_file_tools=not_file_tools
+            defaults=defaults,
+            rules=rules,
+            file_tools=file_tools,
+            not_file_tools=not_file_tools,
+            tool_filter=tool_filter,
         )
+
+    def with_filter(self, more: ToolFilter | None) -> Policy:
+        """This policy with one more tool filter (``--tools``): a tool is then visible only
+        when every filter shows it.
+
+        >>> Policy().with_filter(ToolFilter.parse("!git_push")).tool_filter.hides("git_push")
+        True
+        """
+        return replace(self, tool_filter=self.tool_filter.plus(more))
 
     def _match(self, tool: str) -> _Rule | None:
         for rule in self.rules:

@@ -47,6 +47,7 @@ from ..ledger import Ledger
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore, ToolJob
 from ..proxy.jsonrpc import RequestKey, request_key
+from .health import command_ready, health_routes, metered, probed
 from .http import (
     DEFAULT_KEEPALIVE,
     MCP_PROTOCOL_VERSION,
@@ -504,7 +505,8 @@ def build_command_app(
     ``guard``: who may use it and its limits (default: a loopback server's); ``capture``
     opens a recording per session (``--capture-dir``); ``codec`` replaces the codec
     functions (tests: it must pickle, by reference, to reach the workers); ``routes`` are
-    served before ``/mcp`` (:func:`~gcfkit.transports.http_guard.guarded_app`).
+    served before ``/mcp`` (:func:`~gcfkit.transports.http_guard.guarded_app`), after
+    ``/healthz``, ``/readyz`` and ``/metrics`` (:mod:`gcfkit.transports.health`).
 
     >>> type(build_command_app(["true"], ProxyConfig(stats=False))).__name__
     'Starlette'
@@ -513,7 +515,11 @@ def build_command_app(
     guard = guard or Guard("127.0.0.1")
     if config.stats and ledger is None:
         ledger = Ledger()
+    metrics, ledger = metered(ledger)
+    guard = probed(guard, metrics, "/mcp")
     server = _CommandServer(command, config, ledger, grace, guard, keepalive, codec, capture)
+    server.offload.observer = metrics
+    metrics.watch(sessions=lambda: len(server.sessions), pool=server.offload)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -526,7 +532,11 @@ def build_command_app(
             with contextlib.suppress(BaseException):
                 await reaper
             await server.close()
+            metrics.close()
 
-    app = guarded_app(server.handle, ["GET", "POST", "DELETE"], guard, lifespan, routes)
+    health = health_routes(metrics, lambda: command_ready(server.shared), mcp_path="/mcp")
+    methods = ["GET", "POST", "DELETE"]
+    app = guarded_app(server.handle, methods, guard, lifespan, [*health, *routes])
     app.state.sessions = server.sessions  # for health and metrics routes (and tests)
+    app.state.metrics = metrics
     return app

@@ -57,6 +57,7 @@ from ..errors import ConfigError
 from ..ledger import Ledger
 from ..proxy.config import Codec
 from ..proxy.core import ProxyConfig, ProxyCore
+from .health import health_routes, metered, probed, upstream_ready
 from .http import (
     DEFAULT_KEEPALIVE,
     MCP_SESSION_ID,
@@ -539,7 +540,8 @@ def build_gateway(
     ``guard``: who may use it and its limits (default: a loopback server's); ``capture``
     opens a recording per session (``--capture-dir``); ``codec`` replaces the codec
     functions (tests: it must pickle, by reference, to reach the workers); ``routes`` are
-    served before the MCP endpoint (:func:`~gcfkit.transports.http_guard.guarded_app`).
+    served before the MCP endpoint (:func:`~gcfkit.transports.http_guard.guarded_app`),
+    after ``/healthz``, ``/readyz`` and ``/metrics`` (:mod:`gcfkit.transports.health`).
 
     Raises :class:`~gcfkit.errors.ConfigError` for a gateway bound beyond loopback that
     would lend its ``headers`` (a credential) to clients it does not authenticate.
@@ -554,8 +556,13 @@ def build_gateway(
     check_lending(guard, bool(headers))
     if config.stats and ledger is None:
         ledger = Ledger()
+    metrics, ledger = metered(ledger)
+    mcp_path = urlsplit(url).path
+    guard = probed(guard, metrics, mcp_path)
     offload = server_pool(config, codec, ledger.path if ledger is not None else None)
+    offload.observer = metrics
     cores = _Peers(config, ledger, offload, Captures(capture), codec, guard.limits, clock)
+    metrics.watch(sessions=lambda: len(cores.sessions), pool=offload)
     state: dict[str, _Gateway] = {}
 
     async def expire() -> None:
@@ -586,13 +593,22 @@ def build_gateway(
                     cores.end(session_id)
                 await offload.close()
                 await cores.captures.aclose()
+                metrics.close()
 
     async def endpoint(request: Request) -> Response:
         return await state["gateway"].handle(request)
 
+    async def ready() -> str | None:
+        gateway = state.get("gateway")
+        if gateway is None:
+            return "starting"
+        return await upstream_ready(gateway.http, url, gateway.headers)
+
     methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"]
-    app = guarded_app(endpoint, methods, guard, lifespan, routes)
+    health = health_routes(metrics, ready, mcp_path=mcp_path)
+    app = guarded_app(endpoint, methods, guard, lifespan, [*health, *routes])
     app.state.sessions = cores.sessions  # for health and metrics routes (and tests)
+    app.state.metrics = metrics
     return app
 
 

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import pickle
@@ -81,12 +82,13 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ..answers.choose import FailureReason
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.core import ProxyCore
 from ..proxy.held import SessionMemory
+from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Call, Forget, Reset, SessionEvent
 from .placement import Waiting, place
 from .worker import (
@@ -106,6 +108,7 @@ __all__ = [
     "MAX_WORKERS",
     "PATIENCE",
     "Lane",
+    "Observer",
     "Offload",
     "OffloadFailed",
     "server_pool",
@@ -138,6 +141,16 @@ MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 
 #: Seconds a worker beyond the pool's minimum may stay idle before it is stopped.
 _RETIRE_AFTER: Final = 60.0
+
+
+class Observer(Protocol):
+    """What hears of the pool's results (:class:`gcfkit.transports.metrics.Metrics`): each
+    ledger record a worker wrote, and each result answered (``outcome``: ``rewritten``,
+    ``original`` or ``fallback``, ``seconds`` after it reached the pool)."""
+
+    def record(self, record: LedgerRecord) -> None: ...
+
+    def settled(self, server: str, tool: str, outcome: str, seconds: float) -> None: ...
 
 
 class OffloadFailed(Exception):
@@ -308,6 +321,8 @@ class Offload:
         self.moved = 0
         #: Results rewritten stray (their session's own worker was busy with its last one).
         self.strays = 0
+        #: Told of every record and answer (the HTTP shells' metrics); never fails a result.
+        self.observer: Observer | None = None
 
     # -- the public side ---------------------------------------------------------------
 
@@ -461,6 +476,8 @@ class Offload:
                     self._answered(worker, frame)
                 elif isinstance(frame, Idle):
                     worker.booking = False
+                    if frame.record is not None:
+                        self._observe(functools.partial(_report_record, frame.record))
                     self._dispatch()
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass
@@ -506,6 +523,21 @@ class Offload:
             loop = asyncio.get_running_loop()
             worker.retiring = loop.call_later(_RETIRE_AFTER, self._retire, worker, worker.done)
         self._dispatch()
+
+    def _settled(self, job: _Job, future: asyncio.Future[bytes | None]) -> None:
+        if future.cancelled():
+            return  # the caller went away: nothing was answered
+        failed = future.exception() is not None
+        line = None if failed else future.result()
+        outcome = "fallback" if failed else "original" if line is None else "rewritten"
+        seconds = self._clock() - job.queued
+        self._observe(lambda seen: seen.settled(job.server, job.call.tool, outcome, seconds))
+
+    def _observe(self, report: Callable[[Observer], None]) -> None:
+        if self.observer is None:
+            return
+        with contextlib.suppress(Exception):  # losing a statistic must never break a call
+            report(self.observer)
 
     def _retire(self, worker: _Worker, done: int) -> None:
         if worker.job is None and worker.done == done and len(self._workers) > self.min_workers:
@@ -577,6 +609,8 @@ class Offload:
         job = _Job(
             next(self._ids), lane, line, call, server, events, future, self._clock(), lane.epoch
         )
+        # Every end of it (an answer, a failure, the caller gone) is timed from here.
+        future.add_done_callback(functools.partial(self._settled, job))
         if not self._size():
             if self._clock() < self._respawn_at:  # a spawn just failed: no worker to wait for
                 self._fail(job, "no-worker")
@@ -736,6 +770,10 @@ class Offload:
             worker.job = None
             job.worker = None
             self._fail(job, "worker-exited")
+
+
+def _report_record(record: LedgerRecord, observer: Observer) -> None:
+    observer.record(record)
 
 
 def _sigkill(process: asyncio.subprocess.Process) -> None:

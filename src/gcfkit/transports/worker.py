@@ -28,7 +28,8 @@ Frames both ways are an 8-byte big-endian length and a pickle (a private pipe be
 processes of the same program) of one message, a dataclass of this module. To the worker:
 :class:`Init` first, then :class:`Job` and :class:`Drop`. From the worker: :class:`Ready`
 once warmed up, then an :class:`Answer` per job, in order, each followed by :class:`Idle`
-once its ledger record is written (the pool sends the next job only then).
+once its ledger record is written (the pool sends the next job only then; it carries
+that record, for the server's metrics).
 
 What a session remembers outlives its worker (:mod:`gcfkit.proxy.held`): each answer of a
 session's job carries a report of its memory, and a job that moves the session here carries
@@ -57,6 +58,7 @@ from typing import IO, Any, Final
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, report, restore
+from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Budget, Call, Rewriter, SessionEvent
 
 __all__ = [
@@ -132,7 +134,10 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    """The last answer's ledger record is written: the worker takes the next job."""
+    """The last answer's ledger record is written: the worker takes the next job.
+    ``record``: that record, for the server's metrics (None without a ledger)."""
+
+    record: LedgerRecord | None = None
 
 
 ToWorker = Init | Job | Drop
@@ -285,18 +290,18 @@ def main() -> None:
         memory = report(rewriter.names, hosted.known) if own else None
         write_frame(channel, Answer(frame.id, out, minted, memory))
         del out, frame, memory
+        record = None
         if ledger is not None:
-            ledger.append(
-                outcome.ledger_record(
-                    rewriter.count,
-                    server=server,
-                    tool=call.tool,
-                    encoding=config.encoding,
-                    encode_ms=(time.monotonic() - started) * 1000.0,
-                )
+            record = outcome.ledger_record(
+                rewriter.count,
+                server=server,
+                tool=call.tool,
+                encoding=config.encoding,
+                encode_ms=(time.monotonic() - started) * 1000.0,
             )
+            ledger.append(record)
         # Free for the next job only now: its clock must not run during this bookkeeping.
-        write_frame(channel, Idle())
+        write_frame(channel, Idle(record))
 
 
 if __name__ == "__main__":
