@@ -20,6 +20,9 @@ from tests.codec_support import identical
 from tests.conformance import CORPUS_DIR
 from tests.gcf_python import rejects_at_line_1
 
+# Run again on the pure-Python codec by make test (the marker's description).
+pytestmark = pytest.mark.pure
+
 LONG = "authored 2026-08-07 by Dayna Blackwell"
 MEMORY = CORPUS_DIR / "mcp" / "memory" / "015_read_graph.json"
 

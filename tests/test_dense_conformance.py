@@ -22,6 +22,9 @@ from gcfkit.header import DENSE_MAGIC
 from tests.codec_support import identical
 from tests.gcf_python import rejects_at_line_1
 
+# Run again on the pure-Python codec by make test (the marker's description).
+pytestmark = pytest.mark.pure
+
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "dense"
 FIXTURES = [
     (p.relative_to(FIXTURE_DIR).as_posix(), json.loads(p.read_text(encoding="utf-8")))

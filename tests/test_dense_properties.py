@@ -30,6 +30,9 @@ from gcfkit.errors import GCFEncodeError, at_path
 from gcfkit.generic import definitions
 from tests.codec_support import AWKWARD, documents, json_values, same, wire_order
 
+# Run again on the pure-Python codec by make test (the marker's description).
+pytestmark = pytest.mark.pure
+
 BASE = settings(
     derandomize=True,
     database=None,

@@ -794,6 +794,23 @@ def test_time_budget_sends_the_original() -> None:
     assert core.pop_records()[0].decision == "fallback:time-budget"
 
 
+def test_a_large_result_gets_more_time_by_its_size() -> None:
+    # 2-3 MB of records: time_budget_per_mb more seconds for each of those MB.
+    rows = [{"id": i, "name": f"user {i}", "tags": ["a", "b"]} for i in range(25_000)]
+    text = pretty(rows)
+    assert 2_000_000 < len(text) < 3_000_000
+    decisions = []
+    for per_mb in (0.0, 600.0):
+        core = ProxyCore(cfg(time_budget=0.001, time_budget_per_mb=per_mb))
+        core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+        core.from_server(response(1, text_result(text)))
+        decisions.append(core.pop_records()[0].decision)
+    assert decisions[0] == "fallback:time-budget"
+    assert not decisions[1].startswith("fallback"), decisions  # rewritten in its time
+    config = cfg(time_budget=0.5, time_budget_per_mb=0.75)
+    assert config.budget_for(0) == 0.5 and config.budget_for(2_000_000) == 2.0
+
+
 def test_oversized_text_is_not_attempted() -> None:
     core = ProxyCore(cfg(max_text_bytes=100))
     data = response(1, text_result(pretty(ORDERS)))

@@ -8,6 +8,7 @@ paths, run in one process with :func:`gcfkit.speedups.pure_python`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import json
@@ -488,3 +489,109 @@ def test_c_decoder_serves_canonical_text_and_agrees_on_its_mutations(
             payload = mutate(rng, payload if isinstance(payload, str) else payload.decode(
                 "utf-8", "replace"))  # fmt: skip
         _check_decode(payload)
+
+
+# ---------------------------------------------------------------------------------------
+# The C JSON-model equality (the lossless check) against the Python walk
+# ---------------------------------------------------------------------------------------
+
+
+def _near(value: Any, rng: random.Random) -> Any:
+    """A copy of ``value`` changed at most slightly: an int for an integral float, a tuple
+    for a list, a reordered or dropped key, a bool for 1, a changed leaf."""
+    if isinstance(value, dict):
+        items = [(k, _near(v, rng)) for k, v in value.items()]
+        roll = rng.random()
+        if roll < 0.05 and len(items) > 1:
+            items[0], items[1] = items[1], items[0]
+        elif roll < 0.08 and items:
+            items.pop()
+        return dict(items)
+    if isinstance(value, list):
+        out = [_near(v, rng) for v in value]
+        return tuple(out) if rng.random() < 0.1 else out
+    roll = rng.random()
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 and roll < 0.5:
+        return int(value)
+    if value is True and roll < 0.1:
+        return 1
+    if roll < 0.03:
+        return rng.choice([None, "x", 0, 0.5, False, [], {}])
+    return value
+
+
+@requires_c
+@settings(max_examples=600, **_SETTINGS)
+@given(_encoder_inputs(), st.randoms())
+def test_c_same_value_is_the_python_walk(value: Any, rng: random.Random) -> None:
+    from gcfkit import jsonio
+
+    other = _near(value, rng)
+    for a, b in ((value, other), (other, value), (value, value)):
+        fast = speedups.same_value(a, b)
+        with speedups.pure_python():
+            walk = jsonio.same_value(a, b)
+        assert fast is None or fast == walk, (a, b)
+        assert jsonio.same_value(a, b) == walk
+
+
+@requires_c
+def test_c_same_value_takes_integral_floats_in_one_pass() -> None:
+    rows: list[dict[str, Any]] = [
+        {"id": i, "price": 25.0, "tags": ["a", True, None]} for i in range(50)
+    ]
+    decoded: list[dict[str, Any]] = [
+        {"id": i, "price": 25, "tags": ["a", True, None]} for i in range(50)
+    ]
+    assert speedups.same_value(decoded, rows) is True
+    decoded[7]["tags"][1] = 1
+    assert speedups.same_value(decoded, rows) is False
+    # Outside the plain model (a subclass) the walk decides.
+    assert speedups.same_value({"a": collections.OrderedDict()}, {"a": {}}) is None
+
+
+def _loads_json(text: str) -> Any:
+    from gcfkit import jsonio
+
+    try:
+        value = jsonio.loads_json(text)
+    except GCFError as e:
+        return ("error", e.code, str(e))
+    return ("value", json.dumps(value), repr(value))
+
+
+@requires_c
+@settings(max_examples=600, **_SETTINGS)
+@given(_encoder_inputs(), st.randoms())
+def test_c_json_hooks_parse_as_the_python_hooks(value: Any, rng: random.Random) -> None:
+    try:
+        text = json.dumps(value, default=repr)
+    except (TypeError, ValueError):
+        return
+    # Duplicate keys, overflowing and long numbers, NaN: the refusals, placed at random.
+    extra = rng.choice(['"k": 1, "k": 2', '"x": 1e999', '"x": -1.5e308', '"x": NaN',
+                        '"x": 1.0000000000000002', '"x": 12345678901234567890123'])  # fmt: skip
+    for candidate in (text, "{" + extra + "}", "[" + text + ", {" + extra + "}]"):
+        got = _loads_json(candidate)
+        with speedups.pure_python():
+            assert got == _loads_json(candidate), candidate
+
+
+@requires_c
+@settings(max_examples=600, **_SETTINGS)
+@given(_encoder_inputs(), st.one_of(st.none(), st.integers(0, 40)))
+def test_c_table_cells_is_the_python_walk(value: Any, stop: int | None) -> None:
+    from gcfkit.proxy.rewrite import gcf_cells
+
+    fast = speedups.table_cells(value, stop)
+    with speedups.pure_python():
+        assert fast == gcf_cells(value, stop)
+
+
+@requires_c
+@settings(max_examples=400, **_SETTINGS)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=40))
+def test_c_utf8_len_is_the_encoded_size(text: str) -> None:
+    assert speedups.utf8_len(text) == len(text.encode("utf-8", "surrogatepass"))
+    for wide in (text + "é", text + "€", text + "\U0001f600", text + "\ud800"):
+        assert speedups.utf8_len(wide) == len(wide.encode("utf-8", "surrogatepass"))

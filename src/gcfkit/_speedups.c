@@ -50,13 +50,30 @@ typedef struct {
     Py_ssize_t len;
     Py_ssize_t cap;
     int kind;
+    /* A dense-profile encode (docs/extensions/dense.md D9), else all zero: */
+    int dense;          /* $-quoting (D4.3) */
+    int lists;          /* arrays of primitives as list cells (D5.2) */
+    PyObject *refs;     /* defined string -> "$name" (D4.2), or NULL */
+    int used;           /* U_* bits: the constructs written */
+    Py_ssize_t *rec;    /* while a dense table row is written: each cell's start */
+    Py_ssize_t nrec, maxrec;
 } Writer;
+
+/* The dense constructs an encode used (gcfkit.dense.CONSTRUCTS). */
+#define U_DEFS 1
+#define U_LISTS 2
+#define U_CONSTANTS 4
+#define U_SHORT 8
 
 static int
 w_init(Writer *w, Py_ssize_t cap)
 {
     w->kind = 1;
     w->len = 0;
+    w->dense = w->lists = w->used = 0;
+    w->refs = NULL;
+    w->rec = NULL;
+    w->nrec = w->maxrec = 0;
     w->cap = cap < 64 ? 64 : cap;
     w->data = PyMem_Malloc((size_t)w->cap);
     if (w->data == NULL) {
@@ -629,11 +646,34 @@ format_double(double v, char *buf, size_t size)
 
 /* One scalar or tabular cell (generic/encoder.py _cell / _scalar). RC_NESTED for a
  * container, written nothing then. */
+static int w_list_cell(Writer *w, PyObject *v);
+
+/* A string in a dense payload (definitions.spelling plus D4.2): its reference when it is
+ * defined (refs_ok; never for a keyed map's key), else quoted when it begins with $. */
+static int
+w_dense_str(Writer *w, PyObject *s, int refs_ok)
+{
+    if (refs_ok && w->refs != NULL) {
+        PyObject *ref = PyDict_GetItemWithError(w->refs, s);
+        if (ref != NULL)
+            return w_str(w, ref);
+        if (PyErr_Occurred())
+            return RC_ERR;
+    }
+    if (!STR_READY(s))
+        return RC_ERR;
+    if (PyUnicode_GET_LENGTH(s) && PyUnicode_READ_CHAR(s, 0) == '$') {
+        int q = str_needs_quote(s); /* only for its surrogate check */
+        return q < 0 ? q : w_quoted(w, s);
+    }
+    return w_scalar_str(w, s);
+}
+
 static int
 w_cell(Writer *w, PyObject *v)
 {
     if (PyUnicode_CheckExact(v))
-        return w_scalar_str(w, v);
+        return w->dense ? w_dense_str(w, v, 1) : w_scalar_str(w, v);
     if (PyLong_CheckExact(v)) {
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
@@ -657,6 +697,8 @@ w_cell(Writer *w, PyObject *v)
         return w_ascii(w, "true", 4);
     if (v == Py_False)
         return w_ascii(w, "false", 5);
+    if (w->lists && (PyList_CheckExact(v) || PyTuple_CheckExact(v)))
+        return w_list_cell(w, v);
     if (PyDict_CheckExact(v) || PyList_CheckExact(v) || PyTuple_CheckExact(v))
         return RC_NESTED;
     /* Subclasses, other types, default= hooks: the reference decides. */
@@ -696,11 +738,20 @@ w_key(Writer *w, PyObject *k)
  * The encoder (generic/encoder.py, function by function)
  * ====================================================================================== */
 
+/* An edit of the written text, applied once at the end: the declarations a shared schema
+ * omits, and in a dense encode the cells constant columns and short rows leave out and the
+ * declarations that name the constants. */
+typedef struct {
+    Py_ssize_t pos, len;
+    PyObject *repl; /* owned; NULL for a plain cut */
+} Splice;
+
 typedef struct {
     Writer w;
     int flatten, shared, inline_;
-    Py_ssize_t *cuts; /* (position, length) pairs: declarations a shared schema omits */
-    Py_ssize_t ncuts, capcuts;
+    int dense, constants, short_rows; /* a dense encode and its D9.4 switches */
+    Splice *sp;
+    Py_ssize_t nsp, capsp;
 } Enc;
 
 /* A line prefix: what generic/encoder.py passes around as bpre / ipre / head strings. */
@@ -743,22 +794,32 @@ w_pre(Writer *w, const Pre *p)
     }
 }
 
+/* Replace [pos, pos + len) with repl (a new reference, stolen; NULL: cut it out). */
 static int
-add_cut(Enc *e, Py_ssize_t pos, Py_ssize_t len)
+add_splice(Enc *e, Py_ssize_t pos, Py_ssize_t len, PyObject *repl)
 {
-    if (e->ncuts + 2 > e->capcuts) {
-        Py_ssize_t cap = e->capcuts ? e->capcuts * 2 : 32;
-        Py_ssize_t *p = PyMem_Realloc(e->cuts, (size_t)cap * sizeof(Py_ssize_t));
+    if (e->nsp == e->capsp) {
+        Py_ssize_t cap = e->capsp ? e->capsp * 2 : 32;
+        Splice *p = PyMem_Realloc(e->sp, (size_t)cap * sizeof(Splice));
         if (p == NULL) {
+            Py_XDECREF(repl);
             PyErr_NoMemory();
             return RC_ERR;
         }
-        e->cuts = p;
-        e->capcuts = cap;
+        e->sp = p;
+        e->capsp = cap;
     }
-    e->cuts[e->ncuts++] = pos;
-    e->cuts[e->ncuts++] = len;
+    e->sp[e->nsp].pos = pos;
+    e->sp[e->nsp].len = len;
+    e->sp[e->nsp].repl = repl;
+    e->nsp++;
     return RC_OK;
+}
+
+static int
+add_cut(Enc *e, Py_ssize_t pos, Py_ssize_t len)
+{
+    return len > 0 ? add_splice(e, pos, len, NULL) : RC_OK;
 }
 
 /* del out[mark:] */
@@ -767,13 +828,13 @@ rollback(Enc *e, Py_ssize_t mark)
 {
     e->w.len = mark;
     Py_ssize_t i, j = 0;
-    for (i = 0; i < e->ncuts; i += 2) {
-        if (e->cuts[i] < mark) {
-            e->cuts[j++] = e->cuts[i];
-            e->cuts[j++] = e->cuts[i + 1];
-        }
+    for (i = 0; i < e->nsp; i++) {
+        if (e->sp[i].pos < mark)
+            e->sp[j++] = e->sp[i];
+        else
+            Py_XDECREF(e->sp[i].repl);
     }
-    e->ncuts = j;
+    e->nsp = j;
 }
 
 /* -- the key and form helpers -------------------------------------------------------- */
@@ -810,6 +871,31 @@ array_form(PyObject **items, Py_ssize_t n)
             return F_EXPANDED;
     }
     return prim ? F_INLINE : F_OBJECTS;
+}
+
+/* A dense list cell "[N]: a,b" (D5.2), or RC_NESTED when the array holds a container. */
+static int
+w_list_cell(Writer *w, PyObject *v)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v), i;
+    PyObject **items = PySequence_Fast_ITEMS(v);
+    int form = array_form(items, n), rc;
+    if (form < 0)
+        return form;
+    if (form != F_EMPTY && form != F_INLINE)
+        return RC_NESTED;
+    w->used |= U_LISTS;
+    if (n == 0)
+        return w_ascii(w, "[0]:", 4);
+    if (w_char(w, '[') < 0 || w_ssize(w, n) < 0 || w_ascii(w, "]: ", 3) < 0)
+        return RC_ERR;
+    for (i = 0; i < n; i++) {
+        if (i && w_char(w, ',') < 0)
+            return RC_ERR;
+        if ((rc = w_cell(w, items[i])) != RC_OK)
+            return rc == RC_NESTED ? RC_FALLBACK : rc;
+    }
+    return RC_OK;
 }
 
 static inline int
@@ -1136,7 +1222,8 @@ typedef struct {
 typedef struct {
     Py_ssize_t n;
     Slot *slots;
-    PyObject *decl; /* owned */
+    PyObject *decl;    /* owned */
+    PyObject *columns; /* owned: the declared names, in cell order */
 } Plan;
 
 static void
@@ -1149,8 +1236,10 @@ plan_free(Plan *p)
     }
     PyMem_Free(p->slots);
     Py_XDECREF(p->decl);
+    Py_XDECREF(p->columns);
     p->slots = NULL;
     p->decl = NULL;
+    p->columns = NULL;
     p->n = 0;
 }
 
@@ -1213,6 +1302,7 @@ make_plan(Enc *e, PyObject **objs, Py_ssize_t n, int depth, Plan *plan)
     plan->n = 0;
     plan->slots = NULL;
     plan->decl = NULL;
+    plan->columns = NULL;
     PyObject *fields = NULL, *columns = NULL;
     PyObject **present = NULL;
     int rc = field_union(objs, n, &fields);
@@ -1318,14 +1408,15 @@ make_plan(Enc *e, PyObject **objs, Py_ssize_t n, int depth, Plan *plan)
     }
     if (PyList_GET_SIZE(columns) == 0) {
         plan_free(plan);
+        Py_DECREF(columns);
     }
     else {
         plan->decl = make_decl(columns, 0, &rc);
         if (plan->decl == NULL)
             goto fail;
+        plan->columns = columns;
     }
     PyMem_Free(present);
-    Py_DECREF(columns);
     /* The slots borrow their field names from `fields`, whose items are input keys. */
     Py_DECREF(fields);
     return RC_OK;
@@ -1339,12 +1430,63 @@ fail:
 
 /* -- shared array schemas (_Share) --------------------------------------------------- */
 
+/* The recorded cells of a dense table's rows (dense_rows.py works on the same): per row,
+ * the start of each of its `width` cells and the row's end, as positions in the text. */
+typedef struct {
+    Py_ssize_t *pos;
+    Py_ssize_t rows, width, cap;
+} Cells;
+
+static int
+cells_init(Cells *c, Py_ssize_t width, Py_ssize_t rows)
+{
+    c->width = width;
+    c->rows = 0;
+    c->cap = (width + 1) * (rows > 0 ? rows : 1);
+    c->pos = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)c->cap);
+    if (c->pos == NULL) {
+        PyErr_NoMemory();
+        return RC_ERR;
+    }
+    return RC_OK;
+}
+
+/* Room for the next row's positions (the row counts once cells->rows is raised). */
+static Py_ssize_t *
+cells_row(Cells *c)
+{
+    Py_ssize_t need = (c->rows + 1) * (c->width + 1);
+    if (need > c->cap) {
+        Py_ssize_t cap = need * 2;
+        Py_ssize_t *p = PyMem_Realloc(c->pos, sizeof(Py_ssize_t) * (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        c->pos = p;
+        c->cap = cap;
+    }
+    return c->pos + c->rows * (c->width + 1);
+}
+
+/* A dense all-scalar attachment table whose constant columns wait until its containing
+ * table knows which fields share a schema (generic/encoder.py _Share.pending). */
+typedef struct {
+    PyObject *field; /* borrowed: an input key */
+    PyObject *names; /* owned: the field names */
+    Py_ssize_t decl_at, decl_len;
+    Cells cells;
+} Pending;
+
 typedef struct {
     int enabled;
     PyObject *schemas; /* field -> decl (the first tabular attachment of each field) */
     PyObject *decls;   /* field -> decl of its all-scalar tables */
     PyObject *flat;    /* field -> list of declaration positions */
     PyObject *spoiled; /* fields with any other kind of attachment */
+    PyObject *shared;  /* the fields whose repeats omit their declaration */
+    Pending *pend;
+    Py_ssize_t npend, cappend;
 } Share;
 
 static int
@@ -1355,7 +1497,10 @@ share_init(Share *s, int enabled)
     s->decls = PyDict_New();
     s->flat = PyDict_New();
     s->spoiled = PySet_New(NULL);
-    if (!s->schemas || !s->decls || !s->flat || !s->spoiled)
+    s->shared = PySet_New(NULL);
+    s->pend = NULL;
+    s->npend = s->cappend = 0;
+    if (!s->schemas || !s->decls || !s->flat || !s->spoiled || !s->shared)
         return RC_ERR;
     return RC_OK;
 }
@@ -1363,10 +1508,43 @@ share_init(Share *s, int enabled)
 static void
 share_clear(Share *s)
 {
+    Py_ssize_t i;
     Py_XDECREF(s->schemas);
     Py_XDECREF(s->decls);
     Py_XDECREF(s->flat);
     Py_XDECREF(s->spoiled);
+    Py_XDECREF(s->shared);
+    for (i = 0; i < s->npend; i++) {
+        Py_DECREF(s->pend[i].names);
+        PyMem_Free(s->pend[i].cells.pos);
+    }
+    PyMem_Free(s->pend);
+}
+
+/* Keep a pending table; takes over cells (names gets a new reference). */
+static int
+share_pending(Share *s, PyObject *field, PyObject *names, Py_ssize_t decl_at,
+              Py_ssize_t decl_len, Cells *cells)
+{
+    if (s->npend == s->cappend) {
+        Py_ssize_t cap = s->cappend ? s->cappend * 2 : 8;
+        Pending *p = PyMem_Realloc(s->pend, sizeof(Pending) * (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return RC_ERR;
+        }
+        s->pend = p;
+        s->cappend = cap;
+    }
+    Pending *p = &s->pend[s->npend++];
+    p->field = field;
+    Py_INCREF(names);
+    p->names = names;
+    p->decl_at = decl_at;
+    p->decl_len = decl_len;
+    p->cells = *cells;
+    cells->pos = NULL;
+    return RC_OK;
 }
 
 static int
@@ -1440,6 +1618,8 @@ share_omit_repeats(Enc *e, Share *s, PyObject **objs, Py_ssize_t n)
         }
         if (holders != m)
             continue;
+        if (PySet_Add(s->shared, field) < 0)
+            return RC_ERR;
         PyObject *decl = PyDict_GetItemWithError(s->decls, field);
         if (decl == NULL)
             return PyErr_Occurred() ? RC_ERR : RC_FALLBACK;
@@ -1451,6 +1631,199 @@ share_omit_repeats(Enc *e, Share *s, PyObject **objs, Py_ssize_t n)
             if (add_cut(e, at, cut) < 0)
                 return RC_ERR;
         }
+    }
+    return RC_OK;
+}
+
+/* -- dense tables (generic/dense_rows.py) --------------------------------------------- */
+
+#define W_AT(w, i) PyUnicode_READ((w)->kind, (w)->data, (i))
+/* Cell j of a recorded row P (W cells): [P[j], CELL_END(P, j, W)). */
+#define CELL_END(P, j, W) ((j) + 1 < (W) ? (P)[(j) + 1] - 1 : (P)[W])
+
+static inline int
+span_is(Writer *w, Py_ssize_t a, Py_ssize_t b, Py_UCS4 c)
+{
+    return b - a == 1 && W_AT(w, a) == c;
+}
+
+static inline int
+spans_equal(Writer *w, Py_ssize_t a, Py_ssize_t b, Py_ssize_t a2, Py_ssize_t b2)
+{
+    return b - a == b2 - a2 &&
+           memcmp(w->data + a * w->kind, w->data + a2 * w->kind, (size_t)(b - a) * w->kind) == 0;
+}
+
+/* grammar.LIST_HEAD at a: "[" [^\]|]* "]:" */
+static int
+span_list_head(Writer *w, Py_ssize_t a, Py_ssize_t b)
+{
+    if (b - a < 3 || W_AT(w, a) != '[')
+        return 0;
+    Py_ssize_t i = a + 1;
+    while (i < b && W_AT(w, i) != ']' && W_AT(w, i) != '|')
+        i++;
+    return i + 1 < b && W_AT(w, i) == ']' && W_AT(w, i + 1) == ':';
+}
+
+/* dense_rows.constant_columns: mask[j] = 1 for each constant column; their number. */
+static Py_ssize_t
+dense_constants(Enc *e, Cells *c, Py_ssize_t start, char *mask)
+{
+    Py_ssize_t W = c->width, r, j, found = 0;
+    Writer *w = &e->w;
+    memset(mask, 0, (size_t)W);
+    if (!e->constants || c->rows < 2)
+        return 0;
+    Py_ssize_t *P0 = c->pos;
+    for (j = start; j < W; j++) {
+        Py_ssize_t a = P0[j], b = CELL_END(P0, j, W);
+        if (span_is(w, a, b, '~') || (b > a && W_AT(w, a) == '^') || span_list_head(w, a, b))
+            continue;
+        for (r = 1; r < c->rows; r++) {
+            Py_ssize_t *P = P0 + r * (W + 1);
+            if (!spans_equal(w, a, b, P[j], CELL_END(P, j, W)))
+                break;
+        }
+        if (r == c->rows) {
+            mask[j] = 1;
+            found++;
+        }
+    }
+    if (found && found == W - start) {
+        mask[start] = 0; /* a row keeps a value cell */
+        found--;
+    }
+    if (found)
+        w->used |= U_CONSTANTS;
+    return found;
+}
+
+/* dense_rows.join for every recorded row: the cuts that leave out the constant cells (mask,
+ * or NULL) and, with short rows, the trailing ~ cells down to min(2, width) (D7). With
+ * emit == 0 only *trimmed is told (whether a row would be shortened). */
+static int
+dense_rows(Enc *e, Cells *c, const char *mask, int emit, int *trimmed)
+{
+    Py_ssize_t W = c->width, r, j, i;
+    Writer *w = &e->w;
+    Py_ssize_t *kept = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(W + 1));
+    if (kept == NULL) {
+        PyErr_NoMemory();
+        return RC_ERR;
+    }
+    int rc = RC_OK;
+    for (r = 0; r < c->rows && rc == RC_OK; r++) {
+        Py_ssize_t *P = c->pos + r * (W + 1), k = 0;
+        for (j = 0; j < W; j++)
+            if (mask == NULL || !mask[j])
+                kept[k++] = j;
+        if (e->short_rows && k > 2 && span_is(w, P[kept[k - 1]], CELL_END(P, kept[k - 1], W), '~')) {
+            while (k > 2 && span_is(w, P[kept[k - 1]], CELL_END(P, kept[k - 1], W), '~'))
+                k--;
+            *trimmed = 1;
+        }
+        if (!emit || k == 0)
+            continue;
+        if (kept[0] > 0)
+            rc = add_cut(e, P[0], P[kept[0]] - P[0]);
+        for (i = 1; i < k && rc == RC_OK; i++)
+            if (kept[i] > kept[i - 1] + 1)
+                rc = add_cut(e, P[kept[i - 1] + 1], P[kept[i]] - P[kept[i - 1] + 1]);
+        Py_ssize_t last = kept[k - 1];
+        if (rc == RC_OK && last < W - 1)
+            rc = add_cut(e, P[last + 1] - 1, P[W] - (P[last + 1] - 1));
+    }
+    PyMem_Free(kept);
+    return rc;
+}
+
+/* dense_rows.declaration over (label +) names, each constant written name=token (the
+ * token of row 0; a bare one holding '}' quoted). */
+static PyObject *
+dense_decl(Enc *e, PyObject *label, PyObject *names, Cells *c, const char *mask)
+{
+    Writer out, *w = &e->w;
+    if (w_init(&out, 64) < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(names), j, off = label != NULL, W = c->width;
+    int rc = w_char(&out, '{');
+    for (j = 0; j < n + off && rc >= 0; j++) {
+        if (j && (rc = w_char(&out, ',')) < 0)
+            break;
+        rc = w_key(&out, j < off ? label : PyList_GET_ITEM(names, j - off));
+        if (rc < 0 || !mask[j])
+            continue;
+        Py_ssize_t a = c->pos[j], b = CELL_END(c->pos, j, W), i;
+        if ((rc = w_char(&out, '=')) < 0)
+            break;
+        int brace = 0;
+        for (i = a; i < b; i++)
+            if (W_AT(w, i) == '}')
+                brace = 1;
+        if (brace && W_AT(w, a) != '"') {
+            PyObject *tok = PyUnicode_FromKindAndData(w->kind, w->data + a * w->kind, b - a);
+            rc = tok == NULL ? RC_ERR : w_quoted(&out, tok);
+            Py_XDECREF(tok);
+        }
+        else
+            rc = w_span(&out, w->kind, w->data, a, b);
+    }
+    if (rc >= 0)
+        rc = w_char(&out, '}');
+    PyObject *r = rc >= 0 ? w_finish(&out) : NULL;
+    w_free(&out);
+    if (r == NULL && rc != RC_ERR && !PyErr_Occurred())
+        PyErr_SetString(PyExc_SystemError, "gcfkit._speedups: a declaration failed");
+    return r;
+}
+
+/* A finished dense table (dense_rows' whole job): its constant columns from cell `start`
+ * (D6.2) named in its declaration [decl_at, decl_at + decl_len), and its rows without
+ * their constant cells and, when short rows are on, their trailing ~ cells (D7).
+ * `pending` is a table whose short rows were already decided once without constants
+ * (generic/encoder.py joins those twice), and `constants` whether it may have any. */
+static int
+dense_table(Enc *e, Cells *c, PyObject *label, PyObject *names, Py_ssize_t decl_at,
+            Py_ssize_t decl_len, Py_ssize_t start, int constants, int pending)
+{
+    int trimmed = 0, rc = RC_OK;
+    char *mask = PyMem_Malloc((size_t)c->width + 1);
+    if (mask == NULL) {
+        PyErr_NoMemory();
+        return RC_ERR;
+    }
+    if (pending)
+        rc = dense_rows(e, c, NULL, 0, &trimmed);
+    Py_ssize_t found = 0;
+    if (rc == RC_OK && constants)
+        found = dense_constants(e, c, start, mask);
+    if (rc == RC_OK && found) {
+        PyObject *decl = dense_decl(e, label, names, c, mask);
+        rc = decl == NULL ? RC_ERR : add_splice(e, decl_at, decl_len, decl);
+    }
+    if (rc == RC_OK)
+        rc = dense_rows(e, c, found ? mask : NULL, 1, &trimmed);
+    if (trimmed)
+        e->w.used |= U_SHORT;
+    PyMem_Free(mask);
+    return rc;
+}
+
+/* The pending attachment tables of a finished containing table: constants for those whose
+ * field does not share its schema (D6.2). */
+static int
+dense_pending(Enc *e, Share *s)
+{
+    Py_ssize_t i;
+    for (i = 0; i < s->npend; i++) {
+        Pending *p = &s->pend[i];
+        int shared = PySet_Contains(s->shared, p->field);
+        if (shared < 0)
+            return RC_ERR;
+        int rc = dense_table(e, &p->cells, NULL, p->names, p->decl_at, p->decl_len, 0, !shared, 1);
+        if (rc != RC_OK)
+            return rc;
     }
     return RC_OK;
 }
@@ -1614,17 +1987,22 @@ enc_array(Enc *e, PyObject *arr, const Pre *bpre, const Pre *ipre, Py_ssize_t in
     return RC_OK;
 }
 
-/* _flat_rows: RC_OK, or RC_NESTED as soon as a cell holds a container. */
+/* _flat_rows (and a dense table's _cell_rows, whose cells go to `cells` when not NULL):
+ * RC_OK, or RC_NESTED as soon as a cell holds a container. */
 static int
-flat_rows(Enc *e, PyObject **objs, Py_ssize_t n, PyObject *fields, Py_ssize_t ind)
+flat_rows(Enc *e, PyObject **objs, Py_ssize_t n, PyObject *fields, Py_ssize_t ind,
+          Cells *cells)
 {
     Writer *w = &e->w;
     Py_ssize_t width = PyList_GET_SIZE(fields), i, j;
     PyObject **names = &PyList_GET_ITEM(fields, 0);
+    Py_ssize_t *P = NULL;
     int rc;
     for (i = 0; i < n; i++) {
         PyObject *o = objs[i];
         if (ind && w_spaces(w, ind) < 0)
+            return RC_ERR;
+        if (cells != NULL && (P = cells_row(cells)) == NULL)
             return RC_ERR;
         /* Values in order while the row's keys are the columns' (the common uniform row);
          * from the first difference on, by lookup. Both give the cells of
@@ -1635,6 +2013,8 @@ flat_rows(Enc *e, PyObject **objs, Py_ssize_t n, PyObject *fields, Py_ssize_t in
         while (j < width && PyDict_Next(o, &pos, &k, &v) && keys_equal(k, names[j])) {
             if (j && w_char(w, '|') < 0)
                 return RC_ERR;
+            if (P != NULL)
+                P[j] = w->len;
             if ((rc = w_cell(w, v)) != RC_OK)
                 return rc;
             j++;
@@ -1642,6 +2022,8 @@ flat_rows(Enc *e, PyObject **objs, Py_ssize_t n, PyObject *fields, Py_ssize_t in
         for (; j < width; j++) {
             if (j && w_char(w, '|') < 0)
                 return RC_ERR;
+            if (P != NULL)
+                P[j] = w->len;
             v = PyDict_GetItemWithError(o, names[j]);
             if (v == NULL) {
                 if (PyErr_Occurred())
@@ -1651,6 +2033,10 @@ flat_rows(Enc *e, PyObject **objs, Py_ssize_t n, PyObject *fields, Py_ssize_t in
             }
             else if ((rc = w_cell(w, v)) != RC_OK)
                 return rc;
+        }
+        if (P != NULL) {
+            P[width] = w->len;
+            cells->rows++;
         }
         if (w_char(w, '\n') < 0)
             return RC_ERR;
@@ -1663,6 +2049,12 @@ w_sep(Writer *w, Py_ssize_t *ncells)
 {
     if ((*ncells)++ && w_char(w, '|') < 0)
         return RC_ERR;
+    if (w->rec != NULL) {
+        /* A dense row: where this cell starts (past the last slot: noticed by the row). */
+        if (w->nrec < w->maxrec)
+            w->rec[w->nrec] = w->len;
+        w->nrec++;
+    }
     return RC_OK;
 }
 
@@ -1714,36 +2106,54 @@ typedef struct {
     int inline_body;
 } Att;
 
-/* _Encoder.rows: keys (a keyed map's member keys) or NULL. */
+/* _Encoder.rows: keys (a keyed map's member keys) or NULL. The declaration, for a dense
+ * table's constant columns, is [decl_at, decl_at + decl_len) with the key column `label`
+ * first in a keyed map. */
 static int
 enc_rows(Enc *e, Plan *plan, PyObject **objs, PyObject **keys, Py_ssize_t n,
-         Py_ssize_t ind, int depth)
+         Py_ssize_t ind, int depth, Py_ssize_t decl_at, Py_ssize_t decl_len, PyObject *label)
 {
     if (depth > C_MAX_DEPTH)
         return RC_FALLBACK;
     Writer *w = &e->w;
-    Share share = {0, NULL, NULL, NULL, NULL};
+    Share share;
+    memset(&share, 0, sizeof share);
     int share_ready = 0;
     char *inline_seen = PyMem_Calloc((size_t)plan->n + 1, 1);
     Att *atts = PyMem_Malloc(sizeof(Att) * (size_t)(2 * plan->n + 1));
+    Cells cells = {NULL, 0, 0, 0};
+    Py_ssize_t width = PyList_GET_SIZE(plan->columns) + (keys != NULL);
     int rc = RC_OK;
     if (inline_seen == NULL || atts == NULL) {
         PyErr_NoMemory();
         rc = RC_ERR;
         goto out;
     }
+    if (e->dense && (rc = cells_init(&cells, width, n)) != RC_OK)
+        goto out;
     Py_ssize_t body = ind + 4, i, s;
     for (i = 0; i < n; i++) {
         PyObject *obj = objs[i];
-        Py_ssize_t ncells = 0, natt = 0, nlate = 0;
+        Py_ssize_t ncells = 0, natt = 0, nlate = 0, ninline = 0;
         if (w_spaces(w, ind) < 0) {
             rc = RC_ERR;
             goto out;
         }
         Py_ssize_t cells_at = w->len;
+        if (e->dense) {
+            if ((w->rec = cells_row(&cells)) == NULL) {
+                rc = RC_ERR;
+                goto out;
+            }
+            w->nrec = 0;
+            w->maxrec = width;
+        }
         if (keys != NULL) {
             ncells = 1;
-            if ((rc = w_scalar_str(w, keys[i])) < 0)
+            if (w->rec != NULL)
+                w->rec[w->nrec++] = w->len;
+            rc = e->dense ? w_dense_str(w, keys[i], 0) : w_scalar_str(w, keys[i]);
+            if (rc < 0)
                 goto out;
         }
         for (s = 0; s < plan->n; s++) {
@@ -1816,6 +2226,7 @@ enc_rows(Enc *e, Plan *plan, PyObject **objs, PyObject **keys, Py_ssize_t n,
                     atts[natt].value = v;
                     atts[natt].inline_body = 1;
                     natt++;
+                    ninline++;
                 }
                 if (rc < 0)
                     goto out;
@@ -1825,21 +2236,34 @@ enc_rows(Enc *e, Plan *plan, PyObject **objs, PyObject **keys, Py_ssize_t n,
         Py_ssize_t a;
         for (a = 0; a < nlate; a++)
             atts[natt++] = atts[plan->n + a];
-        if (natt == 0) {
-            if (w_char(w, '\n') < 0) {
-                rc = RC_ERR;
+        Py_ssize_t *P = w->rec;
+        if (P != NULL) {
+            w->rec = NULL;
+            if (w->nrec != width) {
+                rc = RC_FALLBACK; /* cannot happen: the plan's columns are the cells */
                 goto out;
             }
-            continue;
+            P[width] = w->len;
+            cells.rows++;
         }
-        {
+        /* A dense row carries @N only before a positional body (D8). */
+        if (natt && (!e->dense || ninline)) {
             char prefix[32];
             int m = fmt_item_id(prefix, i);
-            if (w_insert_ascii(w, cells_at, prefix, m) < 0 || w_char(w, '\n') < 0) {
+            if (w_insert_ascii(w, cells_at, prefix, m) < 0) {
                 rc = RC_ERR;
                 goto out;
             }
+            if (P != NULL)
+                for (a = 0; a <= width; a++)
+                    P[a] += m;
         }
+        if (w_char(w, '\n') < 0) {
+            rc = RC_ERR;
+            goto out;
+        }
+        if (natt == 0)
+            continue;
         for (a = 0; a < natt; a++) {
             Att *at = &atts[a];
             if (at->inline_body) {
@@ -1882,11 +2306,20 @@ enc_rows(Enc *e, Plan *plan, PyObject **objs, PyObject **keys, Py_ssize_t n,
     }
     if (share_ready && share.enabled && PyDict_GET_SIZE(share.flat))
         rc = share_omit_repeats(e, &share, objs, n);
+    if (rc == RC_OK && e->dense) {
+        if (share_ready)
+            rc = dense_pending(e, &share);
+        if (rc == RC_OK)
+            rc = dense_table(e, &cells, label, plan->columns, decl_at, decl_len,
+                             keys != NULL, 1, 0);
+    }
 out:
+    w->rec = NULL;
     if (share_ready)
         share_clear(&share);
     PyMem_Free(inline_seen);
     PyMem_Free(atts);
+    PyMem_Free(cells.pos);
     return rc;
 }
 
@@ -1920,22 +2353,38 @@ enc_tabular(Enc *e, PyObject **objs, Py_ssize_t n, const Pre *bpre, Py_ssize_t i
             Py_DECREF(fields);
             return rc < 0 ? rc : RC_ERR;
         }
-        Py_ssize_t decl_at = w->len;
+        Py_ssize_t decl_at = w->len, decl_len = PyUnicode_GET_LENGTH(decl);
         if (w_str(w, decl) < 0 || w_char(w, '\n') < 0) {
             Py_DECREF(decl);
             Py_DECREF(fields);
             return RC_ERR;
         }
-        rc = flat_rows(e, objs, n, fields, ind);
+        Cells cells = {NULL, 0, 0, 0};
+        if (e->dense && cells_init(&cells, nf, n) < 0) {
+            Py_DECREF(decl);
+            Py_DECREF(fields);
+            return RC_ERR;
+        }
+        rc = flat_rows(e, objs, n, fields, ind, e->dense ? &cells : NULL);
         if (rc == RC_OK) {
             if (share != NULL)
                 rc = share_flat_table(share, field, decl, decl_at);
+            /* A dense table's constants and short rows (D6.2, D7); in an attachment, once
+             * the containing table knows which fields share their schema. */
+            if (rc == RC_OK && e->dense) {
+                if (share != NULL)
+                    rc = share_pending(share, field, fields, decl_at, decl_len, &cells);
+                else
+                    rc = dense_table(e, &cells, NULL, fields, decl_at, decl_len, 0, 1, 0);
+            }
+            PyMem_Free(cells.pos);
             Py_DECREF(decl);
             Py_DECREF(fields);
             if (rc == RC_OK)
                 *done = 1;
             return rc;
         }
+        PyMem_Free(cells.pos);
         Py_DECREF(decl);
         if (rc != RC_NESTED) {
             Py_DECREF(fields);
@@ -1949,13 +2398,15 @@ enc_tabular(Enc *e, PyObject **objs, Py_ssize_t n, const Pre *bpre, Py_ssize_t i
         return rc;
     if (plan.n == 0)
         return RC_OK;
-    Py_ssize_t mark = w->len;
+    Py_ssize_t mark = w->len, decl_at = 0;
     if ((rc = w_pre(w, bpre)) < 0 || w_char(w, '[') < 0 || w_ssize(w, n) < 0 ||
-        w_char(w, ']') < 0 || w_str(w, plan.decl) < 0 || w_char(w, '\n') < 0) {
+        w_char(w, ']') < 0 || (decl_at = w->len, w_str(w, plan.decl) < 0) ||
+        w_char(w, '\n') < 0) {
         plan_free(&plan);
         return rc < 0 ? rc : RC_ERR;
     }
-    rc = enc_rows(e, &plan, objs, NULL, n, ind, depth + 1);
+    rc = enc_rows(e, &plan, objs, NULL, n, ind, depth + 1, decl_at,
+                  PyUnicode_GET_LENGTH(plan.decl), NULL);
     if (rc == RC_CONFLICT) {
         rollback(e, mark);
         plan_free(&plan);
@@ -2043,24 +2494,29 @@ enc_keyed(Enc *e, PyObject *obj, const Pre *bpre, Py_ssize_t ind, int depth, int
             goto out;
         }
         Writer *w = &e->w;
-        Py_ssize_t mark = w->len;
+        Py_ssize_t mark = w->len, decl_at = 0, decl_len = 0;
         rc = w_pre(w, bpre);
         if (rc >= 0) {
-            if (w_char(w, '[') < 0 || w_ssize(w, n) < 0 || w_ascii(w, ":]{", 3) < 0)
+            if (w_char(w, '[') < 0 || w_ssize(w, n) < 0 || w_ascii(w, ":]", 2) < 0)
+                rc = RC_ERR;
+            decl_at = w->len;
+            if (rc >= 0 && w_char(w, '{') < 0)
                 rc = RC_ERR;
         }
         if (rc >= 0)
             rc = w_key(w, label);
-        Py_DECREF(label);
         if (rc >= 0) {
             if (w_char(w, ',') < 0 ||
                 w_span(w, PyUnicode_KIND(plan.decl), PyUnicode_DATA(plan.decl), 1,
-                       PyUnicode_GET_LENGTH(plan.decl)) < 0 ||
-                w_char(w, '\n') < 0)
+                       PyUnicode_GET_LENGTH(plan.decl)) < 0)
+                rc = RC_ERR;
+            decl_len = w->len - decl_at;
+            if (rc >= 0 && w_char(w, '\n') < 0)
                 rc = RC_ERR;
         }
         if (rc >= 0)
-            rc = enc_rows(e, &plan, values, keys, n, ind, depth + 1);
+            rc = enc_rows(e, &plan, values, keys, n, ind, depth + 1, decl_at, decl_len, label);
+        Py_DECREF(label);
         plan_free(&plan);
         if (rc == RC_CONFLICT) {
             rollback(e, mark);
@@ -2161,10 +2617,74 @@ enc_root(Enc *e, PyObject *v)
 }
 
 static int
-cmp_cuts(const void *a, const void *b)
+cmp_splices(const void *a, const void *b)
 {
-    Py_ssize_t x = ((const Py_ssize_t *)a)[0], y = ((const Py_ssize_t *)b)[0];
+    Py_ssize_t x = ((const Splice *)a)->pos, y = ((const Splice *)b)->pos;
     return (x > y) - (x < y);
+}
+
+/* The text with every splice applied (they never overlap), as a str. */
+static PyObject *
+enc_finish(Enc *e)
+{
+    Writer *w = &e->w;
+    if (e->nsp == 0)
+        return w_finish(w);
+    qsort(e->sp, (size_t)e->nsp, sizeof(Splice), cmp_splices);
+    Py_ssize_t c, grow = 0;
+    int k = w->kind;
+    for (c = 0; c < e->nsp; c++)
+        if (e->sp[c].repl != NULL)
+            grow = 1;
+    if (!grow) {
+        /* Cuts only, in one pass in place. */
+        Py_ssize_t dst = e->sp[0].pos, src;
+        for (c = 0; c < e->nsp; c++) {
+            src = e->sp[c].pos + e->sp[c].len;
+            Py_ssize_t next = c + 1 < e->nsp ? e->sp[c + 1].pos : w->len;
+            memmove(w->data + dst * k, w->data + src * k, (size_t)(next - src) * k);
+            dst += next - src;
+        }
+        w->len = dst;
+        return w_finish(w);
+    }
+    Writer out;
+    if (w_init(&out, w->len + 64) < 0)
+        return NULL;
+    Py_ssize_t at = 0;
+    for (c = 0; c < e->nsp; c++) {
+        Splice *s = &e->sp[c];
+        if (w_span(&out, k, w->data, at, s->pos) < 0 ||
+            (s->repl != NULL && w_str(&out, s->repl) < 0)) {
+            w_free(&out);
+            return NULL;
+        }
+        at = s->pos + s->len;
+    }
+    PyObject *r = NULL;
+    if (w_span(&out, k, w->data, at, w->len) == 0)
+        r = w_finish(&out);
+    w_free(&out);
+    return r;
+}
+
+static void
+enc_free(Enc *e)
+{
+    Py_ssize_t i;
+    w_free(&e->w);
+    for (i = 0; i < e->nsp; i++)
+        Py_XDECREF(e->sp[i].repl);
+    PyMem_Free(e->sp);
+}
+
+static void
+enc_init(Enc *e, int flatten, int shared, int inline_)
+{
+    memset(e, 0, sizeof *e);
+    e->flatten = flatten;
+    e->shared = shared;
+    e->inline_ = inline_;
 }
 
 /* encode(value, header, flatten, shared_schemas, inline_schemas) -> str | None */
@@ -2176,11 +2696,7 @@ sp_encode(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OUppp:encode", &value, &header, &flatten, &shared, &inline_))
         return NULL;
     Enc e;
-    e.flatten = flatten;
-    e.shared = shared;
-    e.inline_ = inline_;
-    e.cuts = NULL;
-    e.ncuts = e.capcuts = 0;
+    enc_init(&e, flatten, shared, inline_);
     if (w_init(&e.w, 4096) < 0)
         return NULL;
     int rc = w_str(&e.w, header);
@@ -2189,28 +2705,79 @@ sp_encode(PyObject *self, PyObject *args)
     if (rc == RC_OK)
         rc = enc_root(&e, value);
     PyObject *result = NULL;
-    if (rc == RC_OK) {
-        if (e.ncuts) {
-            /* The repeated declarations of shared array schemas, cut out in one pass. */
-            qsort(e.cuts, (size_t)(e.ncuts / 2), 2 * sizeof(Py_ssize_t), cmp_cuts);
-            int k = e.w.kind;
-            Py_ssize_t dst = e.cuts[0], src, c;
-            for (c = 0; c < e.ncuts; c += 2) {
-                src = e.cuts[c] + e.cuts[c + 1];
-                Py_ssize_t next = c + 2 < e.ncuts ? e.cuts[c + 2] : e.w.len;
-                memmove(e.w.data + dst * k, e.w.data + src * k, (size_t)(next - src) * k);
-                dst += next - src;
+    if (rc == RC_OK)
+        result = enc_finish(&e);
+    else if (rc == RC_FALLBACK || rc == RC_CONFLICT || rc == RC_NESTED) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    enc_free(&e);
+    return result;
+}
+
+/* encode_dense(value, header, defs, lists, constants, short_rows) -> (str, int) | None:
+ * the dense payload of value with the definitions defs (string -> name, in name order)
+ * and the U_* bits of the constructs it used. */
+static PyObject *
+sp_encode_dense(PyObject *self, PyObject *args)
+{
+    PyObject *value, *header, *defs;
+    int lists, constants, short_rows;
+    if (!PyArg_ParseTuple(args, "OUO!ppp:encode_dense", &value, &header, &PyDict_Type, &defs,
+                          &lists, &constants, &short_rows))
+        return NULL;
+    Enc e;
+    enc_init(&e, 1, 1, 1);
+    e.dense = 1;
+    e.constants = constants;
+    e.short_rows = short_rows;
+    if (w_init(&e.w, 4096) < 0)
+        return NULL;
+    e.w.dense = 1;
+    e.w.lists = lists;
+    PyObject *result = NULL;
+    int rc = w_str(&e.w, header);
+    if (rc == RC_OK)
+        rc = w_char(&e.w, '\n');
+    /* The definition lines "$name=spelling" (D9.1), and the references they give. */
+    if (rc == RC_OK && PyDict_GET_SIZE(defs)) {
+        e.w.used |= U_DEFS;
+        e.w.refs = PyDict_New();
+        if (e.w.refs == NULL)
+            rc = RC_ERR;
+        Py_ssize_t pos = 0;
+        PyObject *str, *name;
+        while (rc == RC_OK && PyDict_Next(defs, &pos, &str, &name)) {
+            if (!PyUnicode_CheckExact(str) || !PyUnicode_CheckExact(name)) {
+                rc = RC_FALLBACK;
+                break;
             }
-            e.w.len = dst;
+            PyObject *ref = PyUnicode_FromFormat("$%U", name);
+            if (ref == NULL || PyDict_SetItem(e.w.refs, str, ref) < 0)
+                rc = RC_ERR;
+            Py_XDECREF(ref);
+            if (rc == RC_OK && (w_char(&e.w, '$') < 0 || w_str(&e.w, name) < 0 ||
+                                w_char(&e.w, '=') < 0))
+                rc = RC_ERR;
+            if (rc == RC_OK)
+                rc = w_dense_str(&e.w, str, 0);
+            if (rc == RC_OK)
+                rc = w_char(&e.w, '\n');
         }
-        result = w_finish(&e.w);
+    }
+    if (rc == RC_OK)
+        rc = enc_root(&e, value);
+    if (rc == RC_OK) {
+        PyObject *text = enc_finish(&e);
+        if (text != NULL)
+            result = Py_BuildValue("(Ni)", text, e.w.used);
     }
     else if (rc == RC_FALLBACK || rc == RC_CONFLICT || rc == RC_NESTED) {
         result = Py_None;
         Py_INCREF(result);
     }
-    w_free(&e.w);
-    PyMem_Free(e.cuts);
+    Py_XDECREF(e.w.refs);
+    enc_free(&e);
     return result;
 }
 
@@ -2296,6 +2863,9 @@ typedef struct {
     int keyed;
     int simple; /* no path groups */
     PNode plan; /* over the value fields (cell indices from 1 in a keyed map) */
+    /* dense (D6): per field its constant value (owned) or NULL, and the cells of a row */
+    PyObject **consts;
+    Py_ssize_t row_width;
 } Schema;
 
 typedef struct {
@@ -2312,6 +2882,11 @@ typedef struct {
     PyObject *schemas; /* (decl text, keyed) -> capsule(Schema) */
     Py_UCS4 *tmp;      /* unescaped text of quoted strings */
     Py_ssize_t tmpcap;
+    /* A dense payload (docs/extensions/dense.md): its definitions, "$a", "$b"... in order */
+    int dense;
+    PyObject **defs;
+    Py_ssize_t ndefs, capdefs;
+    int split_lists; /* while a dense row is split: list cells are cells (D5.1) */
 } Dec;
 
 #define CH(d, i) PyUnicode_READ((d)->kind, (d)->data, (i))
@@ -2366,6 +2941,12 @@ pnode_add(PNode *p)
 static void
 schema_free(Schema *s)
 {
+    Py_ssize_t i;
+    if (s->consts != NULL) {
+        for (i = 0; i < s->width; i++)
+            Py_XDECREF(s->consts[i]);
+        PyMem_Free(s->consts);
+    }
     Py_XDECREF(s->fields);
     pnode_clear(&s->plan);
     PyMem_Free(s);
@@ -2792,6 +3373,23 @@ parse_token_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, int in_row, Py
     Py_UCS4 cl = CK(b - 1);
     if (c0 == ' ' || cl == ' ')
         return RC_FALLBACK;
+    if (c0 == '$' && d->dense) {
+        /* A reference (D4.2), by its canonical name: a..z, aa.. in definition order. */
+        Py_ssize_t i, idx = 0;
+        if (len < 2 || len > 7)
+            return RC_FALLBACK;
+        for (i = a + 1; i < b; i++) {
+            Py_UCS4 c = CK(i);
+            if (c < 'a' || c > 'z')
+                return RC_FALLBACK;
+            idx = idx * 26 + (Py_ssize_t)(c - 'a' + 1);
+        }
+        if (idx - 1 >= d->ndefs)
+            return RC_FALLBACK; /* undefined_reference */
+        *out = d->defs[idx - 1];
+        Py_INCREF(*out);
+        return RC_OK;
+    }
     if (len == 1) {
         if (c0 == '-') {
             Py_INCREF(Py_None);
@@ -2886,6 +3484,16 @@ parse_value(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
 static int parse_inline_decl(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out,
                              Py_ssize_t *end);
 
+/* grammar.LIST_HEAD at i: "[" [^\]|]* "]:" (the head of a dense list cell). */
+static ALWAYS_INLINE int
+list_head_k(Dec *d, const int kind, Py_ssize_t i, Py_ssize_t b)
+{
+    Py_ssize_t j = i + 1;
+    while (j < b && CK(j) != ']' && CK(j) != '|')
+        j++;
+    return j + 1 < b && CK(j) == ']' && CK(j + 1) == ':';
+}
+
 /* Split [a, b) on delim outside quoted cells (scalar.split_cells for canonical text):
  * each cell's [start, end) goes to spans, quoted cells with their quotes. Returns the
  * count, or RC_FALLBACK when a quoted cell does not end at a delimiter (or the line). */
@@ -2912,6 +3520,20 @@ split_cells_k(Dec *d, const int kind, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim,
             j++;
             if (j < b && CK(j) != delim)
                 return RC_FALLBACK; /* trailing characters after a closing quote */
+        }
+        else if (d->split_lists && i < b && CK(i) == '[' && list_head_k(d, kind, i, b)) {
+            /* A list cell (D5.1): its quoted elements may hold the delimiter. */
+            j = i;
+            while (j < b && CK(j) != delim) {
+                if (CK(j) == '"') {
+                    j++;
+                    while (j < b && CK(j) != '"')
+                        j += CK(j) == '\\' ? 2 : 1;
+                    if (j >= b)
+                        return RC_FALLBACK;
+                }
+                j++;
+            }
         }
         else if (kind == PyUnicode_1BYTE_KIND) {
             const char *p = (const char *)d->data;
@@ -2971,7 +3593,52 @@ split_cells(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_UCS4 delim, Py_ssize_t *spans
     }
 }
 
-/* A cell given its span: quoted string or token. */
+static int parse_inline_values(Dec *d, Py_ssize_t a, Py_ssize_t b, Py_ssize_t count,
+                               PyObject **out);
+
+static int
+list_head(Dec *d, Py_ssize_t i, Py_ssize_t b)
+{
+    switch (d->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return list_head_k(d, PyUnicode_1BYTE_KIND, i, b);
+    case PyUnicode_2BYTE_KIND:
+        return list_head_k(d, PyUnicode_2BYTE_KIND, i, b);
+    default:
+        return list_head_k(d, PyUnicode_4BYTE_KIND, i, b);
+    }
+}
+
+/* A dense list cell "[N]: a,b" or "[0]:" at [a, b) (D5.1): its list. */
+static int
+parse_list_cell(Dec *d, Py_ssize_t a, Py_ssize_t b, PyObject **out)
+{
+    Py_ssize_t q = a + 1, count = 0;
+    if (CH(d, q) == '0')
+        q++;
+    else {
+        while (q < b && is_digit(CH(d, q)) && q - a <= 9) {
+            count = count * 10 + (Py_ssize_t)(CH(d, q) - '0');
+            q++;
+        }
+        if (q == a + 1 || CH(d, a + 1) == '0')
+            return RC_FALLBACK; /* invalid_count */
+    }
+    if (q + 1 >= b || CH(d, q) != ']' || CH(d, q + 1) != ':')
+        return RC_FALLBACK;
+    q += 2;
+    if (q == b) {
+        if (count)
+            return RC_FALLBACK; /* count_mismatch */
+        *out = PyList_New(0);
+        return *out == NULL ? RC_ERR : RC_OK;
+    }
+    if (CH(d, q) != ' ' || count == 0 || count > b - q)
+        return RC_FALLBACK;
+    return parse_inline_values(d, q, b, count, out);
+}
+
+/* A cell given its span: quoted string or token (in a dense row, also a list cell). */
 static int
 parse_cell(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
 {
@@ -2979,6 +3646,8 @@ parse_cell(Dec *d, Py_ssize_t a, Py_ssize_t b, int in_row, PyObject **out)
         Py_ssize_t next;
         return parse_quoted(d, a, b, out, &next); /* split_cells checked the end */
     }
+    if (in_row && d->dense && a < b && CH(d, a) == '[' && list_head(d, a, b))
+        return parse_list_cell(d, a, b, out);
     return parse_token(d, a, b, in_row, out);
 }
 
@@ -3252,37 +3921,98 @@ get_schema(Dec *d, Py_ssize_t i, int keyed, Schema **out, PyObject **capsule)
         rc = RC_ERR;
         goto fail;
     }
+    PyObject **consts = NULL; /* dense constant columns (D6), by field index */
+    Py_ssize_t nconst = 0, capconst = 0;
     Py_ssize_t p = i + 1;
     for (;;) {
         PyObject *name;
         Py_ssize_t next;
         if ((rc = parse_key(d, p, d->end, &name, &next)) != RC_OK)
-            goto fail;
+            goto fail_consts;
         int c = PySet_Contains(seen, name);
         if (c != 0 || PySet_Add(seen, name) < 0 || PyList_Append(s->fields, name) < 0) {
             Py_DECREF(name);
             rc = c > 0 ? RC_FALLBACK : RC_ERR; /* duplicate_field_name */
-            goto fail;
+            goto fail_consts;
         }
         Py_DECREF(name);
         if (next >= d->end) {
             rc = RC_FALLBACK;
-            goto fail;
+            goto fail_consts;
         }
         Py_UCS4 ch = CH(d, next);
+        if (ch == '=' && d->dense) {
+            /* name=value: one scalar token, quoted, or bare up to the next ',' or '}' */
+            Py_ssize_t f = PyList_GET_SIZE(s->fields) - 1, a = next + 1, e = a;
+            PyObject *v = NULL;
+            if (a < d->end && CH(d, a) == '"')
+                rc = parse_quoted(d, a, d->end, &v, &e);
+            else {
+                while (e < d->end && CH(d, e) != ',' && CH(d, e) != '}')
+                    e++;
+                /* empty, ~, ^, ^{...} and list cells are invalid_constant */
+                rc = e > a && CH(d, a) == '[' && list_head(d, a, e) ? RC_FALLBACK
+                                                                   : parse_token(d, a, e, 0, &v);
+            }
+            if (rc != RC_OK)
+                goto fail_consts;
+            if (f >= capconst) {
+                Py_ssize_t cap = (f + 1) * 2, k;
+                PyObject **grown = PyMem_Realloc(consts, sizeof(PyObject *) * (size_t)cap);
+                if (grown == NULL) {
+                    Py_DECREF(v);
+                    PyErr_NoMemory();
+                    rc = RC_ERR;
+                    goto fail_consts;
+                }
+                for (k = capconst; k < cap; k++)
+                    grown[k] = NULL;
+                consts = grown;
+                capconst = cap;
+            }
+            consts[f] = v;
+            nconst++;
+            next = e;
+            if (next >= d->end) {
+                rc = RC_FALLBACK;
+                goto fail_consts;
+            }
+            ch = CH(d, next);
+        }
         p = next + 1;
         if (ch == '}')
             break;
         if (ch != ',') {
             rc = RC_FALLBACK;
-            goto fail;
+            goto fail_consts;
         }
     }
     if (p != d->end) {
         rc = RC_FALLBACK;
-        goto fail;
+        goto fail_consts;
     }
     s->width = PyList_GET_SIZE(s->fields);
+    s->row_width = s->width - nconst;
+    if (nconst) {
+        /* A keyed map's key, or every value column, constant: invalid_constant. */
+        if ((keyed && consts[0] != NULL) || nconst == s->width - keyed) {
+            rc = RC_FALLBACK;
+            goto fail_consts;
+        }
+        if (capconst < s->width) {
+            PyObject **grown = PyMem_Realloc(consts, sizeof(PyObject *) * (size_t)s->width);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                rc = RC_ERR;
+                goto fail_consts;
+            }
+            for (; capconst < s->width; capconst++)
+                grown[capconst] = NULL;
+            consts = grown;
+        }
+        s->consts = consts;
+        consts = NULL;
+    }
     if ((rc = build_plan(s, keyed ? 1 : 0)) != RC_OK)
         goto fail;
     cap = PyCapsule_New(s, "gcfkit.schema", schema_capsule_free);
@@ -3301,6 +4031,13 @@ get_schema(Dec *d, Py_ssize_t i, int keyed, Schema **out, PyObject **capsule)
     *out = s;
     *capsule = cap;
     return RC_OK;
+fail_consts:
+    if (consts != NULL) {
+        Py_ssize_t k;
+        for (k = 0; k < capconst; k++)
+            Py_XDECREF(consts[k]);
+        PyMem_Free(consts);
+    }
 fail:
     Py_DECREF(seen);
     Py_DECREF(key);
@@ -3470,13 +4207,32 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
         a += m;
         has_id = 1;
     }
-    Py_ssize_t got = split_cells(d, a, b, '|', spans, s->width);
-    if (got != s->width)
-        return got < 0 ? (int)got : RC_FALLBACK; /* row_width_mismatch */
-    Py_ssize_t nv = 0;
+    /* A dense row holds the cells of the columns that are not constant, or fewer down to
+     * min(2, that width): its last cells are then absent (D6, D7). */
+    Py_ssize_t rw = d->dense ? s->row_width : s->width;
+    d->split_lists = d->dense;
+    Py_ssize_t got = split_cells(d, a, b, '|', spans, rw);
+    d->split_lists = 0;
+    if (got < 0)
+        return (int)got;
+    if (got != rw && (!d->dense || got < (rw > 1 ? 2 : rw)))
+        return RC_FALLBACK; /* row_width_mismatch */
+    Py_ssize_t nv = 0, cell = 0;
     for (i = 0; i < s->width; i++) {
-        Py_ssize_t ca = spans[2 * i], cb = spans[2 * i + 1];
         decls[i] = NULL;
+        if (s->consts != NULL && s->consts[i] != NULL) {
+            vals[i] = s->consts[i];
+            Py_INCREF(vals[i]);
+            nv = i + 1;
+            continue;
+        }
+        if (cell >= got) {
+            vals[i] = MISSING_CELL;
+            nv = i + 1;
+            continue;
+        }
+        Py_ssize_t ca = spans[2 * cell], cb = spans[2 * cell + 1];
+        cell++;
         if (cb - ca > 1 && CH(d, ca) == '^' && CH(d, ca + 1) == '{' && CH(d, cb - 1) == '}') {
             /* ^{...}: an inline-schema attachment reference (§7.4.5.1) */
             Py_ssize_t e;
@@ -3517,9 +4273,12 @@ dec_row(Dec *d, Table *t, PyObject **vals, PyObject **decls, Py_ssize_t *spans)
             if (v == MISSING_CELL)
                 continue;
             if (v == ATTACH_CELL) {
-                if (!has_id) {
+                /* A row with ^ cells carries its @N prefix; a dense one only when a
+                 * positional body follows (D8). */
+                if (!has_id && (!d->dense || decls[slot->ref] != NULL ||
+                                t->inline_schemas[i] != NULL)) {
                     Py_DECREF(row);
-                    rc = RC_FALLBACK; /* a row with ^ cells must carry its @N prefix */
+                    rc = RC_FALLBACK;
                     goto fail;
                 }
                 mk->active = 1;
@@ -4108,12 +4867,81 @@ dec_root(Dec *d, PyObject **out)
     return rc;
 }
 
-/* decode(text) -> (value,) | None */
-static PyObject *
-sp_decode(PyObject *self, PyObject *text)
+/* The header line at the start of d's text: exactly `head` (n characters of the given
+ * kind), optionally followed by one tool= field. The index of its newline, or -1 when the
+ * reference must read it. */
+static Py_ssize_t
+read_header(Dec *d, int kind, const void *head, Py_ssize_t hn)
 {
-    if (!PyUnicode_CheckExact(text))
-        Py_RETURN_NONE;
+    Py_ssize_t i;
+    if (d->n < hn)
+        return -1;
+    for (i = 0; i < hn; i++)
+        if (CH(d, i) != PyUnicode_READ(kind, head, i))
+            return -1;
+    Py_ssize_t eol = find_newline(d, 0);
+    if (eol > hn) {
+        static const char tool[] = " tool=";
+        Py_ssize_t tn = (Py_ssize_t)sizeof tool - 1;
+        if (eol - hn <= tn)
+            return -1;
+        for (i = 0; i < tn; i++)
+            if (CH(d, hn + i) != (Py_UCS4)tool[i])
+                return -1;
+        for (i = hn + tn; i < eol; i++) {
+            Py_UCS4 c = CH(d, i);
+            if (c < 0x21 || c > 0x7e)
+                return -1;
+        }
+    }
+    return eol;
+}
+
+/* A dense payload's definition lines "$name=value" at d's current line (D4.1), in the
+ * canonical order of their names (a, b, ... z, aa, ...): anything else is the reference's. */
+static int
+read_definitions(Dec *d)
+{
+    int rc = RC_OK;
+    while (rc == RC_OK && !d->eof && d->ind == 0 && CH(d, d->cs) == '$') {
+        Py_ssize_t i = d->cs + 1, idx = 0;
+        while (i < d->end && CH(d, i) >= 'a' && CH(d, i) <= 'z' && i - d->cs <= 6) {
+            idx = idx * 26 + (Py_ssize_t)(CH(d, i) - 'a' + 1);
+            i++;
+        }
+        if (i >= d->end || CH(d, i) != '=' || idx != d->ndefs + 1)
+            return RC_FALLBACK; /* invalid_definition, or a name out of order */
+        i++;
+        if (i >= d->end || CH(d, i) == '$')
+            return RC_FALLBACK; /* a definition's value is a literal */
+        PyObject *v;
+        if ((rc = parse_value(d, i, d->end, &v)) != RC_OK)
+            return rc;
+        if (!PyUnicode_CheckExact(v)) {
+            Py_DECREF(v);
+            return RC_FALLBACK;
+        }
+        if (d->ndefs == d->capdefs) {
+            Py_ssize_t cap = d->capdefs ? d->capdefs * 2 : 16;
+            PyObject **p = PyMem_Realloc(d->defs, sizeof(PyObject *) * (size_t)cap);
+            if (p == NULL) {
+                Py_DECREF(v);
+                PyErr_NoMemory();
+                return RC_ERR;
+            }
+            d->defs = p;
+            d->capdefs = cap;
+        }
+        d->defs[d->ndefs++] = v;
+        rc = advance(d);
+    }
+    return rc;
+}
+
+/* The value of a generic payload, or with `dense` of a dense one whose header is `head`. */
+static PyObject *
+decode_text(PyObject *text, int kind, const void *head, Py_ssize_t hn, int dense)
+{
     if (!STR_READY(text))
         return NULL;
     Dec d;
@@ -4122,29 +4950,12 @@ sp_decode(PyObject *self, PyObject *text)
     d.kind = PyUnicode_KIND(text);
     d.data = PyUnicode_DATA(text);
     d.n = PyUnicode_GET_LENGTH(text);
-    /* The header: exactly "GCF profile=generic", optionally with a tool= field. */
-    static const char head[] = "GCF profile=generic";
-    Py_ssize_t hn = (Py_ssize_t)sizeof head - 1, i;
-    if (d.n < hn || PyUnicode_FindChar(text, '\r', 0, d.n, 1) != -1)
+    d.dense = dense;
+    if (PyUnicode_FindChar(text, '\r', 0, d.n, 1) != -1)
         Py_RETURN_NONE;
-    for (i = 0; i < hn; i++)
-        if (CH(&d, i) != (Py_UCS4)head[i])
-            Py_RETURN_NONE;
-    Py_ssize_t eol = find_newline(&d, 0);
-    if (eol > hn) {
-        static const char tool[] = " tool=";
-        Py_ssize_t tn = (Py_ssize_t)sizeof tool - 1;
-        if (eol - hn <= tn)
-            Py_RETURN_NONE;
-        for (i = 0; i < tn; i++)
-            if (CH(&d, hn + i) != (Py_UCS4)tool[i])
-                Py_RETURN_NONE;
-        for (i = hn + tn; i < eol; i++) {
-            Py_UCS4 c = CH(&d, i);
-            if (c < 0x21 || c > 0x7e)
-                Py_RETURN_NONE;
-        }
-    }
+    Py_ssize_t eol = read_header(&d, kind, head, hn), i;
+    if (eol < 0)
+        Py_RETURN_NONE;
     /* About one slot per 128 characters: enough for the repeated values, small next to
      * the decoded value (a table's transient memory counts in the decode's peak). */
     size_t slots = 64;
@@ -4162,7 +4973,17 @@ sp_decode(PyObject *self, PyObject *text)
     }
     else {
         d.pos = eol + 1;
+        /* Comment lines after the header ("#", "# ..."; the proxy's primer is one): skipped,
+         * as the reference skips them (§11). */
+        while (d.pos < d.n && CH(&d, d.pos) == '#') {
+            Py_ssize_t e = find_newline(&d, d.pos);
+            if (e - d.pos > MAX_LINE || (e - d.pos > 1 && CH(&d, d.pos + 1) != ' '))
+                break;
+            d.pos = e + 1;
+        }
         rc = load_line(&d);
+        if (rc == RC_OK && dense)
+            rc = read_definitions(&d);
         if (rc == RC_OK)
             rc = dec_root(&d, &value);
     }
@@ -4179,16 +5000,445 @@ sp_decode(PyObject *self, PyObject *text)
             Py_XDECREF(d.cache[i].value);
         PyMem_Free(d.cache);
     }
+    for (i = 0; i < d.ndefs; i++)
+        Py_DECREF(d.defs[i]);
+    PyMem_Free(d.defs);
     Py_XDECREF(d.schemas);
     PyMem_Free(d.tmp);
     return result;
 }
 
+/* decode(text) -> (value,) | None */
+static PyObject *
+sp_decode(PyObject *self, PyObject *text)
+{
+    static const char head[] = "GCF profile=generic";
+    if (!PyUnicode_CheckExact(text))
+        Py_RETURN_NONE;
+    return decode_text(text, PyUnicode_1BYTE_KIND, head, (Py_ssize_t)sizeof head - 1, 0);
+}
+
+/* decode_dense(text, header) -> (value,) | None: header is the dense header line without
+ * fields (gcfkit.generic.encoder.dense_header_line writes it). */
+static PyObject *
+sp_decode_dense(PyObject *self, PyObject *args)
+{
+    PyObject *text, *header;
+    if (!PyArg_ParseTuple(args, "OU:decode_dense", &text, &header))
+        return NULL;
+    if (!PyUnicode_CheckExact(text) || !STR_READY(header))
+        Py_RETURN_NONE;
+    return decode_text(text, PyUnicode_KIND(header), PyUnicode_DATA(header),
+                       PyUnicode_GET_LENGTH(header), 1);
+}
+
+/* ======================================================================================
+ * JSON-model equality (jsonio.same_value with its defaults: key order kept, numbers by
+ * value), the lossless check behind every rewritten result
+ * ====================================================================================== */
+
+static inline int
+is_number_exact(PyObject *v)
+{
+    return PyLong_CheckExact(v) || PyFloat_CheckExact(v);
+}
+
+/* 1: the same JSON value, 0: not, RC_FALLBACK: a type (or a depth) the Python walk decides,
+ * RC_ERR. */
+static int
+same_rec(PyObject *x, PyObject *y, int depth)
+{
+    if (depth > C_MAX_DEPTH)
+        return RC_FALLBACK;
+    PyTypeObject *tx = Py_TYPE(x), *ty = Py_TYPE(y);
+    int ax = tx == &PyList_Type || tx == &PyTuple_Type;
+    int ay = ty == &PyList_Type || ty == &PyTuple_Type;
+    if (ax && ay) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(x), i;
+        if (n != PySequence_Fast_GET_SIZE(y))
+            return 0;
+        PyObject **xs = PySequence_Fast_ITEMS(x), **ys = PySequence_Fast_ITEMS(y);
+        for (i = 0; i < n; i++) {
+            int r = same_rec(xs[i], ys[i], depth + 1);
+            if (r != 1)
+                return r;
+        }
+        return 1;
+    }
+    if (tx == &PyDict_Type && ty == &PyDict_Type) {
+        if (PyDict_GET_SIZE(x) != PyDict_GET_SIZE(y))
+            return 0;
+        Py_ssize_t px = 0, py = 0;
+        PyObject *kx, *vx, *ky, *vy;
+        /* Both key lists equal in order, then each value with the other's at the same key. */
+        while (PyDict_Next(x, &px, &kx, &vx) && PyDict_Next(y, &py, &ky, &vy)) {
+            if (kx != ky) {
+                if (!PyUnicode_CheckExact(kx) || !PyUnicode_CheckExact(ky))
+                    return RC_FALLBACK;
+                if (PyUnicode_Compare(kx, ky) != 0)
+                    return PyErr_Occurred() ? RC_ERR : 0;
+            }
+        }
+        px = py = 0;
+        while (PyDict_Next(x, &px, &kx, &vx) && PyDict_Next(y, &py, &ky, &vy)) {
+            int r = same_rec(vx, vy, depth + 1);
+            if (r != 1)
+                return r;
+        }
+        return 1;
+    }
+    if (tx == &PyUnicode_Type && ty == &PyUnicode_Type)
+        return x == y || PyUnicode_Compare(x, y) == 0 ? 1 : (PyErr_Occurred() ? RC_ERR : 0);
+    if (tx == &PyFloat_Type && ty == &PyFloat_Type)
+        return PyFloat_AS_DOUBLE(x) == PyFloat_AS_DOUBLE(y);
+    if (is_number_exact(x) && is_number_exact(y))
+        return PyObject_RichCompareBool(x, y, Py_EQ); /* int == int, int == float: exact */
+    if ((x == Py_None || PyBool_Check(x)) && (y == Py_None || PyBool_Check(y)))
+        return x == y;
+    if ((ax || tx == &PyDict_Type || is_number_exact(x) || tx == &PyUnicode_Type ||
+         x == Py_None || PyBool_Check(x)) &&
+        (ay || ty == &PyDict_Type || is_number_exact(y) || ty == &PyUnicode_Type ||
+         y == Py_None || PyBool_Check(y)))
+        return 0; /* two JSON-model values of different kinds */
+    return RC_FALLBACK;
+}
+
+/* definitions._occurrences: every string in a value position counted into `counts`;
+ * RC_FALLBACK for a type outside the plain JSON model (the Python walk then counts). */
+static int
+occ_rec(PyObject *v, PyObject *counts, int depth)
+{
+    if (depth > C_MAX_DEPTH)
+        return RC_FALLBACK;
+    if (PyUnicode_CheckExact(v)) {
+        PyObject *n = PyDict_GetItemWithError(counts, v);
+        if (n == NULL && PyErr_Occurred())
+            return RC_ERR;
+        PyObject *m = PyLong_FromSsize_t(n == NULL ? 1 : PyLong_AsSsize_t(n) + 1);
+        if (m == NULL)
+            return RC_ERR;
+        int r = PyDict_SetItem(counts, v, m);
+        Py_DECREF(m);
+        return r < 0 ? RC_ERR : RC_OK;
+    }
+    if (PyDict_CheckExact(v)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        int rc;
+        while (PyDict_Next(v, &pos, &k, &x))
+            if ((rc = occ_rec(x, counts, depth + 1)) != RC_OK)
+                return rc;
+        return RC_OK;
+    }
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v), i;
+        PyObject **items = PySequence_Fast_ITEMS(v);
+        int rc;
+        for (i = 0; i < n; i++)
+            if ((rc = occ_rec(items[i], counts, depth + 1)) != RC_OK)
+                return rc;
+        return RC_OK;
+    }
+    if (PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyBool_Check(v) || v == Py_None)
+        return RC_OK;
+    return RC_FALLBACK;
+}
+
+/* occurrences(value) -> dict | None */
+static PyObject *
+sp_occurrences(PyObject *self, PyObject *value)
+{
+    PyObject *counts = PyDict_New();
+    if (counts == NULL)
+        return NULL;
+    int rc = occ_rec(value, counts, 0);
+    if (rc == RC_OK)
+        return counts;
+    Py_DECREF(counts);
+    if (rc == RC_ERR)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ======================================================================================
+ * Strict JSON in: the hooks json.loads calls (jsonio.loads_json), without a Python frame
+ * ====================================================================================== */
+
+/* Raised by the hooks with (code, message); jsonio turns it into GCFError(code, message). */
+static PyObject *Refused;
+
+/* json_pairs(pairs) -> dict: an object's members, a duplicate key refused. */
+static PyObject *
+sp_json_pairs(PyObject *self, PyObject *pairs)
+{
+    if (!PyList_CheckExact(pairs)) {
+        PyErr_SetString(PyExc_TypeError, "json_pairs expects the list json.loads passes");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(pairs), i;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "json_pairs expects (key, value) pairs");
+            return NULL;
+        }
+        PyObject *k = PyTuple_GET_ITEM(pair, 0);
+        int had = PyDict_Contains(out, k);
+        if (had != 0) {
+            if (had > 0) {
+                PyObject *msg = PyUnicode_FromFormat("JSON object has the key %R twice", k);
+                if (msg != NULL) {
+                    PyObject *args = Py_BuildValue("(sN)", "duplicate_key", msg);
+                    if (args != NULL) {
+                        PyErr_SetObject(Refused, args);
+                        Py_DECREF(args);
+                    }
+                }
+            }
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (PyDict_SetItem(out, k, PyTuple_GET_ITEM(pair, 1)) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* json_float(text) -> float: a number with a fraction or an exponent, an overflow refused. */
+static PyObject *
+sp_json_float(PyObject *self, PyObject *text)
+{
+    PyObject *f = PyFloat_FromString(text);
+    if (f == NULL || !isinf(PyFloat_AS_DOUBLE(f)))
+        return f;
+    Py_DECREF(f);
+    PyObject *head = PyUnicode_Substring(text, 0, 40);
+    if (head == NULL)
+        return NULL;
+    PyObject *msg = PyUnicode_FromFormat("number %U overflows a double", head);
+    Py_DECREF(head);
+    if (msg != NULL) {
+        PyObject *args = Py_BuildValue("(sN)", "out_of_range", msg);
+        if (args != NULL) {
+            PyErr_SetObject(Refused, args);
+            Py_DECREF(args);
+        }
+    }
+    return NULL;
+}
+
+/* The number of distinct keys of the dicts rows[0..n) (proxy/rewrite.py _union_width), or
+ * -1 with an exception set. */
+static Py_ssize_t
+union_width(PyObject **rows, Py_ssize_t n)
+{
+    PyObject *seen = PySet_New(NULL), *prev = NULL;
+    if (seen == NULL)
+        return -1;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        PyObject *row = rows[i], *k, *v, *pk, *pv;
+        Py_ssize_t pos = 0, ppos = 0;
+        if (prev != NULL && PyDict_GET_SIZE(prev) == PyDict_GET_SIZE(row)) {
+            /* The common uniform table: the previous row's very keys add nothing. */
+            int same = 1;
+            while (PyDict_Next(row, &pos, &k, &v) && PyDict_Next(prev, &ppos, &pk, &pv))
+                if (k != pk) {
+                    same = 0;
+                    break;
+                }
+            if (same)
+                continue;
+            pos = 0;
+        }
+        while (PyDict_Next(row, &pos, &k, &v))
+            if (PySet_Add(seen, k) < 0) {
+                Py_DECREF(seen);
+                return -1;
+            }
+        prev = row;
+    }
+    Py_ssize_t w = PySet_GET_SIZE(seen);
+    Py_DECREF(seen);
+    return w;
+}
+
+/* table_cells(value, stop) -> int: proxy/rewrite.py gcf_cells, the same walk in the same
+ * order (the count it returns once past stop is the same too). */
+static PyObject *
+sp_table_cells(PyObject *self, PyObject *args)
+{
+    PyObject *value, *stop_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:table_cells", &value, &stop_obj))
+        return NULL;
+    long long stop = -1;
+    if (stop_obj != Py_None) {
+        stop = PyLong_AsLongLong(stop_obj);
+        if (stop == -1 && PyErr_Occurred())
+            return NULL;
+        if (stop < 0)
+            Py_RETURN_NONE; /* the Python walk answers a negative stop */
+    }
+    Py_ssize_t cap = 64, top = 0;
+    PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)cap), **rows = NULL;
+    Py_ssize_t caprows = 0;
+    long long cells = 0;
+    int failed = stack == NULL;
+    if (!failed)
+        stack[top++] = value;
+#define PUSH(x)                                                                              \
+    do {                                                                                     \
+        if (top == cap) {                                                                    \
+            PyObject **grown = PyMem_Realloc(stack, sizeof(PyObject *) * (size_t)cap * 2);  \
+            if (grown == NULL) {                                                             \
+                failed = 1;                                                                  \
+                break;                                                                       \
+            }                                                                                \
+            stack = grown;                                                                   \
+            cap *= 2;                                                                        \
+        }                                                                                    \
+        stack[top++] = (x);                                                                  \
+    } while (0)
+    while (!failed && top > 0) {
+        PyObject *v = stack[--top];
+        if (PyList_CheckExact(v)) {
+            Py_ssize_t n = PyList_GET_SIZE(v), i;
+            int all_rows = n > 0;
+            for (i = 0; i < n && !failed; i++) {
+                PyObject *x = PyList_GET_ITEM(v, i);
+                if (PyDict_CheckExact(x))
+                    PUSH(x);
+                else {
+                    all_rows = 0;
+                    if (PyList_CheckExact(x))
+                        PUSH(x);
+                }
+            }
+            if (!failed && all_rows) {
+                Py_ssize_t w = union_width(&PyList_GET_ITEM(v, 0), n);
+                if (w < 0)
+                    failed = 2;
+                else
+                    cells += (long long)n * w;
+            }
+        }
+        else if (PyDict_CheckExact(v)) {
+            Py_ssize_t pos = 0, objects = 0, n = PyDict_GET_SIZE(v);
+            PyObject *k, *x;
+            if (n > caprows) {
+                PyObject **grown = PyMem_Realloc(rows, sizeof(PyObject *) * (size_t)n);
+                if (grown == NULL) {
+                    failed = 1;
+                    break;
+                }
+                rows = grown;
+                caprows = n;
+            }
+            while (!failed && PyDict_Next(v, &pos, &k, &x)) {
+                if (PyDict_CheckExact(x)) {
+                    rows[objects++] = x;
+                    PUSH(x);
+                }
+                else if (PyList_CheckExact(x))
+                    PUSH(x);
+            }
+            if (!failed && objects >= 2 && objects == n) {
+                Py_ssize_t w = union_width(rows, n);
+                if (w < 0)
+                    failed = 2;
+                else
+                    cells += (long long)objects * w;
+            }
+        }
+        if (stop >= 0 && cells > stop)
+            break;
+    }
+#undef PUSH
+    PyMem_Free(stack);
+    PyMem_Free(rows);
+    if (failed == 1)
+        return PyErr_NoMemory();
+    if (failed)
+        return NULL;
+    return PyLong_FromLongLong(cells);
+}
+
+/* utf8_len(text) -> int: len(text.encode("utf-8", "surrogatepass")) without the copy. */
+static PyObject *
+sp_utf8_len(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "utf8_len expects a str");
+        return NULL;
+    }
+    if (!STR_READY(text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), size = n, i;
+    int kind = PyUnicode_KIND(text);
+    const void *d = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)d;
+        for (i = 0; i < n; i++)
+            size += p[i] >> 7;
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)d;
+        for (i = 0; i < n; i++)
+            size += (p[i] >= 0x80) + (p[i] >= 0x800);
+    }
+    else {
+        const Py_UCS4 *p = (const Py_UCS4 *)d;
+        for (i = 0; i < n; i++)
+            size += (p[i] >= 0x80) + (p[i] >= 0x800) + (p[i] >= 0x10000);
+    }
+    return PyLong_FromSsize_t(size);
+}
+
+/* same_value(a, b) -> bool | None */
+static PyObject *
+sp_same_value(PyObject *self, PyObject *args)
+{
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO:same_value", &a, &b))
+        return NULL;
+    int r = same_rec(a, b, 0);
+    if (r == RC_ERR)
+        return NULL;
+    if (r == RC_FALLBACK)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(r);
+}
 
 static PyMethodDef methods[] = {
+    {"utf8_len", sp_utf8_len, METH_O,
+     "utf8_len(text) -> int: the UTF-8 size of text, lone surrogates 3 bytes each."},
+    {"table_cells", sp_table_cells, METH_VARARGS,
+     "table_cells(value, stop=None) -> int | None: proxy.rewrite.gcf_cells in C."},
+    {"json_pairs", sp_json_pairs, METH_O,
+     "json_pairs(pairs) -> dict: json.loads' object_pairs_hook, refusing duplicate keys."},
+    {"json_float", sp_json_float, METH_O,
+     "json_float(text) -> float: json.loads' parse_float, refusing overflows."},
+    {"occurrences", sp_occurrences, METH_O,
+     "occurrences(value) -> dict | None\n\n"
+     "Each string in a value position of value, counted (dense D9.2 step 1), or None."},
+    {"same_value", sp_same_value, METH_VARARGS,
+     "same_value(a, b) -> bool | None\n\n"
+     "jsonio.same_value(a, b) for plain JSON-model values, or None: let Python decide."},
     {"encode", sp_encode, METH_VARARGS,
      "encode(value, header, flatten, shared_schemas, inline_schemas) -> str | None\n\n"
      "The canonical generic-profile text of value, or None: let the reference do it."},
+    {"encode_dense", sp_encode_dense, METH_VARARGS,
+     "encode_dense(value, header, defs, lists, constants, short_rows) -> (str, int) | None\n\n"
+     "The dense-profile text of value and the constructs it used, or None."},
+    {"decode_dense", sp_decode_dense, METH_VARARGS,
+     "decode_dense(text, header) -> (value,) | None\n\n"
+     "The value of a dense-profile payload in canonical spelling, or None."},
     {"format_number", sp_format_number, METH_O,
      "format_number(x) -> str | None: canonical number text (§2.3.1)."},
     {"format_scalar", sp_format_scalar, METH_O,
@@ -4212,5 +5462,13 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     init_tables();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Refused = PyErr_NewException("gcfkit._speedups.Refused", NULL, NULL);
+    if (Refused == NULL || PyModule_AddObjectRef(m, "Refused", Refused) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -23,6 +23,7 @@ __all__ = [
     "check_header_value",
     "check_spec",
     "dense_header",
+    "dense_header_line",
     "first_line",
     "format_header",
     "parse_header",
@@ -265,6 +266,16 @@ def format_header(
     parts = [head]
     parts.extend(f"{k}={check_header_value(k, v, code)}" for k, v in pairs)
     return " ".join(parts)
+
+
+def dense_header_line(tool: str | None = None) -> str:
+    """The dense profile's header line, with ``tool=`` when given: what the encoders write
+    and the accelerated decoder reads (its only other form is one ``tool=`` field).
+
+    >>> dense_header_line(), dense_header_line("git")
+    ('GCF-dense', 'GCF-dense tool=git')
+    """
+    return format_header("dense", [] if tool is None else [("tool", tool)])
 
 
 def to_text(data: str | bytes) -> str:

@@ -15,9 +15,17 @@ import math
 import re
 from typing import Any, Final
 
+from . import speedups
 from .errors import GCFDecodeError, GCFError
 
-__all__ = ["dumps_compact", "loads_json", "read_json_bytes", "same_value", "to_json_model"]
+__all__ = [
+    "decodes_to",
+    "dumps_compact",
+    "loads_json",
+    "read_json_bytes",
+    "same_value",
+    "to_json_model",
+]
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -40,6 +48,10 @@ def _constant(name: str) -> Any:
     raise GCFError("invalid_json", f"{name} is not JSON; use null or a string")
 
 
+# The same hooks in C (no Python frame per object or number), when the accelerator is there.
+_HOOKS: Final = speedups.json_hooks() or (_pairs, _float)
+
+
 def loads_json(text: str) -> Any:
     """Parse JSON text strictly; every rejection is a :class:`GCFError`, a
     :class:`GCFDecodeError` with json's position where the text is no JSON (a duplicate key,
@@ -48,12 +60,15 @@ def loads_json(text: str) -> Any:
     >>> loads_json('{"a": 1, "b": [true, null]}')
     {'a': 1, 'b': [True, None]}
     """
+    pairs, floats = _HOOKS if speedups.accelerator is not None else (_pairs, _float)
     try:
         return json.loads(
-            text, object_pairs_hook=_pairs, parse_float=_float, parse_constant=_constant
+            text, object_pairs_hook=pairs, parse_float=floats, parse_constant=_constant
         )
     except GCFError:
         raise
+    except speedups.Refused as e:  # the accelerator's hooks: the same refusals as _pairs, _float
+        raise GCFError(*e.args) from None
     except json.JSONDecodeError as e:
         raise GCFDecodeError(
             "invalid_json",
@@ -172,6 +187,31 @@ def same_value(a: Any, b: Any, *, key_order: bool = True, number_types: bool = F
     >>> same_value({"a": 1, "b": 2}, {"b": 2, "a": 1}), same_value([1], [1.0], number_types=True)
     (False, False)
     """
+    if key_order and not number_types:
+        fast = speedups.same_value(a, b)  # one pass in C, when the values are plain
+        if fast is not None:
+            return fast
+    return _walk(a, b, key_order, number_types)
+
+
+def decodes_to(decoded: Any, value: Any, compact: str) -> bool:
+    """Whether ``decoded``, what a codec read back, is ``value`` (whose compact JSON is
+    ``compact``): the check behind every lossless rewrite, :func:`same_value` in one pass.
+
+    Without the C accelerator the compact JSON texts are compared first (json.dumps keeps
+    types, key order and float bits); only a mismatch (``25.0`` read back as ``25``, which
+    is the same JSON number) takes the walk.
+
+    >>> decodes_to({"p": 25}, {"p": 25.0}, '{"p":25.0}'), decodes_to([1], [True], "[true]")
+    (True, False)
+    """
+    fast = speedups.same_value(decoded, value)
+    if fast is not None:
+        return fast
+    return dumps_compact(decoded) == compact or _walk(decoded, value, True, False)
+
+
+def _walk(a: Any, b: Any, key_order: bool, number_types: bool) -> bool:
     stack: list[tuple[Any, Any]] = [(a, b)]
     while stack:
         x, y = stack.pop()

@@ -20,18 +20,26 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
 __all__ = [
     "ENV_VAR",
+    "Refused",
     "Speedups",
     "accelerator",
     "active",
     "decode",
+    "decode_dense",
     "encode",
+    "encode_dense",
+    "json_hooks",
+    "occurrences",
     "pure_python",
+    "same_value",
     "status",
+    "table_cells",
+    "utf8_len",
 ]
 
 #: Set to a non-empty value other than ``0`` to force the pure-Python codec.
@@ -44,6 +52,31 @@ class Speedups(Protocol):
     def encode(
         self, value: Any, header: str, flatten: bool, shared_schemas: bool, inline_schemas: bool, /
     ) -> str | None: ...
+
+    def encode_dense(
+        self,
+        value: Any,
+        header: str,
+        defs: dict[str, str],
+        lists: bool,
+        constants: bool,
+        short_rows: bool,
+        /,
+    ) -> tuple[str, int] | None: ...
+
+    def decode_dense(self, text: str, header: str, /) -> tuple[Any] | None: ...
+
+    def same_value(self, a: Any, b: Any, /) -> bool | None: ...
+
+    def table_cells(self, value: Any, stop: int | None = None, /) -> int | None: ...
+
+    def utf8_len(self, text: str, /) -> int: ...
+
+    def json_pairs(self, pairs: list[tuple[str, Any]], /) -> dict[str, Any]: ...
+
+    def json_float(self, text: str, /) -> float: ...
+
+    def occurrences(self, value: Any, /) -> dict[str, int] | None: ...
 
     def format_number(self, value: Any, /) -> str | None: ...
 
@@ -66,6 +99,15 @@ def _load() -> tuple[Speedups | None, str]:
 _LOADED, _STATUS = _load()
 #: The loaded accelerator module, or None when the pure-Python codec runs.
 accelerator: Speedups | None = _LOADED
+
+
+class _NotLoaded(Exception):
+    """Never raised: the stand-in for :data:`Refused` without the accelerator."""
+
+
+#: What the accelerator's JSON hooks (:func:`json_hooks`) raise, with ``(code, message)``
+#: as its arguments; :func:`gcfkit.jsonio.loads_json` raises the matching ``GCFError``.
+Refused: type[Exception] = getattr(_LOADED, "Refused", _NotLoaded)
 
 
 def active() -> bool:
@@ -110,6 +152,67 @@ def encode(
     return accel.encode(value, header, flatten, shared_schemas, inline_schemas)
 
 
+#: The dense constructs, as the accelerator's bits say which ones an encode used.
+_USED_BITS: Final = (("defs", 1), ("lists", 2), ("constants", 4), ("short_rows", 8))
+
+
+def encode_dense(
+    value: Any,
+    header: str,
+    defs: Mapping[str, str],
+    lists: bool,
+    constants: bool,
+    short_rows: bool,
+) -> tuple[str, set[str]] | None:
+    """The accelerator's dense payload of ``value`` (``header`` first, then the definition
+    lines of ``defs``: string -> name, in name order) and the constructs it used, or None:
+    no accelerator, or it leaves the value (errors included) to the pure-Python encoder.
+
+    >>> got = encode_dense({"t": [1]}, "GCF profile=dense", {}, True, True, True)
+    >>> got is None or got == ("GCF profile=dense\\nt[1]: 1\\n", set())
+    True
+    """
+    accel = accelerator
+    if accel is None or type(defs) is not dict:  # another mapping: the reference's
+        return None
+    got = accel.encode_dense(value, header, defs, lists, constants, short_rows)
+    if got is None:
+        return None
+    text, bits = got
+    return text, {name for name, bit in _USED_BITS if bits & bit}
+
+
+def decode_dense(text: str, header: str, reference: Callable[[str], Any]) -> Any:
+    """The value of the dense payload ``text`` whose header line, without fields, is
+    ``header``: the accelerator's when it reads it, else ``reference(text)``. The cyclic GC
+    is paused meanwhile, as in :func:`decode`.
+
+    >>> from gcfkit import dense
+    >>> decode_dense("GCF profile=dense\\n$a=x y z\\nv=$a\\n", "GCF profile=dense", dense.loads)
+    {'v': 'x y z'}
+    """
+    return _paused(lambda: _decode_dense(text, header, reference))
+
+
+def _decode_dense(text: str, header: str, reference: Callable[[str], Any]) -> Any:
+    accel = accelerator
+    if accel is not None:
+        got = accel.decode_dense(text, header)
+        if got is not None:
+            return got[0]
+    return reference(text)
+
+
+def _paused(run: Callable[[], Any]) -> Any:
+    if not gc.isenabled():
+        return run()
+    gc.disable()
+    try:
+        return run()
+    finally:
+        gc.enable()
+
+
 def decode(text: str, reference: Callable[[str], Any]) -> Any:
     """The value of the generic payload ``text``: the accelerator's when it reads it, else
     ``reference(text)`` (the pure-Python decoder, which reports every error).
@@ -122,13 +225,7 @@ def decode(text: str, reference: Callable[[str], Any]) -> Any:
     >>> decode("GCF profile=generic\\nx=1\\n", lambda t: "reference")
     {'x': 1}
     """
-    if not gc.isenabled():
-        return _decode(text, reference)
-    gc.disable()
-    try:
-        return _decode(text, reference)
-    finally:
-        gc.enable()
+    return _paused(lambda: _decode(text, reference))
 
 
 def _decode(text: str, reference: Callable[[str], Any]) -> Any:
@@ -138,6 +235,69 @@ def _decode(text: str, reference: Callable[[str], Any]) -> Any:
         if got is not None:
             return got[0]
     return reference(text)
+
+
+def json_hooks() -> tuple[Callable[[Any], Any], Callable[[str], float]] | None:
+    """The accelerator's ``object_pairs_hook`` (a duplicate key refused) and ``parse_float``
+    (an overflow refused) for :func:`json.loads`, or None without the accelerator. They
+    raise :class:`Refused`.
+
+    >>> import json
+    >>> hooks = json_hooks()
+    >>> hooks is None or json.loads('{"a": 1.5}', object_pairs_hook=hooks[0]) == {"a": 1.5}
+    True
+    """
+    loaded = _LOADED
+    if loaded is None:
+        return None
+    return loaded.json_pairs, loaded.json_float
+
+
+def occurrences(value: Any) -> dict[str, int] | None:
+    """Each string in a value position of ``value`` counted, in first-seen order (the dense
+    profile's D9.2 step 1, ``generic.definitions``), or None: no accelerator, or a value
+    outside the plain JSON model, which the Python walk then counts.
+
+    >>> occurrences({"a": ["x", "y", "x"], "b": 1}) in ({"x": 2, "y": 1}, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.occurrences(value)
+
+
+def same_value(a: Any, b: Any) -> bool | None:
+    """:func:`gcfkit.jsonio.same_value` of ``a`` and ``b`` (key order kept, numbers by
+    value) in one pass in C, or None: no accelerator, or a value of a type outside the
+    plain JSON model (subclasses included), which the Python walk then decides.
+
+    >>> same_value({"n": [25, True]}, {"n": (25.0, True)}) in (True, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.same_value(a, b)
+
+
+def table_cells(value: Any, stop: int | None) -> int | None:
+    """:func:`gcfkit.proxy.rewrite.gcf_cells` (the table cells GCF would write for
+    ``value``, counted until past ``stop``) in C, the same walk in the same order; None
+    without the accelerator.
+
+    >>> table_cells([{"a": 1}, {"b": 2}], None) in (4, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.table_cells(value, stop)
+
+
+def utf8_len(text: str) -> int | None:
+    """The UTF-8 size of ``text`` (lone surrogates 3 bytes each, as ``surrogatepass``
+    encodes them) counted in C without encoding a copy, or None without the accelerator.
+
+    >>> utf8_len("é€😀") in (9, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.utf8_len(text)
 
 
 @contextlib.contextmanager

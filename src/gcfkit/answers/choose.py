@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, Literal, NewType
 
+from .. import speedups
 from ..errors import GCFError
 from ..header import parse_header
 from ..jsonio import same_value
@@ -143,6 +144,8 @@ def utf8_len(text: str) -> int:
     """
     if text.isascii():
         return len(text)
+    if (size := speedups.utf8_len(text)) is not None:
+        return size  # counted in C: no copy of a large text
     return len(text.encode("utf-8", "surrogatepass"))
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import GCFError
-from ..jsonio import dumps_compact, same_value
+from ..jsonio import decodes_to, dumps_compact
 from .choose import Candidates, Fallback, Form, utf8_len
 from .codec import Codec
 from .primer import PrimerMode, annotate
@@ -140,9 +140,7 @@ class FullForms:
             decoded = loads(form.text)
             if literal is not None:
                 return renders(decoded, literal)
-            # Same compact JSON means the same value (json.dumps keeps types, key order and
-            # float bits); only a mismatch (e.g. 3.0 decoded as 3) needs the slow walk.
-            return dumps_compact(decoded) == compact or same_value(decoded, value)
+            return decodes_to(decoded, value, compact)
         except Exception:  # a decoder failing in any way is a failed check, not a crash
             return False
 

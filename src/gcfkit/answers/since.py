@@ -250,8 +250,10 @@ class Names:
         value: Any,
         held: Held | None,
         size: int,
+        json_size: int | None = None,
     ) -> tuple[Choice, int, str | None]:
-        """Name the answer to a JSON value (``size``: the server's bytes): the choice as
+        """Name the answer to a JSON value (``size``: the server's bytes; ``json_size``: its
+        compact JSON's, when the caller knows them already): the choice as
         delivered (``ref=`` stamped into a GCF header), the tokens that adds, and the ``ref=``
         block to append (compact JSON or the original) or None. In ``auto`` mode before the
         client used ``_since``, a result under ``free_bytes`` that naming would make dearer
@@ -260,7 +262,7 @@ class Names:
         named, extra = self.name(choice, handle)
         if extra is not None and not (self.names_freely(size) or choice.tokens + extra <= plain):
             return choice, 0, None
-        self.remember(asked, "json", value, held, handle, choice)
+        self.remember(asked, "json", value, held, handle, choice, json_size)
         block = relative.ref_block(handle) if choice.decision in ("json", "original") else None
         return named, extra or 0, block
 
@@ -272,9 +274,11 @@ class Names:
         held: Held | None,
         handle: str,
         choice: Choice,
+        size: int | None = None,
     ) -> None:
         """Remember what the client now holds under ``handle`` (an ``@@ unchanged`` answer
-        only counts towards re-anchoring: the held result keeps its name)."""
+        only counts towards re-anchoring: the held result keeps its name); ``size``: the
+        value's bytes (its compact JSON's for a JSON value) when the caller knows them."""
         tool, args_key = asked.tool, asked.slot
         answered = choice.decision.startswith("since-")
         if asked.implicit:
@@ -285,7 +289,8 @@ class Names:
         if choice.decision == "since-unchanged":
             return
         depth = held.depth + 1 if answered and held is not None else 0
-        size = utf8_len(value) if isinstance(value, str) else utf8_len(dumps_compact(value))
+        if size is None:
+            size = utf8_len(value) if isinstance(value, str) else utf8_len(dumps_compact(value))
         kept = self.memory.remember(
             tool, args_key, kind, value, size=size, depth=depth, handle=handle
         )

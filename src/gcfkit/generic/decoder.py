@@ -47,7 +47,7 @@ from ..grammar import (
     TRAILER,
     is_comment,
 )
-from ..header import Spec, check_generic_header, check_spec, to_text
+from ..header import Spec, check_generic_header, check_spec, dense_header_line, to_text
 from ..header import parse_header as _parse_header_line
 from ..scalar import (
     MISSING,
@@ -991,5 +991,10 @@ def loads_dense(text: str | bytes, *, parse_float: Callable[[str], Any] | None =
     >>> loads_dense("GCF-dense\\n$a=two words\\n## [2]{k,v}\\n1|$a\\n2|[1]: $a\\n")
     [{'k': 1, 'v': 'two words'}, {'k': 2, 'v': ['two words']}]
     """
-    numbers = None if parse_float is None else numbers_for(parse_float)
-    return _decode(to_text(text), False, accept_answers=False, numbers=numbers, dense=True).value
+    if parse_float is None:  # as in loads: the C accelerator, else the reference
+        return speedups.decode_dense(to_text(text), dense_header_line(), _read_dense)
+    return _read_dense(to_text(text), numbers_for(parse_float))
+
+
+def _read_dense(text: str, numbers: Numbers | None = None) -> Any:
+    return _decode(text, False, accept_answers=False, numbers=numbers, dense=True).value

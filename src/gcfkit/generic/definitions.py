@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from .. import speedups
 from ..scalar import format_scalar, quote_string
 
 __all__ = ["MIN_LENGTH", "Count", "estimate", "names", "select", "spelling"]
@@ -98,7 +99,10 @@ def spelling(s: str) -> str:
 
 
 def _occurrences(value: Any) -> dict[str, int]:
-    """Strings in value positions (D9.2 step 1), counted."""
+    """Strings in value positions (D9.2 step 1), counted (in C when the value is plain)."""
+    fast = speedups.occurrences(value)
+    if fast is not None:
+        return fast
     counts: dict[str, int] = {}
     get = counts.get
     stack: list[Iterator[Any]] = [iter((value,))]

@@ -32,7 +32,7 @@ from typing import Any, Final
 from .. import speedups
 from ..errors import GCFEncodeError, GCFError, as_encode_error, at_path
 from ..grammar import ATTACHMENT_INDENT, DENSE_SAFE_BARE, INDENT, REFERENCE_SIGIL
-from ..header import Spec, check_spec, format_header
+from ..header import Spec, check_spec, dense_header_line, format_header
 from . import dense_rows, v360
 from .cells import (
     ABSENT,
@@ -931,11 +931,13 @@ def encode_dense(
     >>> encode_dense({"a": ["ab cd ef", "ab cd ef"]}, {"ab cd ef": "a"})
     ('GCF-dense\\n$a=ab cd ef\\na[2]: $a,$a\\n', {'defs'})
     """
+    header = dense_header_line(tool)
+    if got := speedups.encode_dense(value, header, defs, lists, constants, short_rows):
+        return got  # as in dumps: the accelerator's answer is the reference's, or None
     dense = Dense(defs=defs, lists=lists, constants=constants, short_rows=short_rows)
     enc = Encoder(Options(dense=dense))
-    enc.out.append(format_header("dense", [] if tool is None else [("tool", tool)]))
-    for s, name in defs.items():
-        enc.out.append(f"{REFERENCE_SIGIL}{name}={spelling(s)}")
+    enc.out.append(header)
+    enc.out.extend(f"{REFERENCE_SIGIL}{name}={spelling(s)}" for s, name in defs.items())
     if defs:
         enc.used.add("defs")
     try:

@@ -28,7 +28,8 @@ class ProxyConfig:
 
     ``format`` caps every tool's policy (``json`` makes the proxy a pure minifier);
     ``time_budget`` is seconds per result before the original is sent instead (a real
-    bound when the shell runs rewrites in the worker process);
+    bound when the shell runs rewrites in the worker process), and ``time_budget_per_mb``
+    the seconds a result gets on top for each MB of its size (:meth:`budget_for`);
     ``max_text_bytes`` skips larger text blocks without trying.
 
     Relative answers (:mod:`gcfkit.answers.since`): ``refs`` (auto, all, off), ``ref_results`` and
@@ -58,6 +59,7 @@ class ProxyConfig:
     encoding: str = "o200k_base"
     selfcheck: bool = True
     time_budget: float = 0.5
+    time_budget_per_mb: float = 0.6
     max_text_bytes: int = 16 * 1024 * 1024
     reanchor: int = 15
     delta_ratio: float = 0.6
@@ -74,3 +76,19 @@ class ProxyConfig:
     literals: LiteralMode = "exact"
     client: str = ""
     structured: StructuredMode = "auto"
+
+    def budget_for(self, size: int) -> float:
+        """Seconds a result of ``size`` bytes (its text, or the line that carries it) may
+        take before its original is sent: :attr:`time_budget`, and :attr:`time_budget_per_mb`
+        more per MB. A large result is rewritten too (1 MB takes 0.2-0.7 s and 10 MB 2-5 s
+        on the shared 2-core machine), and a client never waits longer than it would without
+        the proxy plus this bound (the defaults: 0.53 s at 45 KB, 1.1 s at 1 MB, 6.5 s at
+        10 MB).
+
+        >>> [round(ProxyConfig().budget_for(n), 2) for n in (45_000, 1_000_000, 10_000_000)]
+        [0.53, 1.1, 6.5]
+        """
+        return self.time_budget + self.time_budget_per_mb * size / _MB
+
+
+_MB = 1_000_000

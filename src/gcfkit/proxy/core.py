@@ -307,7 +307,7 @@ class ProxyCore:
             return got
         self.warm_up()
         started = self._clock()
-        budget = Budget(self._clock, started + self.config.time_budget)
+        budget = Budget(self._clock, started + self.config.budget_for(got.text_bytes))
         outcome, new = self._rewriter.rewrite_line(got.line, got.call, budget)
         self._record(got.tool, outcome, (self._clock() - started) * 1000.0)
         return self.finish(got, new)
@@ -807,7 +807,8 @@ class ProxyCore:
         else:
             self.warm_up()
             started = self._clock()
-            budget = Budget(self._clock, started + self.config.time_budget)
+            size = sum(utf8_len(t) for t in texts)
+            budget = Budget(self._clock, started + self.config.budget_for(size))
             outcome = self._rewriter.rewrite(result, self._call(pending), budget)
         self._record(tool, outcome, (self._clock() - started) * 1000.0)
         if outcome.result is None:

@@ -627,7 +627,7 @@ class Offload:
     def _start_clock(self, job: _Job) -> None:
         if job.timer is not None:
             job.timer.cancel()
-        job.deadline = self._clock() + self.config.time_budget
+        job.deadline = self._clock() + self.config.budget_for(len(job.line))
         delay = job.deadline - self._clock() + _SLACK
         job.timer = asyncio.get_running_loop().call_later(delay, self._expire, job, "time-budget")
 
