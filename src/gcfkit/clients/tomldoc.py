@@ -4,7 +4,7 @@ untouched value keep their bytes.
 :class:`TomlDocument` has the interface of :class:`~.jsondoc.JsonDocument` (``path``, ``raw``,
 ``data``, ``text``, :meth:`~TomlDocument.dump`, :meth:`~TomlDocument.load`): ``data`` is the
 file as plain Python values, and :meth:`~TomlDocument.dump` writes edited data back through
-`tomlkit <https://pypi.org/project/tomlkit/>`_, which keeps the file's own text, setting only
+`tomlkit`, which keeps the file's own text, setting only
 the values that changed. tomlkit comes with the ``mcp`` and ``clients`` extras; without it a
 TOML config is refused with :class:`~gcfkit.errors.ConfigError` ``invalid_option``, naming
 the extra, before anything is written.
