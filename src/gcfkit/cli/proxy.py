@@ -77,6 +77,9 @@ remote servers (Streamable HTTP, protocol 2025-11-25 sessions and 2026-07-28):
                             and Origin are checked (--allow-host, --allow-origin), bodies,
                             sessions and slow clients are bounded; a gateway lends its
                             --header credential beyond loopback only with --client-token.
+  --state redis://HOST:PORT/DB
+                            with --http and --upstream: sessions' ref= results kept in
+                            Redis too, so gateway replicas answer each other's _since
   --keepalive SECONDS       with --http: an SSE comment on a stream silent this long
                             (default 15; 0: none), so proxies on the way keep it open
 
@@ -234,6 +237,12 @@ def register(sub: Any) -> None:
         "--http",
         metavar="HOST:PORT",
         help="serve Streamable HTTP on HOST:PORT (path /mcp) instead of stdio",
+    )
+    p.add_argument(
+        "--state",
+        metavar="URL",
+        help="a gateway's sessions' ref= results shared with its other replicas in Redis "
+        "(redis://HOST:PORT/DB), so any replica answers a _since",
     )
     add_http_options(p)
     p.add_argument(
@@ -428,6 +437,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.header and not args.upstream:
         raise ConfigError("invalid_option", "--header is for the --upstream server")
+    if args.state and not (args.http and args.upstream):
+        raise ConfigError("invalid_option", "--state is for a gateway (--http ... --upstream URL)")
     if args.keepalive < 0:
         raise ConfigError("invalid_option", "--keepalive must be >= 0")
     if args.time_budget_per_mb < 0:
@@ -463,6 +474,7 @@ def _run(args: argparse.Namespace) -> int:
                     guard=guard,
                     keepalive=args.keepalive,
                     capture=capture,
+                    state=args.state,
                 )
             )
         return asyncio.run(

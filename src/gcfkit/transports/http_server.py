@@ -78,6 +78,7 @@ from .http_listen import listen_socket, raise_descriptor_limit, uvicorn_config
 from .http_sessions import SessionTable
 from .offload import Lane, Offload, server_pool, start_pool
 from .relay import relay_one
+from .state import LocalState, SessionState, open_state
 
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
@@ -129,6 +130,10 @@ class _Peer:
     lane: Lane
     capture: Capture | None = None
     session: str | None = None
+    #: The stamp of the session's copy in the shared store this replica last read or wrote,
+    #: and the lane's :attr:`~gcfkit.transports.offload.Lane.changes` then.
+    stamp: str | None = None
+    saved: int = 0
 
 
 class _Peers:
@@ -149,9 +154,11 @@ class _Peers:
         codec: Codec | None = None,
         limits: HttpLimits = DEFAULT_LIMITS,
         clock: Callable[[], float] = time.monotonic,
+        state: SessionState | None = None,
     ) -> None:
         self.config = config
         self.ledger = ledger
+        self.state: SessionState = state or LocalState()
         self.offload = offload
         self.captures = captures
         self.codec = codec
@@ -203,6 +210,28 @@ class _Peers:
         for old in self.sessions.add(session_id, peer):
             self.retire(old)  # the id names this session now, or there is no room
         return peer
+
+    async def pull(self, peer: _Peer) -> None:
+        """Before a request of a kept session: if the shared store holds a copy of it that
+        this replica did not read or write last (another replica's), the lane takes it."""
+        if peer.session is None or not self.state.shared:
+            return
+        stamp = await self.state.stamp(peer.session)
+        if stamp is None or stamp == peer.stamp:
+            return
+        stored = await self.state.load(peer.session)
+        if stored is not None:
+            peer.lane.adopt(stored.memory, stored.spent)
+            peer.stamp, peer.saved = stored.stamp, peer.lane.changes
+            self.measure(peer)
+
+    async def push(self, peer: _Peer) -> None:
+        """After a result: the session's copy in the shared store, if its memory changed."""
+        if peer.session is None or not self.state.shared or peer.lane.changes == peer.saved:
+            return
+        peer.saved = peer.lane.changes
+        lane = peer.lane
+        peer.stamp = await self.state.save(peer.session, lane.memory.snapshot(), lane.spent)
 
     def measure(self, peer: _Peer) -> None:
         """After a result: the session holds what its lane's memory holds now (the results
@@ -358,6 +387,7 @@ class _Gateway:
         session_id = request.headers.get(MCP_SESSION_ID)
         if request.method == "DELETE" and session_id and response.status_code < 300:
             self.cores.end(session_id)
+            await self.cores.state.drop(session_id)
         return response
 
     async def open(
@@ -414,6 +444,7 @@ class _Gateway:
                 peer.capture.to_server(one_line(sent))
         else:
             self.keep(session_id, peer, known, upstream.status_code)
+            await self.cores.pull(peer)
         return await self.answer(upstream, request, peer, ids, one_line(sent))
 
     async def get(self, request: Request) -> Response:
@@ -467,6 +498,7 @@ class _Gateway:
             new = await _to_client(peer, body, self.cores.captures, sent, ids)
             self.cores.flush(core)
             self.cores.measure(peer)
+            await self.cores.push(peer)
             if new is not None:
                 body = new
         return _response(upstream.status_code, headers, body)
@@ -488,6 +520,7 @@ class _Gateway:
                     new = await _to_client(peer, data, self.cores.captures, sent, ids)
                     self.cores.flush(core)
                     self.cores.measure(peer)
+                    await self.cores.push(peer)
                     data = new if new is not None else one_line(data)
                 yield sse_event(data, event=event.event, event_id=event_id, retry=event.retry)
         except httpx2.HTTPError:
@@ -535,13 +568,16 @@ def build_gateway(
     capture: Callable[[], Capture] | None = None,
     routes: Sequence[BaseRoute] = (),
     clock: Callable[[], float] = time.monotonic,
+    state: str | None = None,
 ) -> Starlette:
     """The gateway's ASGI app in front of the MCP server at ``url`` (see the module doc).
     ``guard``: who may use it and its limits (default: a loopback server's); ``capture``
     opens a recording per session (``--capture-dir``); ``codec`` replaces the codec
     functions (tests: it must pickle, by reference, to reach the workers); ``routes`` are
     served before the MCP endpoint (:func:`~gcfkit.transports.http_guard.guarded_app`),
-    after ``/healthz``, ``/readyz`` and ``/metrics`` (:mod:`gcfkit.transports.health`).
+    after ``/healthz``, ``/readyz`` and ``/metrics`` (:mod:`gcfkit.transports.health`);
+    ``state``: the store the gateway's replicas share sessions' results in (``--state``,
+    :func:`~gcfkit.transports.state.open_state`; default: none).
 
     Raises :class:`~gcfkit.errors.ConfigError` for a gateway bound beyond loopback that
     would lend its ``headers`` (a credential) to clients it does not authenticate.
@@ -561,9 +597,12 @@ def build_gateway(
     guard = probed(guard, metrics, mcp_path)
     offload = server_pool(config, codec, ledger.path if ledger is not None else None)
     offload.observer = metrics
-    cores = _Peers(config, ledger, offload, Captures(capture), codec, guard.limits, clock)
+    shared = open_state(
+        state, max_bytes=guard.limits.remembered_bytes, ttl=guard.limits.idle_timeout
+    )
+    cores = _Peers(config, ledger, offload, Captures(capture), codec, guard.limits, clock, shared)
     metrics.watch(sessions=lambda: len(cores.sessions), pool=offload)
-    state: dict[str, _Gateway] = {}
+    running: dict[str, _Gateway] = {}
 
     async def expire() -> None:
         while True:
@@ -575,7 +614,7 @@ def build_gateway(
         timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
         async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as http:
             await start_pool(offload)
-            state["gateway"] = _Gateway(
+            running["gateway"] = _Gateway(
                 url,
                 http,
                 cores,
@@ -593,13 +632,14 @@ def build_gateway(
                     cores.end(session_id)
                 await offload.close()
                 await cores.captures.aclose()
+                await shared.aclose()
                 metrics.close()
 
     async def endpoint(request: Request) -> Response:
-        return await state["gateway"].handle(request)
+        return await running["gateway"].handle(request)
 
     async def ready() -> str | None:
-        gateway = state.get("gateway")
+        gateway = running.get("gateway")
         if gateway is None:
             return "starting"
         return await upstream_ready(gateway.http, url, gateway.headers)
@@ -624,6 +664,7 @@ async def serve_gateway(
     keepalive: float = DEFAULT_KEEPALIVE,
     codec: Codec | None = None,
     capture: Callable[[], Capture] | None = None,
+    state: str | None = None,
 ) -> int:
     """Serve :func:`build_gateway` on ``host:port`` until SIGINT/SIGTERM; returns 0.
     ``guard``'s bound host is ``host``."""
@@ -637,6 +678,7 @@ async def serve_gateway(
         keepalive=keepalive,
         codec=codec,
         capture=capture,
+        state=state,
     )
     return await _serve(app, host, port, urlsplit(url).path or "/", guard)
 

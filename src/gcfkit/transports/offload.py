@@ -87,7 +87,7 @@ from typing import Any, Final, Protocol
 from ..answers.choose import FailureReason
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.core import ProxyCore
-from ..proxy.held import SessionMemory
+from ..proxy.held import MemoryReport, SessionMemory
 from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Call, Forget, Reset, SessionEvent
 from .placement import Waiting, place
@@ -234,6 +234,9 @@ class Lane:
         #: Events for the home before the session's next result (a stray result's forget).
         self.owed: list[SessionEvent] = []
         self.closed = False
+        #: Changes to :attr:`memory` so far (a report kept, a reset): a shell that copies it
+        #: elsewhere (:mod:`gcfkit.transports.state`) writes only when this moved.
+        self.changes = 0
 
     @property
     def available(self) -> bool:
@@ -262,6 +265,18 @@ class Lane:
         except asyncio.CancelledError:
             self._pool._abandon(job)
             raise
+
+    def adopt(self, memory: MemoryReport, spent: Iterable[str]) -> None:
+        """Take the session's state from a copy kept elsewhere (another gateway replica's,
+        :mod:`gcfkit.transports.state`): ``memory`` replaces what the lane holds, the next
+        result starts a worker from it (the session leaves its home), and the handles in
+        ``spent`` are never issued again."""
+        self.memory.clear()
+        self.memory.apply(memory)
+        known = set(self.spent)
+        self.spent.extend(h for h in spent if h not in known)
+        self.owed.clear()
+        self._pool._leave_home(self)
 
     def close(self) -> None:
         """The session is over: its state in the pool is dropped."""
@@ -513,6 +528,7 @@ class Offload:
             lane.spent.extend(answer.minted)
             if answer.memory is not None and job.epoch == lane.epoch and not lane.closed:
                 lane.memory.apply(answer.memory)
+                lane.changes += 1
         if job.timer is not None:
             job.timer.cancel()
         if not job.future.done():
@@ -606,6 +622,7 @@ class Offload:
         if any(isinstance(event, Reset) for event in events):
             lane.memory.clear()  # a new session: nothing it held is held any more
             lane.epoch += 1
+            lane.changes += 1
         job = _Job(
             next(self._ids), lane, line, call, server, events, future, self._clock(), lane.epoch
         )
@@ -686,6 +703,10 @@ class Offload:
         if lane.key is not None:
             self._lanes.pop(lane.key, None)
         lane.memory.clear()
+        self._leave_home(lane)
+
+    def _leave_home(self, lane: Lane) -> None:
+        """The lane's home forgets the session (its next result, if any, starts a new one)."""
         home, lane.home = lane.home, None
         if home is not None and lane.key is not None:
             home.homes.discard(lane.key)
