@@ -251,16 +251,18 @@ def assert_json_model(value: Any) -> None:
 CORPUS = _corpus()
 
 
-def mutants(seed: int, cases: int = 500, corpus: list[str] | None = None) -> Iterator[str | bytes]:
+def mutants(
+    seed: int, cases: int = 500, corpus: list[str] | None = None, keep_head_odds: float = 0.85
+) -> Iterator[str | bytes]:
     """``cases`` seeded mutations of ``corpus`` (the generic one by default), mostly of the
-    body, keeping the header."""
+    body, keeping the header in ``keep_head_odds`` of them."""
     rng = random.Random(seed)
     corpus = CORPUS if corpus is None else corpus
     for _ in range(cases):
         text = rng.choice(corpus)
         # Mostly mutate the body: a broken header ends decoding at line 1.
         head, _, body = text.partition("\n")
-        keep_head = rng.random() < 0.85 and bool(body)
+        keep_head = rng.random() < keep_head_odds and bool(body)
         payload: str | bytes = body if keep_head else text
         for _ in range(rng.randint(1, 3)):
             mutate = rng.choice(MUTATORS)

@@ -24,7 +24,7 @@ from tests.codec_support import (
     MUTATORS,
     assert_json_model,
     assert_same,
-    lossy,
+    mutants,
     rejected,
     same,
     wire_order,
@@ -81,22 +81,7 @@ def _check(payload: str | bytes) -> None:
 
 def dense_mutants(seed: int, cases: int = 500) -> Iterator[str | bytes]:
     """``cases`` seeded mutations of the dense corpus, mostly of the body."""
-    rng = random.Random(seed)
-    for _ in range(cases):
-        text = rng.choice(CORPUS)
-        head, _, body = text.partition("\n")
-        keep_head = rng.random() < 0.9 and bool(body)
-        payload: str | bytes = body if keep_head else text
-        for _ in range(rng.randint(1, 3)):
-            mutate = rng.choice(MUTATORS)
-            payload = mutate(rng, payload if isinstance(payload, str) else lossy(payload))
-        if keep_head:
-            payload = (
-                head + "\n" + payload
-                if isinstance(payload, str)
-                else head.encode() + b"\n" + payload
-            )
-        yield payload
+    return mutants(seed, cases, CORPUS, keep_head_odds=0.9)
 
 
 @pytest.mark.parametrize("seed", range(4))
