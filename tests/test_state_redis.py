@@ -92,16 +92,18 @@ def test_the_store_bounds_bytes_expires_and_keeps_spent_handles(redis_url: str) 
     async def scenario() -> None:
         store = RedisState(redis_url, max_bytes=100, ttl=30)
         try:
+            read = Kept("c", "read_file", "{}", "file", "c" * 40, 40, 0)
             memory = MemoryReport(
-                ("a", "b", "c"), (kept("a", 60), kept("b", 30), kept("c", 40)), {"t {}": "c"}
+                ("a", "b", "c"), (kept("a", 60), kept("b", 30), read), {"t {}": "c"}
             )
-            stamp = await store.save("session-1", memory, ["a", "b", "c", "z"])
+            stamp = await store.save("session-1", memory, ["a", "b", "c", "z"], "claude-code")
             assert stamp and await store.stamp("session-1") == stamp
             stored = await store.load("session-1")
             assert stored is not None and stored.stamp == stamp
             # 130 bytes over a bound of 100: the least recently used ("a") goes.
             assert stored.memory.order == ("b", "c")
             assert [k.text for k in stored.memory.new] == ["b" * 30, "c" * 40]
+            assert stored.memory.new[1].kind == "file" and stored.client == "claude-code"
             assert stored.memory.latest == {"t {}": "c"}
             assert stored.spent == ("a", "b", "c", "z")  # never issued again
             ttl = await store._client.ttl(session_key("session-1"))
@@ -437,6 +439,9 @@ def test_the_store_keeps_a_callers_results_bounded_and_hashed(redis_url: str) ->
             assert 0 < await store._client.ttl("gcfkit:ref:" + ref_key(caller, "f")) <= 30
             await store.keep(caller, [kept("e", 101)])  # larger than a caller may keep
             assert await store.recall(caller, "e") is None
+            read = Kept("r", "read_file", "{}", "file", "text of a file", 14, 0)
+            await store.keep(caller, [read])
+            assert await store.recall(caller, "r") == read  # a file stays a file
         finally:
             await store.aclose()
 
