@@ -65,7 +65,7 @@ from .http_shared import SharedServer
 from .offload import Lane, Offload, server_pool, start_pool
 from .outbox import Outbox
 from .process import DEFAULT_GRACE, ServerProcess
-from .state import CallerResults
+from .state import open_state
 from .stdio import split_lines
 
 if TYPE_CHECKING:
@@ -263,11 +263,12 @@ class _CommandServer:
             offload=self.offload,
             codec=codec,
             captures=self.captures,
-            results=CallerResults(
-                max_results=config.ref_results,
-                max_bytes=config.ref_bytes,
-                total_bytes=self.limits.remembered_bytes,
+            results=open_state(
+                None,
+                max_bytes=self.limits.remembered_bytes,
                 ttl=self.limits.idle_timeout,
+                ref_results=config.ref_results,
+                ref_bytes=config.ref_bytes,
             ),
         )
 

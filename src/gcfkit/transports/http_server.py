@@ -57,7 +57,6 @@ from ..errors import ConfigError
 from ..ledger import Ledger
 from ..proxy.config import Codec
 from ..proxy.core import ProxyConfig, ProxyCore
-from ..proxy.held import MemoryReport
 from .health import health_routes, metered, probed, upstream_ready
 from .http import (
     DEFAULT_KEEPALIVE,
@@ -79,7 +78,14 @@ from .http_listen import listen_socket, raise_descriptor_limit, uvicorn_config
 from .http_sessions import SessionTable
 from .offload import Lane, Offload, server_pool, start_pool
 from .relay import relay_one
-from .state import LocalState, SessionState, caller_key, named_since, open_state
+from .state import (
+    LocalState,
+    SessionState,
+    caller_key,
+    keep_named,
+    open_state,
+    start_from_named,
+)
 
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
@@ -243,9 +249,7 @@ class _Peers:
             return
         peer.saved, peer.client = lane.changes, peer.core.client_name
         if peer.caller is not None:
-            new = [k for k in lane.memory.snapshot().new if k.handle != peer.recalled]
-            if new:
-                await self.state.keep(peer.caller, new)
+            await keep_named(self.state, lane, peer.caller, peer.recalled)
             return
         if peer.session is None or not self.state.shared:
             return
@@ -257,14 +261,8 @@ class _Peers:
         its credential, :mod:`gcfkit.transports.state`); the one its call names with
         ``_since``, if kept for this caller, is what its lane starts from."""
         peer.caller = caller_key(credential)
-        handle = named_since(message)
-        if handle is None:
-            return
-        kept = await self.state.recall(peer.caller, handle)
-        if kept is not None:
-            peer.lane.adopt(MemoryReport((kept.handle,), (kept,)), ())
-            peer.recalled = kept.handle
-            peer.saved = peer.lane.changes
+        peer.recalled = await start_from_named(self.state, peer.lane, peer.caller, message)
+        peer.saved = peer.lane.changes
 
     def measure(self, peer: _Peer) -> None:
         """After a result: the session holds what its lane's memory holds now (the results

@@ -52,13 +52,12 @@ from typing import TYPE_CHECKING, Any, Final
 from ..ledger import Ledger
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore, ToolJob
-from ..proxy.held import MemoryReport
 from ..proxy.jsonrpc import dump_message, error_response, parse_envelope, request_key
 from .http import Captures, one_line
 from .offload import Lane, Offload
 from .process import DEFAULT_GRACE, ServerProcess
 from .relay import receive, rewrite_job
-from .state import CallerResults, caller_key, named_since
+from .state import LocalState, SessionState, caller_key, keep_named, start_from_named
 from .stdio import split_lines
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ class SharedServer:
         offload: Offload | None = None,
         codec: Codec | None = None,
         captures: Captures | None = None,
-        results: CallerResults | None = None,
+        results: SessionState | None = None,
     ):
         self.command = list(command)
         self.config = config
@@ -129,7 +128,7 @@ class SharedServer:
         # the proxy's own, unique, so requests and answers pair as in a stdio session.
         self.captures = captures or Captures(None)
         #: The requests' named results, kept for their callers (:mod:`gcfkit.transports.state`).
-        self.results = results or CallerResults()
+        self.results: SessionState = results or LocalState()
         self.capture: Capture | None = None
         self.rewriting: set[asyncio.Task[None]] = set()
         self.process: ServerProcess | None = None
@@ -185,11 +184,8 @@ class SharedServer:
         lane = self.offload.fresh() if self.offload is not None else None
         exchange = _Exchange(request_id, None, core, lane, asyncio.Queue(), self.process)
         exchange.caller = caller_key(credential)
-        handle = named_since(message)
-        kept = self.results.recall(exchange.caller, handle) if handle is not None else None
-        if lane is not None and kept is not None:
-            lane.adopt(MemoryReport((kept.handle,), (kept,)), ())
-            exchange.recalled = kept.handle
+        if lane is not None:
+            exchange.recalled = await start_from_named(self.results, lane, exchange.caller, message)
         data = b""
         for out in core.from_client(one_line(line)):
             if out.to == "server":
@@ -335,10 +331,7 @@ class SharedServer:
                 exchange.core, exchange.lane, job, exchange.core.pop_events()
             )
             if exchange.lane is not None:
-                new = exchange.lane.memory.snapshot().new
-                self.results.keep(
-                    exchange.caller, [k for k in new if k.handle != exchange.recalled]
-                )
+                await keep_named(self.results, exchange.lane, exchange.caller, exchange.recalled)
         finally:
             self._put(exchange, outputs, final)
 

@@ -63,6 +63,7 @@ from ..errors import ConfigError
 from ..proxy.held import Kept, MemoryReport
 from ..relative import DEFAULT_MAX_BYTES, DEFAULT_MAX_RESULTS
 from ..relative.memory import Kind
+from .offload import Lane
 
 __all__ = [
     "CallerResults",
@@ -71,10 +72,12 @@ __all__ = [
     "SessionState",
     "Stored",
     "caller_key",
+    "keep_named",
     "named_since",
     "open_state",
     "ref_key",
     "session_key",
+    "start_from_named",
 ]
 
 #: Seconds a store operation may take before the request goes on without it.
@@ -172,6 +175,28 @@ def named_since(message: Any) -> str | None:
     if not isinstance(args, dict) or SINCE_ARGUMENT not in args:
         return None
     return handle_of(args[SINCE_ARGUMENT])
+
+
+async def start_from_named(
+    store: SessionState, lane: Lane, caller: str, message: Any
+) -> str | None:
+    """Before a request of no session: the result its call (``message``) names with
+    ``_since``, if ``store`` keeps it for ``caller``, is what ``lane`` starts from. Returns
+    its handle (None: there is none)."""
+    handle = named_since(message)
+    kept = await store.recall(caller, handle) if handle is not None else None
+    if kept is None:
+        return None
+    lane.adopt(MemoryReport((kept.handle,), (kept,)), ())
+    return kept.handle
+
+
+async def keep_named(store: SessionState, lane: Lane, caller: str, recalled: str | None) -> None:
+    """After a result of no session: what ``lane`` remembers now, but the result it started
+    from (``recalled``, kept already), kept for ``caller``."""
+    new = [k for k in lane.memory.snapshot().new if k.handle != recalled]
+    if new:
+        await store.keep(caller, new)
 
 
 class CallerResults:
