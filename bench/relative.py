@@ -114,9 +114,12 @@ def main() -> int:
         return 2
     files = Policy().file_tools
     rows: list[dict[str, Any]] = []
-    ref_cost = {e: {"gcf": 0, "block": 0} for e in ENCODINGS}
+    ref_cost = {e: {"gcf": 0, "block": 0, "gcf_long": 0, "block_long": 0} for e in ENCODINGS}
     named = {"gcf": 0, "block": 0}
     handle = "482913"
+    # What a request of no session over HTTP is named with (32 digits; their cost is the same
+    # for every such handle: three digits a token).
+    long_handle = relative.ResultMemory(seed=7, unguessable=True).mint() or ""
     for server in SERVERS:
         calls = delivered(server)
         latest: dict[str, int] = {}
@@ -128,12 +131,16 @@ def main() -> int:
                 if texts[0].startswith(("GCF profile=generic", "GCF-dense")):
                     named["gcf"] += 1
                     for e in ENCODINGS:
-                        stamped = relative.stamp_ref(texts[0], handle)
-                        ref_cost[e]["gcf"] += tokens.count(stamped, e) - tokens.count(texts[0], e)
+                        plain = tokens.count(texts[0], e)
+                        for k, h in (("gcf", handle), ("gcf_long", long_handle)):
+                            stamped = relative.stamp_ref(texts[0], h)
+                            ref_cost[e][k] += tokens.count(stamped, e) - plain
                 else:
                     named["block"] += 1
                     for e in ENCODINGS:
                         ref_cost[e]["block"] += tokens.count(relative.ref_block(handle), e)
+                        long_block = relative.ref_block(long_handle)
+                        ref_cost[e]["block_long"] += tokens.count(long_block, e)
             slot = call["tool"] + "\0" + json.dumps(call["arguments"], sort_keys=True)
             since = latest.get(slot)
             latest[slot] = n
@@ -252,9 +259,15 @@ def render(
     out.append("")
     out.append("| where | results | o200k | cl100k |")
     out.append("|---|---:|---:|---:|")
-    for k, label in (("gcf", "`ref=` in a GCF header"), ("block", "`ref=` text block")):
+    long_ = "32-digit handles (requests of no session over HTTP)"
+    for k, label in (
+        ("gcf", "`ref=` in a GCF header"),
+        ("block", "`ref=` text block"),
+        ("gcf_long", f"`ref=` in a GCF header, {long_}"),
+        ("block_long", f"`ref=` text block, {long_}"),
+    ):
         out.append(
-            f"| {label} | {named[k]} | {ref_cost['o200k_base'][k]:,} | "
+            f"| {label} | {named[k.removesuffix('_long')]} | {ref_cost['o200k_base'][k]:,} | "
             f"{ref_cost['cl100k_base'][k]:,} |"
         )
     out.append("")
@@ -279,10 +292,17 @@ def render(
 # --------------------------------------------------------------------------------------
 
 
-def run_session(server: str, config: ProxyConfig, agent_since: bool) -> dict[str, int]:
-    """Tokens the model reads in one session (o200k and cl100k), every answer verified."""
+def run_session(
+    server: str, config: ProxyConfig, agent_since: bool, unguessable: bool = False
+) -> dict[str, int]:
+    """Tokens the model reads in one session (o200k and cl100k), every answer verified;
+    ``unguessable``: results named with 32-digit handles (requests of no session)."""
     session = read_session(CORPUS / server)
-    replay = Replay(session, config, memory=lambda: relative.ResultMemory(seed=7))
+
+    def memory() -> relative.ResultMemory:
+        return relative.ResultMemory(seed=7, unguessable=unguessable)
+
+    replay = Replay(session, config, memory=memory)
     totals = dict.fromkeys(ENCODINGS, 0)
 
     def add(text: str) -> None:
@@ -329,11 +349,16 @@ def run_session(server: str, config: ProxyConfig, agent_since: bool) -> dict[str
     return totals
 
 
+_LONG = "32-digit handles"
+
+
 def render_sessions() -> str:
     configs: list[tuple[str, dict[str, Any], bool]] = [
         ("gcfkit today (--refs off)", {"refs": "off"}, False),
         ("--refs auto (default), agent never passes _since", {}, False),
         ("--refs auto (default), agent passes _since", {}, True),
+        (f"--refs auto (default), agent never passes _since, {_LONG}", {}, False),
+        (f"--refs auto (default), agent passes _since, {_LONG}", {}, True),
         ("--refs all, agent never passes _since", {"refs": "all"}, False),
         ("--refs all, agent passes _since", {"refs": "all"}, True),
         ("--refs all, _since, patch/edit when < 80%", {"refs": "all", "relative_ratio": 0.8}, True),
@@ -370,7 +395,7 @@ def render_sessions() -> str:
         tot = dict.fromkeys(ENCODINGS, 0)
         for server in SERVERS:
             config = ProxyConfig(stats=False, time_budget=30.0, **options)
-            got = run_session(server, config, since)
+            got = run_session(server, config, since, unguessable=label.endswith(_LONG))
             for e in ENCODINGS:
                 tot[e] += got[e]
         out.append(f"| {label} | {tot['o200k_base']:,} | {tot['cl100k_base']:,} |")

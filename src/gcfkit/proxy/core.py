@@ -679,6 +679,26 @@ class ProxyCore:
     # -- what the client's model reads (gcfkit.readers, gcfkit.proxy.structured) ----
 
     @property
+    def client_name(self) -> str:
+        """The name the client declared (``initialize``, or a request's ``_meta``); empty
+        when it declared none.
+
+        >>> ProxyCore().client_name
+        ''
+        """
+        return self._session.client
+
+    def assume_client(self, name: str) -> None:
+        """Take the client's declared name from elsewhere (the gateway replica that saw its
+        ``initialize``) when this core has none of its own.
+
+        >>> core = ProxyCore(); core.assume_client("claude-code"); core.client_name
+        'claude-code'
+        """
+        if not self._session.client:
+            self._session.client = name
+
+    @property
     def client_reads(self) -> Reads:
         """What this session's client hands its model of a result carrying
         ``structuredContent`` (``--client``, else the name it declared; unknown: content)."""

@@ -7,6 +7,12 @@ digits drawn at random (four tokens in o200k and cl100k), never reused within th
 lifetime, so a reader cannot guess one it was not shown, and a handle that has expired can
 never come to mean another result.
 
+Where a handle is the only key to a result (the sessionless 2026-07-28 protocol over HTTP,
+where no session id narrows who may name it), the memory is ``unguessable``: a handle is
+then :data:`UNGUESSABLE_DIGITS` decimal digits from :mod:`secrets` (106 random bits, 13
+tokens as ``ref=`` in o200k and cl100k instead of 4), which no one guesses in any number of
+tries a server would answer.
+
 A result expires when it is evicted: the memory keeps at most ``max_results`` results and
 ``max_bytes`` of their sizes, dropping the least recently used (remembering or recalling a
 result uses it).
@@ -22,12 +28,20 @@ True
 from __future__ import annotations
 
 import random
+import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_RESULTS", "Held", "Kind", "ResultMemory"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_RESULTS",
+    "UNGUESSABLE_DIGITS",
+    "Held",
+    "Kind",
+    "ResultMemory",
+]
 
 #: How many results a session remembers by default.
 DEFAULT_MAX_RESULTS: Final = 64
@@ -39,6 +53,14 @@ DEFAULT_MAX_BYTES: Final = 8 * 1024 * 1024
 _LOW: Final = 100_000
 _HIGH: Final = 999_999
 _MAX_MINTED: Final = 300_000
+
+#: Digits of an unguessable handle: the most a handle may have (docs/extensions/
+#: relative-answers.md: 32 characters), without a leading zero (9 x 10^31 values, 106
+#: bits). Digits, not hex or base32: o200k and cl100k read three digits a token, so 106 bits
+#: cost 11 tokens where 128 bits of hex cost about 20.
+UNGUESSABLE_DIGITS: Final = 32
+_LONG_LOW: Final = 10 ** (UNGUESSABLE_DIGITS - 1)
+_LONG_SPAN: Final = 9 * _LONG_LOW
 
 #: What a remembered result is: a JSON value, a text, or the text of a file read.
 Kind = Literal["json", "text", "file"]
@@ -63,7 +85,11 @@ class ResultMemory:
     """Results delivered in one session, by handle; bounded by count and bytes (LRU).
 
     ``seed`` makes the handles reproducible (tests); without it they come from the
-    operating system's random source.
+    operating system's random source. ``unguessable``: long handles (see the module
+    docstring).
+
+    >>> len(ResultMemory(unguessable=True).mint())
+    32
     """
 
     def __init__(
@@ -72,6 +98,7 @@ class ResultMemory:
         max_results: int = DEFAULT_MAX_RESULTS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         seed: int | None = None,
+        unguessable: bool = False,
     ) -> None:
         if max_results < 1 or max_bytes < 1:
             raise ValueError("a result memory holds at least one result and one byte")
@@ -84,6 +111,7 @@ class ResultMemory:
         self._bytes = 0
         self._minted: set[str] = set()
         self._issued: list[str] = []
+        self.unguessable = unguessable
 
     def __len__(self) -> int:
         return len(self._held)
@@ -104,11 +132,18 @@ class ResultMemory:
         if len(self._minted) >= _MAX_MINTED:
             return None
         while True:
-            handle = str(self._rng.randint(_LOW, _HIGH))
+            handle = self._draw()
             if handle not in self._minted:
                 self._minted.add(handle)
                 self._issued.append(handle)
                 return handle
+
+    def _draw(self) -> str:
+        if not self.unguessable:
+            return str(self._rng.randint(_LOW, _HIGH))
+        if isinstance(self._rng, random.SystemRandom):
+            return str(_LONG_LOW + secrets.randbelow(_LONG_SPAN))
+        return str(_LONG_LOW + self._rng.randrange(_LONG_SPAN))  # seeded: tests
 
     @property
     def issued(self) -> Sequence[str]:

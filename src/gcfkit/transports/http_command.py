@@ -65,6 +65,7 @@ from .http_shared import SharedServer
 from .offload import Lane, Offload, server_pool, start_pool
 from .outbox import Outbox
 from .process import DEFAULT_GRACE, ServerProcess
+from .state import open_state
 from .stdio import split_lines
 
 if TYPE_CHECKING:
@@ -262,6 +263,13 @@ class _CommandServer:
             offload=self.offload,
             codec=codec,
             captures=self.captures,
+            results=open_state(
+                None,
+                max_bytes=self.limits.remembered_bytes,
+                ttl=self.limits.idle_timeout,
+                ref_results=config.ref_results,
+                ref_bytes=config.ref_bytes,
+            ),
         )
 
     async def handle(self, request: Request) -> Response:
@@ -297,7 +305,8 @@ class _CommandServer:
         request_id = msg.get("id") if isinstance(msg, dict) else None
         version = request.headers.get(MCP_PROTOCOL_VERSION) or message_version(msg)
         if session_id is None and is_modern(version):
-            return await self.post_shared(body, msg, request_id, method)
+            credential = request.headers.get("authorization")
+            return await self.post_shared(body, msg, request_id, method, credential)
         if session_id is None:
             if method != "initialize":
                 return _json_error(
@@ -357,15 +366,18 @@ class _CommandServer:
         response.headers[MCP_SESSION_ID] = session.id
         return response
 
-    async def post_shared(self, body: bytes, msg: Any, request_id: Any, method: Any) -> Response:
-        """A 2026-07-28 request, to the shared process; its answer on an SSE stream."""
+    async def post_shared(
+        self, body: bytes, msg: Any, request_id: Any, method: Any, credential: str | None = None
+    ) -> Response:
+        """A 2026-07-28 request, to the shared process; its answer on an SSE stream (its
+        results kept for its caller, ``credential``: :mod:`gcfkit.transports.state`)."""
         if not isinstance(method, str):
             return _json_error(400, None, -32600, "a 2026-07-28 POST carries one request")
         if request_id is None:
             return Response(status_code=202)  # that protocol has no notification to act on
         if not await self.shared.start():
             return _json_error(500, request_id, -32603, "the MCP server could not be started")
-        sent = await self.shared.send(body, request_id)
+        sent = await self.shared.send(body, request_id, msg, credential)
         if sent is None:
             return _json_error(502, request_id, -32000, "the MCP server is gone")
         shared = self.shared

@@ -78,7 +78,14 @@ from .http_listen import listen_socket, raise_descriptor_limit, uvicorn_config
 from .http_sessions import SessionTable
 from .offload import Lane, Offload, server_pool, start_pool
 from .relay import relay_one
-from .state import LocalState, SessionState, open_state
+from .state import (
+    LocalState,
+    SessionState,
+    caller_key,
+    keep_named,
+    open_state,
+    start_from_named,
+)
 
 if TYPE_CHECKING:
     from ..traffic.capture import Capture
@@ -131,9 +138,15 @@ class _Peer:
     capture: Capture | None = None
     session: str | None = None
     #: The stamp of the session's copy in the shared store this replica last read or wrote,
-    #: and the lane's :attr:`~gcfkit.transports.offload.Lane.changes` then.
+    #: and the lane's :attr:`~gcfkit.transports.offload.Lane.changes` and the client's
+    #: declared name then.
     stamp: str | None = None
     saved: int = 0
+    client: str = ""
+    #: For a request of no session: whose it is (:func:`~gcfkit.transports.state.caller_key`)
+    #: and the handle of the kept result its lane started from.
+    caller: str | None = None
+    recalled: str | None = None
 
 
 class _Peers:
@@ -222,16 +235,34 @@ class _Peers:
         stored = await self.state.load(peer.session)
         if stored is not None:
             peer.lane.adopt(stored.memory, stored.spent)
+            peer.core.assume_client(stored.client)
             peer.stamp, peer.saved = stored.stamp, peer.lane.changes
+            peer.client = peer.core.client_name
             self.measure(peer)
 
     async def push(self, peer: _Peer) -> None:
-        """After a result: the session's copy in the shared store, if its memory changed."""
-        if peer.session is None or not self.state.shared or peer.lane.changes == peer.saved:
-            return
-        peer.saved = peer.lane.changes
+        """After a result (or an ``initialize``): the session's copy in the shared store, if
+        its memory or the client's declared name changed; for a request of no session, the
+        results its lane now remembers, kept for its caller."""
         lane = peer.lane
-        peer.stamp = await self.state.save(peer.session, lane.memory.snapshot(), lane.spent)
+        if lane.changes == peer.saved and peer.core.client_name == peer.client:
+            return
+        peer.saved, peer.client = lane.changes, peer.core.client_name
+        if peer.caller is not None:
+            await keep_named(self.state, lane, peer.caller, peer.recalled)
+            return
+        if peer.session is None or not self.state.shared:
+            return
+        snapshot = lane.memory.snapshot()
+        peer.stamp = await self.state.save(peer.session, snapshot, lane.spent, peer.client)
+
+    async def recall(self, peer: _Peer, message: Any, credential: str | None) -> None:
+        """Before a request of no session: its results are kept for its caller (the hash of
+        its credential, :mod:`gcfkit.transports.state`); the one its call names with
+        ``_since``, if kept for this caller, is what its lane starts from."""
+        peer.caller = caller_key(credential)
+        peer.recalled = await start_from_named(self.state, peer.lane, peer.caller, message)
+        peer.saved = peer.lane.changes
 
     def measure(self, peer: _Peer) -> None:
         """After a result: the session holds what its lane's memory holds now (the results
@@ -442,6 +473,9 @@ class _Gateway:
             self.cores.adopt(given, peer)
             if peer.capture is not None:
                 peer.capture.to_server(one_line(sent))
+            await self.cores.push(peer)  # the client's declared name, for the other replicas
+        elif session_id is None:
+            await self.cores.recall(peer, msg, request.headers.get("authorization"))
         else:
             self.keep(session_id, peer, known, upstream.status_code)
             await self.cores.pull(peer)
@@ -598,7 +632,12 @@ def build_gateway(
     offload = server_pool(config, codec, ledger.path if ledger is not None else None)
     offload.observer = metrics
     shared = open_state(
-        state, max_bytes=guard.limits.remembered_bytes, ttl=guard.limits.idle_timeout
+        state,
+        max_bytes=guard.limits.remembered_bytes,
+        ttl=guard.limits.idle_timeout,
+        ref_results=config.ref_results,
+        ref_bytes=config.ref_bytes,
+        clock=clock,
     )
     cores = _Peers(config, ledger, offload, Captures(capture), codec, guard.limits, clock, shared)
     metrics.watch(sessions=lambda: len(cores.sessions), pool=offload)

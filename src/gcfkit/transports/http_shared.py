@@ -13,7 +13,9 @@ What one process for many clients takes, and nothing else is changed:
   way out; the same for its ``_meta.progressToken`` and the progress notifications that
   name it. The answer and its progress go on that request's SSE stream, through a core of
   its own (:class:`~gcfkit.proxy.core.ProxyCore`: the request's ``_meta`` is all the state
-  there is, so no delta base).
+  there is, so no delta base). Its named results are kept for its caller, by the hash of
+  its credential, and a ``_since`` naming one is answered relative to it
+  (:mod:`gcfkit.transports.state`).
 * Its answer's tool result is rewritten in the worker pool (:mod:`gcfkit.transports.offload`)
   while the process's other lines go on to their own streams.
 * Closing a stream before its answer is that protocol's cancellation: the server gets
@@ -55,6 +57,7 @@ from .http import Captures, one_line
 from .offload import Lane, Offload
 from .process import DEFAULT_GRACE, ServerProcess
 from .relay import receive, rewrite_job
+from .state import LocalState, SessionState, caller_key, keep_named, start_from_named
 from .stdio import split_lines
 
 if TYPE_CHECKING:
@@ -94,6 +97,10 @@ class _Exchange:
     lane: Lane | None
     queue: Queue
     process: ServerProcess | None
+    #: Whose results these are (:func:`~gcfkit.transports.state.caller_key`), and the
+    #: handle of the kept result the lane started from.
+    caller: str = ""
+    recalled: str | None = None
 
 
 class SharedServer:
@@ -109,6 +116,7 @@ class SharedServer:
         offload: Offload | None = None,
         codec: Codec | None = None,
         captures: Captures | None = None,
+        results: SessionState | None = None,
     ):
         self.command = list(command)
         self.config = config
@@ -119,6 +127,8 @@ class SharedServer:
         # The process's traffic is recorded whole (``--capture-dir``): the ids it sees are
         # the proxy's own, unique, so requests and answers pair as in a stdio session.
         self.captures = captures or Captures(None)
+        #: The requests' named results, kept for their callers (:mod:`gcfkit.transports.state`).
+        self.results: SessionState = results or LocalState()
         self.capture: Capture | None = None
         self.rewriting: set[asyncio.Task[None]] = set()
         self.process: ServerProcess | None = None
@@ -161,14 +171,21 @@ class SharedServer:
         self.retired.add(task)
         task.add_done_callback(self.retired.discard)
 
-    async def send(self, line: bytes, request_id: Any) -> tuple[str, Queue] | None:
-        """Send the client's request ``line`` (id ``request_id``): the proxy's id for it and
-        the queue its answer and progress arrive on (:meth:`events`), or None when the
-        server cannot be written to."""
+    async def send(
+        self, line: bytes, request_id: Any, message: Any = None, credential: str | None = None
+    ) -> tuple[str, Queue] | None:
+        """Send the client's request ``line`` (id ``request_id``, ``message`` as parsed): the
+        proxy's id for it and the queue its answer and progress arrive on (:meth:`events`),
+        or None when the server cannot be written to. Its results are kept for the caller
+        of ``credential`` (its ``Authorization`` header), and the one it names with
+        ``_since``, if kept for that caller, is what its answer starts from."""
         core = ProxyCore(self.config, self.codec)
         proxy_id = f"{_PREFIX}{next(self.order)}"
         lane = self.offload.fresh() if self.offload is not None else None
         exchange = _Exchange(request_id, None, core, lane, asyncio.Queue(), self.process)
+        exchange.caller = caller_key(credential)
+        if lane is not None:
+            exchange.recalled = await start_from_named(self.results, lane, exchange.caller, message)
         data = b""
         for out in core.from_client(one_line(line)):
             if out.to == "server":
@@ -313,6 +330,8 @@ class SharedServer:
             outputs = await rewrite_job(
                 exchange.core, exchange.lane, job, exchange.core.pop_events()
             )
+            if exchange.lane is not None:
+                await keep_named(self.results, exchange.lane, exchange.caller, exchange.recalled)
         finally:
             self._put(exchange, outputs, final)
 

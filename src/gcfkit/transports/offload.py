@@ -383,7 +383,10 @@ class Offload:
         return lane
 
     def fresh(self) -> Lane:
-        """A lane whose every result starts from nothing (a request with no session)."""
+        """A lane whose every result starts from nothing (a request with no session), or
+        from the one result :meth:`Lane.adopt` gave it; its results are named unguessably
+        and what it remembers after each is in :attr:`Lane.memory` (the shell keeps it,
+        :mod:`gcfkit.transports.state`)."""
         return Lane(self, None)
 
     async def close(self) -> None:
@@ -766,6 +769,11 @@ class Offload:
                 spent = list(lane.spent)
             events = [*lane.owed, *events]
             lane.owed.clear()
+        # A new home starts from what the session remembers (its results' handles); a job of
+        # no session from the result its call names, when the shell found it (Lane.adopt).
+        memory = None if spent is None else lane.memory.snapshot()
+        if lane.key is None and not job.stray and len(lane.memory):
+            memory = lane.memory.snapshot()
         if job.deadline is None:
             self._start_clock(job)
         assert job.deadline is not None
@@ -781,8 +789,7 @@ class Offload:
             job.server,
             tuple(events),
             None if spent is None else tuple(spent),
-            # A new home starts from what the session remembers (its results' handles).
-            None if spent is None else lane.memory.snapshot(),
+            memory,
         )
         worker.job = job
         job.worker = worker

@@ -17,12 +17,13 @@ to a thousand sessions), one job at a time. It owns each session's
 when the shell says so. A killed worker takes with it the session's delta bases (the next
 answers are full ones, which is always correct), not its remembered results: the pool
 keeps a copy of those. A job of no session gets a fresh rewriter of its own (a request of
-the sessionless 2026-07-28 protocol); a *stray* job (one of a session whose worker is busy,
-run elsewhere so that it need not wait) gets one that names nothing, so it never mints a
-handle the session's own worker might mint too. The ledger counts are taken after the
-answer is sent, and appended to the ledger by the worker itself. It exits when its stdin
-closes, and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the
-proxy.
+the sessionless 2026-07-28 protocol), which starts from the one result the call names, if
+the shell found it, and names its results unguessably; a *stray* job (one of a session
+whose worker is busy, run elsewhere so that it need not wait) gets one that names nothing,
+so it never mints a handle the session's own worker might mint too. The ledger counts are
+taken after the answer is sent, and appended to the ledger by the worker itself. It exits
+when its stdin closes, and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never
+outlives the proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
 processes of the same program) of one message, a dataclass of this module. To the worker:
@@ -60,6 +61,7 @@ from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, report, restore
 from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Budget, Call, Rewriter, SessionEvent
+from ..relative import ResultMemory
 
 __all__ = [
     "Answer",
@@ -224,11 +226,12 @@ class _Hosts:
         self.hosted: dict[int, _Hosted] = {}
 
     def for_job(self, job: Job) -> tuple[_Hosted, bool]:
-        """The session state for one job, and whether it is the session's own (kept here,
-        reported to the pool)."""
-        if job.session is None or job.stray:
-            config = self.stray_config if job.stray else self.config
-            return _Hosted(Rewriter(config, self.codec)), False
+        """The session state for one job, and whether its memory is reported to the pool (a
+        session's own job, or one of no session: see :func:`_fresh`)."""
+        if job.stray:
+            return _Hosted(Rewriter(self.stray_config, self.codec)), False
+        if job.session is None:
+            return self._fresh(job), True
         found = self.hosted.get(job.session)
         if found is None or job.spent is not None:
             rewriter = Rewriter(self.config, self.codec)
@@ -242,6 +245,23 @@ class _Hosts:
             found = _Hosted(rewriter, len(memory.issued), known)
             self.hosted[job.session] = found
         return found, True
+
+    def _fresh(self, job: Job) -> _Hosted:
+        """A rewriter for one job of no session (the sessionless 2026-07-28 protocol): it
+        starts from the result the call names, when the shell found it (``job.memory``),
+        and names its results unguessably, as the shell keeps them under their handle alone
+        (:mod:`gcfkit.transports.state`); what it remembers goes back with the answer."""
+        c = self.config
+
+        def memory() -> ResultMemory:
+            return ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes, unguessable=True)
+
+        rewriter = Rewriter(c, self.codec, memory=memory)
+        known: set[str] = set()
+        if job.memory is not None:
+            restore(rewriter.names, job.memory)
+            known = {h.handle for h in rewriter.names.memory.results()}
+        return _Hosted(rewriter, 0, known)
 
 
 def main() -> None:
@@ -276,7 +296,7 @@ def main() -> None:
             continue
         if not isinstance(frame, Job):
             continue
-        hosted, own = hosts.for_job(frame)
+        hosted, reports = hosts.for_job(frame)
         rewriter = hosted.rewriter
         rewriter.apply(frame.events)
         call, server = frame.call, frame.server
@@ -287,7 +307,7 @@ def main() -> None:
         issued = rewriter.names.memory.issued
         minted = tuple(issued[hosted.reported :])
         hosted.reported = len(issued)
-        memory = report(rewriter.names, hosted.known) if own else None
+        memory = report(rewriter.names, hosted.known) if reports else None
         write_frame(channel, Answer(frame.id, out, minted, memory))
         del out, frame, memory
         record = None
