@@ -34,6 +34,7 @@ from ..errors import GCFError
 from ..jsonio import decodes_to, dumps_compact
 from .choose import Candidates, Fallback, Form, utf8_len
 from .codec import Codec
+from .estimates import NeedsExactCounts
 from .primer import PrimerMode, annotate
 from .pyliteral import renders
 
@@ -49,11 +50,16 @@ _ENCODE_ERRORS: Final = (GCFError, RecursionError, ValueError, TypeError)
 @dataclass(frozen=True, slots=True)
 class Text:
     """One full form: ``kind`` (``gcf`` or ``dense``, the answer policy's decision), its
-    text (explanation included) and the dense constructs it uses."""
+    text (explanation included) and the dense constructs it uses. ``approximate``: a dense
+    form whose definitions the count would have chosen (D9.2) but which raised
+    :class:`~gcfkit.answers.estimates.NeedsExactCounts` (estimate mode), so they were chosen
+    by the profile's own estimate: not the text the exact count gives, good only for an
+    estimate of its size."""
 
     kind: str
     text: str
     constructs: tuple[str, ...] = ()
+    approximate: bool = False
 
 
 class FullForms:
@@ -86,7 +92,17 @@ class FullForms:
         made = self._dense(value, fallbacks)
         if made is not None:
             out.append(made)
-        if not (made is not None and made.constructs and compact_size >= GENERIC_SKIP_BYTES):
+        large = compact_size >= GENERIC_SKIP_BYTES
+        # Whether the exact dense form uses a construct decides whether the v3.5.3 form is
+        # built; only definitions depend on the count.
+        if (
+            made is not None
+            and made.approximate
+            and large
+            and not any(c != "defs" for c in made.constructs)
+        ):
+            raise NeedsExactCounts("dense definitions decide the forms built")
+        if not (made is not None and made.constructs and large):
             generic = self.generic(value, fallbacks)
             if generic is not None:
                 out.append(generic)
@@ -110,20 +126,21 @@ class FullForms:
         if not self.dense or encode is None:
             return None
         on = set(self.dense)
+        flags = {c: c in on for c in ("defs", "lists", "constants", "short_rows")}
+        approximate = False
         try:
-            encoded = encode(
-                value,
-                count=self._count,
-                defs="defs" in on,
-                lists="lists" in on,
-                constants="constants" in on,
-                short_rows="short_rows" in on,
-            )
+            try:
+                encoded = encode(value, count=self._count, **flags)
+            except NeedsExactCounts:
+                # Estimate mode: the definitions need exact counts. The profile's estimate
+                # chooses them instead, for a form whose size can still be weighed.
+                approximate = True
+                encoded = encode(value, count=None, **flags)
         except Exception as e:  # an extension's failure must not cost the v3.5.3 form
             fallbacks.append(Fallback("encode", getattr(e, "code", type(e).__name__)))
             return None
         used = tuple(encoded.constructs)
-        return Text("dense", self._explained(encoded.text, ("dense", *used)), used)
+        return Text("dense", self._explained(encoded.text, ("dense", *used)), used, approximate)
 
     def _explained(self, payload: str, constructs: tuple[str, ...]) -> str:
         if self._primer != "payload":
