@@ -64,7 +64,7 @@ from ..answers.choose import (
     settle,
     utf8_len,
 )
-from ..answers.estimates import NeedsExactCounts, close, decide
+from ..answers.estimates import NeedsExactCounts, close, decide, weighed
 from ..answers.forms import FullForms, Text
 from ..answers.pyliteral import literal_value, renders
 from ..answers.since import Asked, Names
@@ -380,7 +380,7 @@ class Rewriter:
     >>> r.rewrite_line(line("[1, 2, 3]"), Call("t", "t"), Budget.unlimited())
     Traceback (most recent call last):
       ...
-    gcfkit.answers.estimates.NeedsExactCounts: a close call (6 vs 6 estimated tokens)
+    gcfkit.answers.estimates.NeedsExactCounts: a close call (json 6 vs original 6 estimated tokens)
     """
 
     def __init__(
@@ -880,8 +880,11 @@ class Rewriter:
         json_size = utf8_len(compact)
         same = len(original) == 1 and compact == original[0]
         budget.check()
-        json_form = Form(compact, count(compact), json_size)
-        original_tokens = json_form.tokens if same else sum(count(t) for t in original)
+        json_form = Form(compact, weighed(count(compact), "json"), json_size)
+        # (The same text is weighed as what it is, compact JSON, whichever is counted.)
+        original_tokens = (
+            json_form.tokens if same else weighed(sum(count(t) for t in original), "original")
+        )
         before = Cost(original_tokens, sum(utf8_len(t) for t in original))
         refused: list[Fallback] = []
         made: list[Text] = []
@@ -897,29 +900,34 @@ class Rewriter:
         step = self._delta_step(value, policy, at.slot) if delta else None
         if step is not None and step.wire is not None and not step.is_full:
             raise NeedsExactCounts("a delta")
-        weighed = [(t, Form(t.text, count(t.text), utf8_len(t.text))) for t in made]
-        by_kind = {t.kind: form for t, form in weighed}
+        forms = [
+            (t, Form(t.text, weighed(count(t.text), t.kind), utf8_len(t.text))) for t in made
+        ]
+        by_kind = {t.kind: form for t, form in forms}
         candidates = Candidates(
             json=json_form, original=before, gcf=by_kind.get("gcf"), dense=by_kind.get("dense")
         )
         choice = choose(candidates, self._answers)
-        rivals = [form.tokens for form in by_kind.values() if form.text != choice.text]
+        rivals = {kind: form.tokens for kind, form in by_kind.items()}
+        rivals["json"] = json_form.tokens
         if not same:  # (the same text: the original, whichever is counted)
-            rivals.append(json_form.tokens if choice.decision != "json" else before.tokens)
-            if choice.decision not in ("json", "original"):
-                rivals.append(before.tokens)
-        for tokens in rivals:
-            if close(choice.tokens, tokens):
+            rivals["original"] = before.tokens
+        rivals.pop(choice.decision, None)
+        if same and choice.decision == "original":
+            rivals.pop("json")
+        for kind, tokens in rivals.items():
+            if close(choice.tokens, tokens, (choice.decision, kind)):
                 raise NeedsExactCounts(
-                    f"a close call ({choice.tokens} vs {tokens} estimated tokens)"
+                    f"a close call ({choice.decision} {choice.tokens} vs {kind} {tokens}"
+                    " estimated tokens)"
                 )
         if self._selfcheck_on and choice.decision in ("gcf", "dense"):
             exact_literal = original[0] if literal and self.config.literals == "exact" else None
-            winner = next(t for t, form in weighed if form.text == choice.text)
+            winner = next(t for t, form in forms if form.text == choice.text)
             if winner.approximate:
                 raise NeedsExactCounts("dense definitions")
             plain = min(json_form.tokens, before.tokens)
-            for t, form in weighed:
+            for t, form in forms:
                 if t is winner or len(t.text) > len(winner.text) or form.tokens > plain:
                     continue  # not counted first, or clearly losing to a plain form
                 if t.approximate or not self._forms.verified(t, value, compact, exact_literal):
