@@ -900,9 +900,7 @@ class Rewriter:
         step = self._delta_step(value, policy, at.slot) if delta else None
         if step is not None and step.wire is not None and not step.is_full:
             raise NeedsExactCounts("a delta")
-        forms = [
-            (t, Form(t.text, weighed(count(t.text), t.kind), utf8_len(t.text))) for t in made
-        ]
+        forms = [(t, Form(t.text, weighed(count(t.text), t.kind), utf8_len(t.text))) for t in made]
         by_kind = {t.kind: form for t, form in forms}
         candidates = Candidates(
             json=json_form, original=before, gcf=by_kind.get("gcf"), dense=by_kind.get("dense")
