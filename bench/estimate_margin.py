@@ -13,7 +13,12 @@ the exact choice. Then, for candidate margins, the corpus replayed through
 ``Rewriter.rewrite_line`` in estimate mode: how many results are close calls, and whether
 any answer differs from the exact path's.
 
-    python bench/estimate_margin.py [--corpus ../shared/corpus]
+``--speed``: the time ``Rewriter.rewrite_line`` takes per result in one warm process, exact
+counts against estimate mode (a close call costs its estimate attempt plus the exact
+rewrite), over the corpus replayed result by result and over bench/gen.py's nested orders
+at 1 KB, 10 KB, 45 KB and 1 MB (pretty JSON, ``indent=2``); medians of ``--reps`` runs.
+
+    python bench/estimate_margin.py [--corpus ../shared/corpus] [--speed [--reps N]]
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import json
 import math
 import os
 import statistics
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,11 @@ from gcfkit.answers import estimates
 from gcfkit.answers.codec import DENSE_CONSTRUCTS, Codec
 from gcfkit.answers.forms import FullForms
 from gcfkit.jsonio import dumps_compact
+from gcfkit.proxy.config import ProxyConfig
+from gcfkit.proxy.rewrite import Budget, Call, NeedsExactCounts, Rewriter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen import nested  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -85,10 +97,91 @@ def ratios(original: str, value: Any, encoding: str) -> dict[str, float]:
     return out
 
 
+def corpus_lines(corpus: Path) -> list[tuple[str, bytes, Call]]:
+    out = []
+    for path in sorted((corpus / "mcp").glob("*/[0-9][0-9][0-9]_*.json")):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": entry["result"]}).encode()
+        out.append((f"{path.parent.name}/{path.stem}", line, Call(entry["tool"], entry["tool"])))
+    return out
+
+
+def nested_line(size: int) -> bytes:
+    text = json.dumps(nested(target=size), indent=2)
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [
+        {"type": "text", "text": text}]}}).encode()  # fmt: skip
+
+
+def timed(rewriter: Rewriter, line: bytes, call: Call) -> tuple[float, bool]:
+    """Seconds one rewrite takes, and whether it was a close call (then both attempts)."""
+    start = time.perf_counter()
+    close = False
+    try:
+        rewriter.rewrite_line(line, call, Budget.unlimited())
+    except NeedsExactCounts:
+        close = True
+        rewriter.rewrite_line(line, call, Budget.unlimited(), exact=True)
+    return time.perf_counter() - start, close
+
+
+def speed(corpus: Path, reps: int) -> None:
+    exact = Rewriter(ProxyConfig(), Codec())
+    estimating = Rewriter(ProxyConfig(), Codec.estimating())
+    exact.warm_up()
+    estimating.warm_up()
+    print("| result | exact ms | estimate mode ms | close call |")
+    print("|---|---:|---:|---|")
+    for size in (1_000, 10_000, 45_000, 1_000_000):
+        line = nested_line(size)
+        call = Call("orders", "orders")
+        runs: dict[str, list[float]] = {"exact": [], "estimate": []}
+        close = False
+        for _ in range(reps if size < 1_000_000 else max(3, reps // 10)):
+            runs["exact"].append(timed(exact, line, call)[0])
+            t, close = timed(estimating, line, call)
+            runs["estimate"].append(t)
+        print(
+            f"| nested {len(line) / 1000:.0f} KB | {statistics.median(runs['exact']) * 1e3:.2f} "
+            f"| {statistics.median(runs['estimate']) * 1e3:.2f} | {'yes' if close else 'no'} |"
+        )
+    lines = corpus_lines(corpus)
+    totals = {"exact": 0.0, "estimate": 0.0, "estimate, answered": 0.0}
+    per: dict[str, list[float]] = {"exact": [], "estimate": []}
+    closes = 0
+    for _name, line, call in lines:
+        xs, es, close = [], [], False
+        for _ in range(max(1, reps // 4)):
+            xs.append(timed(exact, line, call)[0])
+            t, close = timed(estimating, line, call)
+            es.append(t)
+        x, e = statistics.median(xs), statistics.median(es)
+        per["exact"].append(x)
+        per["estimate"].append(e)
+        totals["exact"] += x
+        totals["estimate"] += e
+        if close:
+            closes += 1
+        else:
+            totals["estimate, answered"] += e
+    print(
+        f"\ncorpus: {len(lines)} results, {closes} close calls ({closes / len(lines):.0%});"
+        f" median per result: exact {statistics.median(per['exact']) * 1e3:.3f} ms,"
+        f" estimate mode {statistics.median(per['estimate']) * 1e3:.3f} ms;"
+        f" total: exact {totals['exact'] * 1e3:.1f} ms, estimate mode"
+        f" {totals['estimate'] * 1e3:.1f} ms (of which answered without exact counts"
+        f" {totals['estimate, answered'] * 1e3:.1f} ms)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--speed", action="store_true")
+    ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
+    if args.speed:
+        speed(args.corpus, args.reps)
+        return
     items = values(args.corpus)
     print(f"{len(items)} values\n")
     for encoding in ENCODINGS:

@@ -86,11 +86,24 @@ class FullForms:
         self._primer = primer
         self._explain_gcf = explain_gcf
 
-    def texts(self, value: Any, fallbacks: list[Fallback], *, compact_size: int = 0) -> list[Text]:
-        """The full forms of ``value`` (refusals are added to ``fallbacks``), dense first."""
+    def texts(
+        self,
+        value: Any,
+        fallbacks: list[Fallback],
+        *,
+        compact_size: int = 0,
+        approximate_below: int = 0,
+    ) -> list[Text]:
+        """The full forms of ``value`` (refusals are added to ``fallbacks``), dense first.
+
+        ``approximate_below``: an approximate dense form shorter than this many characters
+        (it would likely win, and it is not the text to send) raises
+        :class:`~gcfkit.answers.estimates.NeedsExactCounts` before anything else is built."""
         out: list[Text] = []
         made = self._dense(value, fallbacks)
         if made is not None:
+            if made.approximate and len(made.text) < approximate_below:
+                raise NeedsExactCounts("dense definitions")
             out.append(made)
         large = compact_size >= GENERIC_SKIP_BYTES
         # Whether the exact dense form uses a construct decides whether the v3.5.3 form is

@@ -880,26 +880,35 @@ class Rewriter:
         json_size = utf8_len(compact)
         same = len(original) == 1 and compact == original[0]
         budget.check()
-        json_form = Form(compact, weighed(count(compact), "json"), json_size)
-        # (The same text is weighed as what it is, compact JSON, whichever is counted.)
-        original_tokens = (
-            json_form.tokens if same else weighed(sum(count(t) for t in original), "original")
-        )
-        before = Cost(original_tokens, sum(utf8_len(t) for t in original))
+        # What raises cheaply goes first: a delta, then forms that need exact counts; the
+        # estimates (slower per byte than an exact count) come last.
+        step = self._delta_step(value, policy, at.slot) if delta else None
+        if step is not None and step.wire is not None and not step.is_full:
+            raise NeedsExactCounts("a delta")
+        json_tokens: int | None = None
         refused: list[Fallback] = []
         made: list[Text] = []
         if fmt == "gcf":
             cells = gcf_cells(value, stop=int(json_size / _TOKENS_PER_CELL))
-            if cells <= json_size * _DENSE_CELLS_PER_BYTE or decide(
-                cells * _TOKENS_PER_CELL, json_form.tokens
-            ):
-                made = self._probe_forms.texts(value, refused, compact_size=json_size)
+            build = cells <= json_size * _DENSE_CELLS_PER_BYTE
+            if not build:
+                json_tokens = weighed(count(compact), "json")
+                build = decide(cells * _TOKENS_PER_CELL, json_tokens)
+            if build:
+                made = self._probe_forms.texts(
+                    value, refused, compact_size=json_size, approximate_below=len(compact)
+                )
         if refused:
             raise NeedsExactCounts("a form that could not be encoded")
         budget.check()
-        step = self._delta_step(value, policy, at.slot) if delta else None
-        if step is not None and step.wire is not None and not step.is_full:
-            raise NeedsExactCounts("a delta")
+        if json_tokens is None:
+            json_tokens = weighed(count(compact), "json")
+        json_form = Form(compact, json_tokens, json_size)
+        # (The same text is weighed as what it is, compact JSON, whichever is counted.)
+        original_tokens = (
+            json_tokens if same else weighed(sum(count(t) for t in original), "original")
+        )
+        before = Cost(original_tokens, sum(utf8_len(t) for t in original))
         forms = [(t, Form(t.text, weighed(count(t.text), t.kind), utf8_len(t.text))) for t in made]
         by_kind = {t.kind: form for t, form in forms}
         candidates = Candidates(
