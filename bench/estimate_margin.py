@@ -3,15 +3,12 @@
 For every value of the MCP corpus (each text block that is a JSON object or array) and each
 of TOON's datasets (its original taken as ``json.dumps(indent=2)``), every form the proxy
 weighs is built as it builds it: the original text, compact JSON, GCF and the dense profile
-(both with their ``payload`` explanation), and the dense form whose definitions the
-profile's own estimate chose (what estimate mode weighs instead of a dense form whose
-definitions need exact counts). For each form, the error ratio ``r = estimate / exact``
-(``gcfkit.tokens.estimate`` against the exact count; for the approximate dense form, against
-the exact count of the exact dense form). For each pair of forms of one value, ``r(A) /
-r(B)``: a choice between A and B made from estimates separated by more than that ratio is
-the exact choice. Then, for candidate margins, the corpus replayed through
-``Rewriter.rewrite_line`` in estimate mode: how many results are close calls, and whether
-any answer differs from the exact path's.
+(both with their ``payload`` explanation). For each form, the error ratio ``r = estimate /
+exact`` (``gcfkit.tokens.estimate`` against the exact count), and its median per form (the
+bias estimate mode divides out, ``gcfkit.answers.estimates.BIAS``). For each pair of forms
+of one value, ``r(A) / r(B)``, raw; and, with the biases divided out, the smallest relative
+margin (at the absolute slack in use) under which no pair is ordered differently from its
+exact counts: a choice between estimates separated by more than that is the exact choice.
 
 ``--speed``: the time ``Rewriter.rewrite_line`` takes per result in one warm process, exact
 counts against estimate mode (a close call costs its estimate attempt plus the exact
@@ -43,7 +40,7 @@ from gcfkit.proxy.config import ProxyConfig
 from gcfkit.proxy.rewrite import Budget, Call, NeedsExactCounts, Rewriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gen import nested  # noqa: E402
+from gen import nested
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = Path(os.environ.get("GCFKIT_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -71,8 +68,11 @@ def values(corpus: Path) -> list[tuple[str, str, Any]]:
     return out
 
 
-def ratios(original: str, value: Any, encoding: str) -> dict[str, float]:
-    """The estimate's error ratio for each form of ``value``."""
+def ratios(
+    original: str, value: Any, encoding: str, counts: dict[str, tuple[int, int]]
+) -> dict[str, float]:
+    """The estimate's error ratio for each form of ``value`` (``counts``: filled with each
+    form's estimate and exact count)."""
 
     def exact(text: str) -> int:
         return tokens.count(text, encoding)
@@ -90,10 +90,7 @@ def ratios(original: str, value: Any, encoding: str) -> dict[str, float]:
         if generic is not None:
             texts["gcf"] = generic.text
     out = {kind: estimate(text) / max(1, exact(text)) for kind, text in texts.items()}
-    approximate = FullForms(codec, count=None, dense=DENSE_CONSTRUCTS, primer="payload")
-    for form in approximate.texts(value, []):
-        if form.kind == "dense" and "dense" in texts:
-            out["dense~"] = estimate(form.text) / max(1, exact(texts["dense"]))
+    counts.update({kind: (estimate(text), exact(text)) for kind, text in texts.items()})
     return out
 
 
@@ -173,6 +170,16 @@ def speed(corpus: Path, reps: int) -> None:
     )
 
 
+def _needed(a: tuple[int, int], b: tuple[int, int], kind_a: str, kind_b: str) -> float:
+    """The smallest relative margin under which weighed estimates ``a`` and ``b`` are
+    either ordered as their exact counts or close (0 when they are ordered right)."""
+    ea, eb = estimates.weighed(a[0], kind_a), estimates.weighed(b[0], kind_b)
+    if ea == eb or ((ea < eb) == (a[1] < b[1]) and a[1] != b[1]):
+        return 0.0
+    low, high = min(ea, eb), max(ea, eb)
+    return max(0.0, (high - estimates.SLACK) / low - 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -187,8 +194,15 @@ def main() -> None:
     for encoding in ENCODINGS:
         per_pair: dict[tuple[str, str], list[float]] = {}
         per_form: dict[str, list[float]] = {}
-        for _name, original, value in items:
-            r = ratios(original, value, encoding)
+        needed: dict[tuple[str, str], tuple[float, str]] = {}
+        for name, original, value in items:
+            counts: dict[str, tuple[int, int]] = {}
+            r = ratios(original, value, encoding, counts)
+            for a, b in itertools.combinations(sorted(counts), 2):
+                m = _needed(counts[a], counts[b], a, b)
+                if m > needed.get((a, b), (0.0, ""))[0]:
+                    needed[(a, b)] = (m, f"{name}: {a} {counts[a]}, {b} {counts[b]}")
+                needed.setdefault((a, b), (0.0, ""))
             for kind, x in r.items():
                 per_form.setdefault(kind, []).append(x)
             for a, b in itertools.combinations(sorted(r), 2):
@@ -210,6 +224,10 @@ def main() -> None:
                 f"| {a} / {b} | {len(xs)} | {math.exp(statistics.median(xs)):.3f} "
                 f"| {math.exp(p90):.3f} | {math.exp(xs[-1]):.3f} |"
             )
+        print("\n| pair | margin needed, biases divided out | worst (estimate, exact) |")
+        print("|---|---:|---|")
+        for (a, b), (m, worst) in sorted(needed.items()):
+            print(f"| {a} / {b} | {m:.3f} | {worst} |")
         print()
     print(f"margin in use: {estimates.MARGIN} relative + {estimates.SLACK} tokens")
 

@@ -241,15 +241,11 @@ def _refuse(text: str) -> int:
 
 
 @pytest.mark.pure
-def test_dense_definitions_needing_counts_make_an_approximate_form() -> None:
+def test_dense_definitions_needing_counts_raise() -> None:
     value = [{"id": i, "note": "authored 2026-08-07 by Dayna Blackwell"} for i in range(6)]
-    codec = Codec()
-    probe = FullForms(codec, count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
-    by_estimate = FullForms(codec, count=None, dense=DENSE_CONSTRUCTS, primer="off")
-    (dense, generic) = probe.texts(value, [])
-    assert dense.kind == "dense" and dense.approximate
-    assert dense.text == by_estimate.texts(value, [])[0].text
-    assert generic.kind == "gcf" and not generic.approximate
+    probe = FullForms(Codec(), count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
+    with pytest.raises(NeedsExactCounts, match="dense definitions"):
+        probe.texts(value, [])
 
 
 @pytest.mark.pure
@@ -257,17 +253,9 @@ def test_values_without_definitions_make_the_exact_dense_form() -> None:
     value = [{"id": i, "ok": True} for i in range(6)]
     probe = FullForms(Codec(), count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
     exact = FullForms(Codec(), count=len, dense=DENSE_CONSTRUCTS, primer="off")
-    assert [(t.text, t.approximate) for t in probe.texts(value, [])] == [
-        (t.text, False) for t in exact.texts(value, [])
-    ]
-
-
-@pytest.mark.pure
-def test_a_large_value_whose_forms_depend_on_definitions_raises() -> None:
-    value = [{"id": i, "note": f"a note that recurs {i % 3}", "x": i} for i in range(800)]
-    probe = FullForms(Codec(), count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
-    with pytest.raises(NeedsExactCounts):
-        probe.texts(value, [], compact_size=64 * 1024)
+    made = probe.texts(value, [])
+    assert [t.kind for t in made] == ["dense", "gcf"]
+    assert made == exact.texts(value, [])
 
 
 def test_outcome_is_plain_data() -> None:

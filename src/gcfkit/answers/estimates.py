@@ -9,9 +9,8 @@ instead (the proxy's worker process); otherwise the estimate's order is the exac
 
 The margin is measured (``bench/estimate_margin.py``) on the 92 results of
 ``corpus/mcp`` and the datasets of ``corpus/toon``: for every pair of forms one value could be
-sent in (original, compact JSON, GCF, dense, and the dense form built with the profile's own
-estimate where its definitions would need exact counts), the ratio of the two estimates'
-error ratios (estimate / exact). See :data:`MARGIN` for the figures.
+sent in (original, compact JSON, GCF, dense), the ratio of the two estimates' error ratios
+(estimate / exact). See :data:`BIAS` and :data:`MARGIN` for the figures.
 
 >>> decide(100, 130)
 True
@@ -45,7 +44,7 @@ BIAS: Final[dict[str, float]] = {"original": 1.0, "json": 1.025, "gcf": 0.89, "d
 #: Relative margin: two weighed estimates closer than this (of the smaller) may be in
 #: either order exactly. Measured (bench/estimate_margin.py) over 54 values (46 JSON text
 #: blocks of corpus/mcp, 8 TOON datasets), every pair of the forms weighed (original,
-#: compact JSON, GCF, dense, dense with estimated definitions): the smallest margin at
+#: compact JSON, GCF, dense): the smallest margin at
 #: which no pair is ordered differently from the exact counts (at :data:`SLACK`) is 0.109
 #: in both encodings with the biases divided out (0.222 o200k_base / 0.177 cl100k_base
 #: without); the worst pair is compact JSON against dense (serena

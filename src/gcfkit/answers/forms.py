@@ -50,16 +50,11 @@ _ENCODE_ERRORS: Final = (GCFError, RecursionError, ValueError, TypeError)
 @dataclass(frozen=True, slots=True)
 class Text:
     """One full form: ``kind`` (``gcf`` or ``dense``, the answer policy's decision), its
-    text (explanation included) and the dense constructs it uses. ``approximate``: a dense
-    form whose definitions the count would have chosen (D9.2) but which raised
-    :class:`~gcfkit.answers.estimates.NeedsExactCounts` (estimate mode), so they were chosen
-    by the profile's own estimate: not the text the exact count gives, good only for an
-    estimate of its size."""
+    text (explanation included) and the dense constructs it uses."""
 
     kind: str
     text: str
     constructs: tuple[str, ...] = ()
-    approximate: bool = False
 
 
 class FullForms:
@@ -86,36 +81,16 @@ class FullForms:
         self._primer = primer
         self._explain_gcf = explain_gcf
 
-    def texts(
-        self,
-        value: Any,
-        fallbacks: list[Fallback],
-        *,
-        compact_size: int = 0,
-        approximate_below: int = 0,
-    ) -> list[Text]:
+    def texts(self, value: Any, fallbacks: list[Fallback], *, compact_size: int = 0) -> list[Text]:
         """The full forms of ``value`` (refusals are added to ``fallbacks``), dense first.
 
-        ``approximate_below``: an approximate dense form shorter than this many characters
-        (it would likely win, and it is not the text to send) raises
-        :class:`~gcfkit.answers.estimates.NeedsExactCounts` before anything else is built."""
+        A count that raises :class:`~gcfkit.answers.estimates.NeedsExactCounts` (estimate
+        mode: dense definitions are chosen by exact counts, D9.2) raises it from here."""
         out: list[Text] = []
         made = self._dense(value, fallbacks)
         if made is not None:
-            if made.approximate and len(made.text) < approximate_below:
-                raise NeedsExactCounts("dense definitions")
             out.append(made)
-        large = compact_size >= GENERIC_SKIP_BYTES
-        # Whether the exact dense form uses a construct decides whether the v3.5.3 form is
-        # built; only definitions depend on the count.
-        if (
-            made is not None
-            and made.approximate
-            and large
-            and not any(c != "defs" for c in made.constructs)
-        ):
-            raise NeedsExactCounts("dense definitions decide the forms built")
-        if not (made is not None and made.constructs and large):
+        if not (made is not None and made.constructs and compact_size >= GENERIC_SKIP_BYTES):
             generic = self.generic(value, fallbacks)
             if generic is not None:
                 out.append(generic)
@@ -140,20 +115,15 @@ class FullForms:
             return None
         on = set(self.dense)
         flags = {c: c in on for c in ("defs", "lists", "constants", "short_rows")}
-        approximate = False
         try:
-            try:
-                encoded = encode(value, count=self._count, **flags)
-            except NeedsExactCounts:
-                # Estimate mode: the definitions need exact counts. The profile's estimate
-                # chooses them instead, for a form whose size can still be weighed.
-                approximate = True
-                encoded = encode(value, count=None, **flags)
+            encoded = encode(value, count=self._count, **flags)
+        except NeedsExactCounts:
+            raise  # (estimate mode: not a failure of the form, a question for exact counts)
         except Exception as e:  # an extension's failure must not cost the v3.5.3 form
             fallbacks.append(Fallback("encode", getattr(e, "code", type(e).__name__)))
             return None
         used = tuple(encoded.constructs)
-        return Text("dense", self._explained(encoded.text, ("dense", *used)), used, approximate)
+        return Text("dense", self._explained(encoded.text, ("dense", *used)), used)
 
     def _explained(self, payload: str, constructs: tuple[str, ...]) -> str:
         if self._primer != "payload":

@@ -410,8 +410,8 @@ class Rewriter:
         self._selfcheck_on = c.selfcheck
         carrier = c.primer_carrier if c.primer else "off"
         self._forms = FullForms(codec, count=self.count, dense=c.dense, primer=carrier)
-        # Dense definitions are chosen by exact counts (D9.2): estimating, asking for one
-        # makes an approximate dense form (FullForms), weighed but never sent.
+        # Dense definitions are chosen by exact counts (D9.2): estimating, a value with a
+        # string that may be defined is left to exact counts.
         self._probe_forms = FullForms(
             codec, count=_needs_exact_count, dense=c.dense, primer=carrier
         )
@@ -895,9 +895,7 @@ class Rewriter:
                 json_tokens = weighed(count(compact), "json")
                 build = decide(cells * _TOKENS_PER_CELL, json_tokens)
             if build:
-                made = self._probe_forms.texts(
-                    value, refused, compact_size=json_size, approximate_below=len(compact)
-                )
+                made = self._probe_forms.texts(value, refused, compact_size=json_size)
         if refused:
             raise NeedsExactCounts("a form that could not be encoded")
         budget.check()
@@ -931,13 +929,11 @@ class Rewriter:
         if self._selfcheck_on and choice.decision in ("gcf", "dense"):
             exact_literal = original[0] if literal and self.config.literals == "exact" else None
             winner = next(t for t, form in forms if form.text == choice.text)
-            if winner.approximate:
-                raise NeedsExactCounts("dense definitions")
             plain = min(json_form.tokens, before.tokens)
             for t, form in forms:
                 if t is winner or len(t.text) > len(winner.text) or form.tokens > plain:
                     continue  # not counted first, or clearly losing to a plain form
-                if t.approximate or not self._forms.verified(t, value, compact, exact_literal):
+                if not self._forms.verified(t, value, compact, exact_literal):
                     raise NeedsExactCounts("a form counted first may fail its check")
             if not self._forms.verified(winner, value, compact, exact_literal):
                 raise NeedsExactCounts("the winner failed its check")
