@@ -58,6 +58,7 @@ from ..answers.choose import (
     delta_rebuilds,
     fallback_word,
     held_after,
+    identity_column,
     is_unchanged,
     keyed_set,
     settle,
@@ -495,7 +496,7 @@ class Rewriter:
         except (ValueError, RecursionError):  # not JSON after all: left as it came
             flat = None
         if flat is not None:
-            outcome = self._rewrite_result(flat.result, call, budget)
+            outcome = self._rewrite_result(flat.result, call, budget, flat.value)
             outcome.baseline = flat.baseline
             if outcome.result is None:
                 outcome.result = flat.result
@@ -508,7 +509,9 @@ class Rewriter:
         outcome.lazy.extend(model_view(result, call.reads)[len(text_blocks_of(result)) :])
         return outcome
 
-    def _rewrite_result(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
+    def _rewrite_result(
+        self, result: dict[str, Any], call: Call, budget: Budget, known: Any = None
+    ) -> Outcome:
         is_file = self._is_file(call)
         policy = self.config.policy.for_tool(call.tool, file=is_file)
         fmt = cap_format(policy.format, call.fmt)
@@ -532,7 +535,7 @@ class Rewriter:
                 if self._may_name_file(call):
                     outcome = self._text_answer(result, at, "file", outcome)
                 return outcome
-            return self._rewrite(result, policy, fmt, at, budget)
+            return self._rewrite(result, policy, fmt, at, budget, known)
         except NeedsExactCounts:
             raise
         except BudgetExceeded:
@@ -560,8 +563,17 @@ class Rewriter:
     # -- the steps -------------------------------------------------------------------
 
     def _rewrite(
-        self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: Asked, budget: Budget
+        self,
+        result: dict[str, Any],
+        policy: ToolPolicy,
+        fmt: Format,
+        at: Asked,
+        budget: Budget,
+        known: Any = None,
     ) -> Outcome:
+        """The answer to a result of text blocks; ``known``: the value of its one text block,
+        which is that value's compact JSON (a flattened result: not parsed back, not dumped
+        again)."""
         content = content_of(result)
         blocks = text_blocks(content)
         texts = [block["text"] for _, block in blocks]
@@ -571,12 +583,18 @@ class Rewriter:
             return outcome
         sizes = [utf8_len(t) for t in texts]
         limit = self.config.max_text_bytes
-        values = [
-            json_value_of(t) if policy.min_bytes <= n <= limit else None
-            for t, n in zip(texts, sizes, strict=True)
-        ]
+        in_range = [policy.min_bytes <= n <= limit for n in sizes]
+        if isinstance(known, (dict, list)) and len(texts) == 1:
+            values: list[Any] = [known if in_range[0] else None]
+        else:
+            values = [
+                json_value_of(t) if ok else None for t, ok in zip(texts, in_range, strict=True)
+            ]
         budget.check()
         literals = self._literals(texts, sizes, values, policy)
+        compacts = {i: c for i, c in literals.items() if c is not None}
+        if known is not None and values[0] is known:
+            compacts[0] = texts[0]  # (its text is its compact JSON)
         budget.check()
         if all(v is None for v in values):
             self.forget(at.slot)
@@ -614,7 +632,7 @@ class Rewriter:
                 budget,
                 (held, handle),
                 literal,
-                literals.get(piece.blocks[0]),
+                compacts.get(piece.blocks[0]) if len(piece.blocks) == 1 else None,
             )
             choices.append(choice)
             outcome.bytes_before += before.size
@@ -931,7 +949,7 @@ class Rewriter:
     def _delta_step(self, value: Any, policy: ToolPolicy, slot: str) -> DeltaStep | None:
         """``value`` diffed against what the client holds for this call; None when it is not
         a keyed set (§10a.1), which also forgets what the client held."""
-        key = _identity_column(value, policy.key)
+        key = identity_column(value, (policy.key,) if policy.key else IDENTITY_KEYS)
         update = keyed_set(value, key) if key is not None else None
         if update is None:
             self._deltas.pop(slot, None)
@@ -960,32 +978,3 @@ def _largest_below(bound: float) -> int:
     if n >= bound:
         n -= 1
     return max(n, -1)
-
-
-# ---------------------------------------------------------------------------------------
-# Keyed sets
-# ---------------------------------------------------------------------------------------
-
-
-def _scalar_key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, value)
-
-
-def _identity_column(value: Any, preferred: str | None) -> str | None:
-    """The identity column that makes ``value`` a keyed set (§10a.1), or None: a non-empty
-    array of objects where every row has that column, with unique string/integer values."""
-    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
-        return None
-    for key in (preferred,) if preferred else IDENTITY_KEYS:
-        seen: set[tuple[str, Any]] = set()
-        for row in value:
-            v = row.get(key)
-            if isinstance(v, bool) or not isinstance(v, (str, int)):
-                break
-            k = _scalar_key(v)
-            if k in seen:
-                break
-            seen.add(k)
-        else:
-            return key
-    return None
