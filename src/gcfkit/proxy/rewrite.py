@@ -43,8 +43,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from .. import speedups
 from ..answers.choose import (
+    VERIFIED_FORMS,
     AnswerPolicy,
     Candidates,
     Choice,
@@ -58,16 +58,18 @@ from ..answers.choose import (
     delta_rebuilds,
     fallback_word,
     held_after,
+    identity_column,
     is_unchanged,
     keyed_set,
     settle,
     utf8_len,
 )
+from ..answers.estimates import NeedsExactCounts, close
 from ..answers.forms import FullForms, Text
-from ..answers.pyliteral import literal_value, renders
+from ..answers.pyliteral import literal_json_renders, literal_value
 from ..answers.since import Asked, Names
 from ..errors import GCFError
-from ..jsonio import dumps_compact, loads_json
+from ..jsonio import dumps_compact
 from ..keyed import DeltaSession, FixedN, KeyedSet
 from ..readers import Reads
 from ..relative import Held, ResultMemory
@@ -82,6 +84,15 @@ from .content import (
     text_blocks,
     text_blocks_of,
 )
+from .counts import (
+    DENSE_CELLS_PER_BYTE,
+    TOKENS_PER_CELL,
+    Counts,
+    Tally,
+    gcf_cells,
+    needs_exact_count,
+)
+from .estimated import estimated_choice
 from .jsonrpc import parse_envelope
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
@@ -93,21 +104,13 @@ __all__ = [
     "BudgetExceeded",
     "Call",
     "Forget",
+    "NeedsExactCounts",
     "Outcome",
     "Reset",
     "Rewriter",
     "SessionEvent",
     "gcf_cells",
 ]
-
-#: Each table cell GCF writes (a scalar and a delimiter, at least 2 characters) is at least
-#: this many tokens: o200k_base and cl100k_base spend 1-2 tokens on "~|", and no token of
-#: either spans 4 cells. A token is at least one byte, so GCF can win only below this bound.
-_TOKENS_PER_CELL: Final = 0.25
-
-#: Below this many cells per byte of compact JSON, a table is dense (GCF's case) and GCF is
-#: built and counted first; above, compact JSON is counted first to compare the cells with.
-_DENSE_CELLS_PER_BYTE: Final = 0.25
 
 #: Ledger counts of texts over this many characters are estimated (bytes / 4): before ==
 #: after for them, and an exact pass over a 64 MB blob buys nothing.
@@ -122,6 +125,10 @@ ENVELOPE_SLACK: Final = 64 * 1024
 #: Tokens a ``ref=`` name may add to an answer (a stamp in a GCF header, or a block): the
 #: counts a named result is compared with are bounded this much higher.
 _NAMING_SLACK: Final = 64
+
+#: A handle's shape (six digits, :class:`~gcfkit.relative.ResultMemory`): what a name costs by
+#: estimate does not depend on its digits, so estimate mode weighs naming before it mints.
+_ANY_HANDLE: Final = "000000"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +180,15 @@ class Outcome:
     """What became of one result: ``result`` (None: the original goes out), the ledger's
     ``decision`` and numbers so far, and the texts whose tokens are still owed to the
     ledger: ``lazy`` were delivered unchanged (they count before and after), ``owed`` were
-    replaced after losing a limited count (they count before only)."""
+    replaced after losing a limited count, or were never counted exactly (estimate mode:
+    :class:`NeedsExactCounts`), and count before only; ``owed_after`` are what went out in
+    their place and was not counted exactly (estimate mode), counted in full, after only.
+    Plain data: picklable, so another process may count what is owed.
+
+    >>> out = Outcome(None, "json-minified", owed=["[1, 2]"], owed_after=["[1,2]"])
+    >>> out.count_owed(len); (out.tokens_before, out.tokens_after)
+    (6, 5)
+    """
 
     result: dict[str, Any] | None
     decision: LedgerDecision
@@ -183,6 +198,7 @@ class Outcome:
     tokens_after: int = 0
     lazy: list[str] = field(default_factory=list)
     owed: list[str] = field(default_factory=list)
+    owed_after: list[str] = field(default_factory=list)
     #: What the model would have read of the original, when that is not the text the result
     #: was answered from (a result delivered as its ``structuredContent``'s value,
     #: :mod:`gcfkit.proxy.structured`): the "before" is then theirs alone.
@@ -199,11 +215,14 @@ class Outcome:
             self.bytes_after += size
         for text in self.owed:
             self.tokens_before += _ledger_count(text, count)
+        for text in self.owed_after:
+            self.tokens_after += count(text)  # as the choice counts a winner: in full
         if self.baseline is not None:
             self.tokens_before = sum(_ledger_count(t, count) for t in self.baseline)
             self.bytes_before = sum(utf8_len(t) for t in self.baseline)
         self.lazy = []
         self.owed = []
+        self.owed_after = []
         self.baseline = None
 
     def ledger_record(
@@ -263,70 +282,6 @@ def _ledger_count(text: str, count: Callable[[str], int]) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# Estimates
-# ---------------------------------------------------------------------------------------
-
-
-def gcf_cells(value: Any, stop: int | None = None) -> int:
-    """How many table cells GCF writes for ``value``: rows x field-union width for every
-    array of objects and every keyed map (§7.2a) in it (counting stops past ``stop``).
-
-    Flattened columns need identical keys in every row, so they never multiply; the union
-    does: a table's width is every field any row has.
-
-    >>> gcf_cells({"a": [{"x": 1}, {"y": 2}], "b": {"p": {"q": 1}, "r": {"s": 2}}})
-    8
-    """
-    if (fast := speedups.table_cells(value, stop)) is not None:
-        return fast  # the same walk in C
-    cells = 0
-    stack: list[Any] = [value]
-    pop, push = stack.pop, stack.append
-    # One pass over every container, by exact type (JSON values are plain dicts and lists):
-    # this runs before anything is built, so it must cost less than one json.dumps.
-    while stack:
-        v = pop()
-        if type(v) is list:
-            rows = bool(v)
-            for x in v:
-                t = type(x)
-                if t is dict:
-                    push(x)
-                else:
-                    rows = False
-                    if t is list:
-                        push(x)
-            if rows:
-                cells += len(v) * _union_width(v)
-        elif type(v) is dict:
-            objects = 0
-            for x in v.values():
-                t = type(x)
-                if t is dict:
-                    objects += 1
-                    push(x)
-                elif t is list:
-                    push(x)
-            if objects >= 2 and objects == len(v):
-                cells += objects * _union_width(list(v.values()))
-        if stop is not None and cells > stop:
-            return cells
-    return cells
-
-
-def _union_width(rows: Sequence[dict[str, Any]]) -> int:
-    seen: set[Any] = set()
-    previous: Any = None
-    for row in rows:
-        keys = row.keys()
-        if previous is not None and keys == previous:
-            continue  # the common uniform table: one set operation per distinct shape
-        previous = keys
-        seen.update(keys)
-    return len(seen)
-
-
-# ---------------------------------------------------------------------------------------
 # The rewriter
 # ---------------------------------------------------------------------------------------
 
@@ -334,7 +289,30 @@ def _union_width(rows: Sequence[dict[str, Any]]) -> int:
 class Rewriter:
     """Answers tool results for one session (see the module docstring).
 
-    ``rewrite`` never raises: a failure of any kind sends the original and says why.
+    ``rewrite`` never raises: a failure of any kind sends the original and says why. With a
+    codec in estimate mode (:meth:`Codec.estimating <gcfkit.answers.codec.Codec.estimating>`)
+    it chooses from token estimates and loads no tokenizer; a result they cannot answer as
+    exact counts would (a close call, :mod:`gcfkit.answers.estimates`; a delta or a relative
+    answer; a form whose text depends on exact counts; a text over 4 MB) raises
+    :class:`NeedsExactCounts` with the session as it was, for a rewriter with exact counts
+    to answer. What such an answer owes the ledger is all in :attr:`Outcome.owed` and
+    :attr:`Outcome.owed_after`.
+
+    >>> import json
+    >>> from gcfkit.answers.codec import Codec
+    >>> r = Rewriter(ProxyConfig(), Codec.estimating())
+    >>> result = lambda text: {"content": [{"type": "text", "text": text}]}
+    >>> line = lambda text: json.dumps({"id": 1, "result": result(text)}).encode()
+    >>> pretty = json.dumps([1, 2, 3], indent=2)
+    >>> out, new = r.rewrite_line(line(pretty), Call("t", "t"), Budget.unlimited())
+    >>> new
+    b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2,3]"}]}}\\n'
+    >>> out.owed, out.owed_after, out.tokens_before
+    (['[\\n  1,\\n  2,\\n  3\\n]'], ['[1,2,3]'], 0)
+    >>> r.rewrite_line(line("[1, 2, 3]"), Call("t", "t"), Budget.unlimited())
+    Traceback (most recent call last):
+      ...
+    gcfkit.answers.estimates.NeedsExactCounts: a close call (json 6 vs original 6 estimated tokens)
     """
 
     def __init__(
@@ -346,6 +324,13 @@ class Rewriter:
     ) -> None:
         codec = codec or Codec()
         c = self.config = config
+        #: Estimate mode: results are answered from estimates unless exact counts are asked
+        #: for (``_estimate``: this result is); a close call raises, and every count the
+        #: ledger needs is owed (names' counts through the tally).
+        self._estimate_mode = codec.estimate
+        self._estimate = False
+        self._estimate_fn = codec.estimate_count
+        self._tally = Tally(self._estimated) if codec.estimate else None
         self._dumps = codec.dumps
         self._loads = codec.loads
         self._count_fn = codec.count
@@ -357,6 +342,9 @@ class Rewriter:
         self._selfcheck_on = c.selfcheck
         carrier = c.primer_carrier if c.primer else "off"
         self._forms = FullForms(codec, count=self.count, dense=c.dense, primer=carrier)
+        # Dense definitions are chosen by exact counts (D9.2): estimating, a value with a
+        # string that may be defined is left to exact counts.
+        self._probe_forms = FullForms(codec, count=needs_exact_count, dense=c.dense, primer=carrier)
         # What the client holds, per tool + arguments, for §10a deltas.
         self._deltas: dict[str, DeltaState] = {}
         held = (
@@ -379,10 +367,20 @@ class Rewriter:
         """Tokens of ``text`` in the session's encoding."""
         return self._count_fn(text, self.config.encoding)
 
+    def _estimated(self, text: str) -> int:
+        return self._estimate_fn(text, self.config.encoding)
+
+    @property
+    def estimates(self) -> bool:
+        """Whether results are answered from estimates unless exact counts are asked for."""
+        return self._estimate_mode
+
     def warm_up(self) -> None:
-        """Load the tokenizer and codec now (about a second, once per process)."""
+        """Load the tokenizer (not in estimate mode) and codec now (about a second, once per
+        process)."""
         try:
-            self.count("{}")
+            if not self._estimate_mode:
+                self.count("{}")
             self._loads(self._dumps({"a": [1]}))
         except Exception:  # a broken codec shows up, and is handled, per result
             pass
@@ -434,13 +432,16 @@ class Rewriter:
             return "passthrough-file"
         return None
 
-    def rewrite_line(self, line: bytes, call: Call, budget: Budget) -> tuple[Outcome, bytes | None]:
+    def rewrite_line(
+        self, line: bytes, call: Call, budget: Budget, *, exact: bool = False
+    ) -> tuple[Outcome, bytes | None]:
         """The outcome for one ``tools/call`` response ``line`` (what :meth:`unread` left to
         read), and the line to send (None: the line as it is): the one road of a tool
         result, whether it runs in a worker (:mod:`gcfkit.transports.worker`) or in process
         (:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>`). The new
         text goes back into the message here (:func:`_reassemble`, then
         :func:`~gcfkit.proxy.jsonrpc.dump_edited`: every other byte as the server wrote it).
+        In estimate mode it may raise :class:`NeedsExactCounts` (see :meth:`rewrite`).
 
         >>> from gcfkit.proxy.config import ProxyConfig
         >>> line = b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
@@ -457,13 +458,37 @@ class Rewriter:
             return Outcome(
                 None, fallback_word("unsafe-envelope"), lazy=text_blocks_of(result)
             ), None
-        outcome = self.rewrite(result, call, budget)
+        outcome = self.rewrite(result, call, budget, exact=exact)
         if outcome.result is None:
             return outcome, None
         return outcome, edited_line(msg, outcome.result, line)
 
-    def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
-        """The answer to one result of ``call``, as its client's model reads it."""
+    def rewrite(
+        self, result: dict[str, Any], call: Call, budget: Budget, *, exact: bool = False
+    ) -> Outcome:
+        """The answer to one result of ``call``, as its client's model reads it.
+
+        In estimate mode, unless ``exact``, it is chosen from estimates, or
+        :class:`NeedsExactCounts` is raised with the session as it was: the same result
+        rewritten with ``exact=True`` (here, or by a rewriter with exact counts holding the
+        same session) then gets the answer exact counts give."""
+        names = self.names
+        self._estimate = self._estimate_mode and not exact
+        names.count = self._tally if self._estimate and self._tally is not None else self.count
+        if not self._estimate:
+            return self._rewrite_any(result, call, budget)
+        deltas, uses_since, preview = dict(self._deltas), names.uses_since, names.preview
+        try:
+            return self._rewrite_any(result, call, budget)
+        except NeedsExactCounts:
+            # Nothing is minted or remembered before the choice is made; what else a rewrite
+            # touches on its way there goes back as it was.
+            self._deltas.clear()
+            self._deltas.update(deltas)
+            names.uses_since, names.preview = uses_since, preview
+            raise
+
+    def _rewrite_any(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         if (call.reads == "content" and not call.flatten) or not carries_structured(result):
             return self._rewrite_result(result, call, budget)
         try:
@@ -471,7 +496,7 @@ class Rewriter:
         except (ValueError, RecursionError):  # not JSON after all: left as it came
             flat = None
         if flat is not None:
-            outcome = self._rewrite_result(flat.result, call, budget)
+            outcome = self._rewrite_result(flat.result, call, budget, flat.value)
             outcome.baseline = flat.baseline
             if outcome.result is None:
                 outcome.result = flat.result
@@ -484,7 +509,9 @@ class Rewriter:
         outcome.lazy.extend(model_view(result, call.reads)[len(text_blocks_of(result)) :])
         return outcome
 
-    def _rewrite_result(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
+    def _rewrite_result(
+        self, result: dict[str, Any], call: Call, budget: Budget, known: Any = None
+    ) -> Outcome:
         is_file = self._is_file(call)
         policy = self.config.policy.for_tool(call.tool, file=is_file)
         fmt = cap_format(policy.format, call.fmt)
@@ -496,6 +523,11 @@ class Rewriter:
             since = self.names.implicit_since(call.slot)
             implicit = since is not None
         at = Asked(call.tool, call.slot, since, implicit)
+        if self._estimate:
+            if since is not None:
+                raise NeedsExactCounts("a call naming a held result")
+            if any(len(t) > _LEDGER_EXACT_CHARS for t in texts):
+                raise NeedsExactCounts("a text the ledger counts by its size")
         try:
             if self._file_passthrough(call):
                 # Byte for byte: at most an identical re-read is answered (unchanged).
@@ -503,7 +535,9 @@ class Rewriter:
                 if self._may_name_file(call):
                     outcome = self._text_answer(result, at, "file", outcome)
                 return outcome
-            return self._rewrite(result, policy, fmt, at, budget)
+            return self._rewrite(result, policy, fmt, at, budget, known)
+        except NeedsExactCounts:
+            raise
         except BudgetExceeded:
             outcome = Outcome(None, fallback_word("time-budget"), lazy=texts)
         except Exception as e:  # never break the agent: the original goes through
@@ -529,8 +563,17 @@ class Rewriter:
     # -- the steps -------------------------------------------------------------------
 
     def _rewrite(
-        self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: Asked, budget: Budget
+        self,
+        result: dict[str, Any],
+        policy: ToolPolicy,
+        fmt: Format,
+        at: Asked,
+        budget: Budget,
+        known: Any = None,
     ) -> Outcome:
+        """The answer to a result of text blocks; ``known``: the value of its one text block,
+        which is that value's compact JSON (a flattened result: not parsed back, not dumped
+        again)."""
         content = content_of(result)
         blocks = text_blocks(content)
         texts = [block["text"] for _, block in blocks]
@@ -540,12 +583,18 @@ class Rewriter:
             return outcome
         sizes = [utf8_len(t) for t in texts]
         limit = self.config.max_text_bytes
-        values = [
-            json_value_of(t) if policy.min_bytes <= n <= limit else None
-            for t, n in zip(texts, sizes, strict=True)
-        ]
+        in_range = [policy.min_bytes <= n <= limit for n in sizes]
+        if isinstance(known, (dict, list)) and len(texts) == 1:
+            values: list[Any] = [known if in_range[0] else None]
+        else:
+            values = [
+                json_value_of(t) if ok else None for t, ok in zip(texts, in_range, strict=True)
+            ]
         budget.check()
         literals = self._literals(texts, sizes, values, policy)
+        compacts = {i: c for i, c in literals.items() if c is not None}
+        if known is not None and values[0] is known:
+            compacts[0] = texts[0]  # (its text is its compact JSON)
         budget.check()
         if all(v is None for v in values):
             self.forget(at.slot)
@@ -564,7 +613,9 @@ class Rewriter:
         # A named result is one value that is the whole content (nothing else beside it).
         names = self.names
         named = whole and fmt == "gcf" and len(blocks) == len(content)
-        handle = names.memory.mint() if named and names.may_name(sum(sizes)) else None
+        named = named and names.may_name(sum(sizes))
+        # Estimate mode mints once the choice is made (a close call leaves nothing spent).
+        handle = names.memory.mint() if named and not self._estimate else None
         held = names.held(at, "json") if handle is not None else None
         choices: list[Choice] = []
         plain = json_size = 0
@@ -572,7 +623,16 @@ class Rewriter:
             original = [texts[i] for i in piece.blocks]
             literal = piece.blocks[0] in literals
             choice, before, exact, plain, json_size = self._answer(
-                piece.value, original, fmt, policy, at, delta, budget, (held, handle), literal
+                piece.value,
+                original,
+                fmt,
+                policy,
+                at,
+                delta,
+                budget,
+                (held, handle),
+                literal,
+                compacts.get(piece.blocks[0]) if len(piece.blocks) == 1 else None,
             )
             choices.append(choice)
             outcome.bytes_before += before.size
@@ -581,18 +641,33 @@ class Rewriter:
             else:
                 outcome.owed.extend(original)
             if choice.text is None:
-                outcome.tokens_after += before.tokens
                 outcome.bytes_after += before.size
+                if self._estimate:
+                    outcome.owed_after.extend(original)
+                else:
+                    outcome.tokens_after += before.tokens
             else:
-                outcome.tokens_after += choice.tokens
                 outcome.bytes_after += utf8_len(choice.text)
+                if self._estimate:
+                    outcome.owed_after.append(choice.text)
+                else:
+                    outcome.tokens_after += choice.tokens
         outcome.decision = ledger_decision(choices)
         block = None
+        if named and self._estimate:
+            self._naming_decided(choices[0], plain, sum(sizes))
+            handle = names.memory.mint()
         if handle is not None:
+            tally = self._tally if self._estimate else None
+            if tally is not None:
+                tally.texts.clear()
             choices[0], extra, block = names.name_value(
                 choices[0], handle, plain, at, pieces[0].value, held, sum(sizes), json_size
             )
-            outcome.tokens_after += extra
+            if tally is None:
+                outcome.tokens_after += extra
+            elif extra:
+                outcome.owed_after.extend(tally.texts)
         new_content = reassemble(content, blocks, pieces, [c.text for c in choices])
         if block is not None:
             # Not GCF: the handle travels in a text block of its own after the result's.
@@ -616,6 +691,9 @@ class Rewriter:
         if result.get("isError") is True or len(text_blocks(content)) != 1 or len(content) != 1:
             return outcome
         check = budget.check if budget is not None else (lambda: None)
+        tally = self._tally if self._estimate else None
+        if tally is not None:
+            tally.texts.clear()
         answer = self.names.text_result(content[0], at, kind, self._answers, check)
         if answer is None:
             return outcome
@@ -629,7 +707,10 @@ class Rewriter:
             outcome.decision = ledger_decision([answer.answer])
         else:
             # The text itself may be counted lazily (before and after alike); the block is new.
-            outcome.tokens_after += answer.tokens
+            if tally is not None:  # (estimate mode names no held text: only the block counted)
+                outcome.owed_after.extend(tally.texts)
+            else:
+                outcome.tokens_after += answer.tokens
             outcome.bytes_after += answer.size
             if answer.fallback is not None:
                 outcome.decision = answer.fallback.word
@@ -646,13 +727,15 @@ class Rewriter:
         budget: Budget,
         since: tuple[Held | None, str | None] = (None, None),
         literal: bool = False,
+        compact: str | None = None,
     ) -> tuple[Choice, Cost, bool, int, int]:
         """The answer for one value, what its original texts cost, whether that cost is exact
         (else it is a lower bound, and the ledger counts the texts later), the tokens of the
         cheaper plain form (compact JSON or the original: what naming may not exceed) and the
         bytes of its compact JSON (what the held result's size is, when it is named).
         ``since``: the held result the call named (if usable) and the handle the result gets;
-        ``literal``: the original is a Python literal (a GCF form must render back to it).
+        ``literal``: the original is a Python literal (a GCF form must render back to it);
+        ``compact``: the value's compact JSON, when it was made already.
 
         Every count that can decide the choice is exact; a form that lost a limited count
         carries ``limit + 1`` tokens, which keeps every comparison of the one answer policy
@@ -660,24 +743,29 @@ class Rewriter:
         may be named, the limits leave room for what the name costs, so that "no dearer than
         the plain form" is decided exactly too.
         """
+        if compact is None:
+            compact = dumps_compact(value)
+        if self._estimate:
+            return self._answer_estimated(
+                value, compact, original, fmt, policy, at, delta, budget, literal
+            )
         slot = at.slot
         since_held, handle = since
         slack = _NAMING_SLACK if handle is not None else 0
-        compact = dumps_compact(value)
         json_size = utf8_len(compact)
         original_size = sum(utf8_len(t) for t in original)
         already_compact = len(original) == 1 and compact == original[0]
         budget.check()
-        counts = _Counts(self, compact, original, already_compact, slack)
+        counts = Counts(self.count, self._limited, compact, original, already_compact, slack)
         gcf: tuple[str, Form] | None = None
         fallbacks: tuple[Fallback, ...] = ()
         # A Python literal's GCF must render back to its exact text (exact mode only).
         exact_literal = original[0] if literal and self.config.literals == "exact" else None
         if fmt == "gcf":
-            cells = gcf_cells(value, stop=int(json_size / _TOKENS_PER_CELL))
-            if cells > json_size * _DENSE_CELLS_PER_BYTE:
+            cells = gcf_cells(value, stop=int(json_size / TOKENS_PER_CELL))
+            if cells > json_size * DENSE_CELLS_PER_BYTE:
                 # A sparse table: compact JSON first; GCF only if the cells leave it a chance.
-                if cells * _TOKENS_PER_CELL < counts.json_exact():
+                if cells * TOKENS_PER_CELL < counts.json_exact():
                     gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
             else:
                 gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
@@ -731,11 +819,64 @@ class Rewriter:
         plain = min(json_form.tokens, before.tokens)
         return choice, before, counts.original_exact, plain, json_size
 
+    def _answer_estimated(
+        self,
+        value: Any,
+        compact: str,
+        original: list[str],
+        fmt: Format,
+        policy: ToolPolicy,
+        at: Asked,
+        delta: bool,
+        budget: Budget,
+        literal: bool,
+    ) -> tuple[Choice, Cost, bool, int, int]:
+        """:meth:`_answer` from token estimates (estimate mode, no handle or held result):
+        the choice exact counts make, or :class:`NeedsExactCounts` where an estimate cannot
+        tell (every form the winner is compared with must be clearly dearer:
+        :func:`~gcfkit.proxy.estimated.estimated_choice`)."""
+        budget.check()
+        # What raises cheaply goes first: a delta, then forms that need exact counts; the
+        # estimates (slower per byte than an exact count) come last.
+        step = self._delta_step(value, policy, at.slot) if delta else None
+        if step is not None and step.wire is not None and not step.is_full:
+            raise NeedsExactCounts("a delta")
+        exact_literal = original[0] if literal and self.config.literals == "exact" else None
+        choice, before, plain, json_size = estimated_choice(
+            value,
+            compact,
+            original,
+            gcf=fmt == "gcf",
+            count=self._estimated,
+            forms=self._probe_forms,
+            selfcheck=self._selfcheck_on,
+            literal=exact_literal,
+            answers=self._answers,
+            check=budget.check,
+        )
+        if delta:
+            held = held_after(choice, step, self._answers) if step is not None else None
+            if held is None:
+                self._deltas.pop(at.slot, None)
+            else:
+                self._deltas[at.slot] = held
+        return choice, before, False, plain, json_size
+
+    def _naming_decided(self, choice: Choice, plain: int, size: int) -> None:
+        """Estimate mode: raise :class:`NeedsExactCounts` when whether
+        :meth:`Names.name_value <gcfkit.answers.since.Names.name_value>` names ``choice`` is
+        a close call (a GCF form that naming might make dearer than ``plain``)."""
+        if choice.decision not in VERIFIED_FORMS or self.names.names_freely(size):
+            return  # named regardless; or a plain form, which naming always makes dearer
+        _, extra = self.names.name(choice, _ANY_HANDLE)
+        if extra is not None and close(choice.tokens + extra, plain):
+            raise NeedsExactCounts("whether naming makes the answer dearer")
+
     def _gcf(
         self,
         value: Any,
         compact: str,
-        counts: _Counts,
+        counts: Counts,
         budget: Budget,
         literal: str | None = None,
     ) -> tuple[tuple[str, Form] | None, tuple[Fallback, ...]]:
@@ -778,13 +919,14 @@ class Rewriter:
 
     def _literals(
         self, texts: list[str], sizes: list[int], values: list[Any], policy: ToolPolicy
-    ) -> set[int]:
+    ) -> dict[int, str | None]:
         """Read the blocks that are Python literals (:mod:`gcfkit.answers.pyliteral`) into
-        ``values``, in place; their positions. Exact literals only unless ``literals`` is
+        ``values``, in place; their positions, each with its value's compact JSON when that
+        was made (not to be made twice). Exact literals only unless ``literals`` is
         ``tuples``; an exact literal is answered only when its compact JSON renders back to
         its text too (then every form sent is proven to)."""
         mode = self.config.literals
-        found: set[int] = set()
+        found: dict[int, str | None] = {}
         if mode == "off":
             return found
         limit = self.config.max_text_bytes
@@ -794,10 +936,11 @@ class Rewriter:
             value = literal_value(text, tuples=mode == "tuples")
             if value is None:
                 continue
-            if mode == "exact" and not literal_json_renders(dumps_compact(value), text):
+            compact = dumps_compact(value) if mode == "exact" else None
+            if compact is not None and not literal_json_renders(compact, text):
                 continue
             values[i] = value
-            found.add(i)
+            found[i] = compact
         return found
 
     def _limited(self, text: str, limit: int) -> int | None:
@@ -806,7 +949,7 @@ class Rewriter:
     def _delta_step(self, value: Any, policy: ToolPolicy, slot: str) -> DeltaStep | None:
         """``value`` diffed against what the client holds for this call; None when it is not
         a keyed set (§10a.1), which also forgets what the client held."""
-        key = _identity_column(value, policy.key)
+        key = identity_column(value, (policy.key,) if policy.key else IDENTITY_KEYS)
         update = keyed_set(value, key) if key is not None else None
         if update is None:
             self._deltas.pop(slot, None)
@@ -824,97 +967,6 @@ class Rewriter:
         return DeltaSession(base, reanchor=self._reanchor)
 
 
-class _Counts:
-    """Token counts of compact JSON and of the original, each taken once, and only as far
-    as a comparison needs: ``json(limit)`` / ``original(limit)`` return the exact count, or
-    ``limit + 1`` when the text has more tokens than ``limit`` (it loses to ``limit``)."""
-
-    __slots__ = (
-        "_json",
-        "_json_floor",
-        "_original",
-        "_original_floor",
-        "_rewriter",
-        "_slack",
-        "_texts",
-        "compact",
-        "same",
-    )
-
-    def __init__(
-        self, rewriter: Rewriter, compact: str, texts: list[str], same: bool, slack: int = 0
-    ) -> None:
-        self._rewriter = rewriter
-        self._slack = slack
-        self.compact = compact
-        self._texts = texts
-        self.same = same
-        self._json: int | None = None  # exact
-        self._json_floor = -1  # known: more tokens than this
-        self._original: int | None = None
-        self._original_floor = -1
-
-    def json_exact(self) -> int:
-        if self._json is None:
-            self._json = self._rewriter.count(self.compact)
-        return self._json
-
-    def json(self, limit: int | None) -> int:
-        if self._json is not None:
-            return self._json
-        if limit is None:
-            return self.json_exact()
-        limit += self._slack
-        if limit <= self._json_floor:
-            return self._json_floor + 1
-        n = self._rewriter._limited(self.compact, limit)
-        if n is None:
-            self._json_floor = max(self._json_floor, limit)
-            return limit + 1
-        self._json = n
-        return n
-
-    def original(self, limit: int | None) -> int:
-        if self.same:
-            return self.json(limit)
-        if self._original is not None:
-            return self._original
-        if limit is None:
-            self._original = sum(self._rewriter.count(t) for t in self._texts)
-            return self._original
-        limit += self._slack
-        if limit <= self._original_floor:
-            return self._original_floor + 1
-        total = 0
-        for text in self._texts:
-            n = self._rewriter._limited(text, limit - total)
-            if n is None:
-                self._original_floor = max(self._original_floor, limit)
-                return limit + 1
-            total += n
-        self._original = total
-        return total
-
-    @property
-    def original_exact(self) -> bool:
-        if self.same:
-            return self._json is not None
-        return self._original is not None
-
-
-def literal_json_renders(compact: str, text: str) -> bool:
-    """Whether compact JSON of a Python literal's value renders back to the literal's text
-    (checked once, before a literal is answered at all).
-
-    >>> literal_json_renders('[{"a":null}]', "[{'a': None}]")
-    True
-    """
-    try:
-        return renders(loads_json(compact), text)
-    except (GCFError, RecursionError, ValueError):
-        return False
-
-
 def _best_tokens(candidates: Candidates, policy: AnswerPolicy) -> int:
     """The tokens of the best full form :func:`~gcfkit.answers.choose.choose` would pick."""
     return choose(candidates, policy).tokens
@@ -926,32 +978,3 @@ def _largest_below(bound: float) -> int:
     if n >= bound:
         n -= 1
     return max(n, -1)
-
-
-# ---------------------------------------------------------------------------------------
-# Keyed sets
-# ---------------------------------------------------------------------------------------
-
-
-def _scalar_key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, value)
-
-
-def _identity_column(value: Any, preferred: str | None) -> str | None:
-    """The identity column that makes ``value`` a keyed set (§10a.1), or None: a non-empty
-    array of objects where every row has that column, with unique string/integer values."""
-    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
-        return None
-    for key in (preferred,) if preferred else IDENTITY_KEYS:
-        seen: set[tuple[str, Any]] = set()
-        for row in value:
-            v = row.get(key)
-            if isinstance(v, bool) or not isinstance(v, (str, int)):
-                break
-            k = _scalar_key(v)
-            if k in seen:
-                break
-            seen.add(k)
-        else:
-            return key
-    return None
