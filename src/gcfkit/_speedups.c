@@ -5400,6 +5400,168 @@ sp_utf8_len(PyObject *self, PyObject *text)
     return PyLong_FromSsize_t(size);
 }
 
+/* ---- Token estimates (gcfkit.tokens.estimate, generic.definitions.estimate) ----------
+ *
+ * Both walk a str once, the way their reference regexes cut it (tokens._PIECE and
+ * definitions._PIECES, applied with finditer), and give the same numbers: token_features
+ * returns tokens.estimate's feature counts (the weighted sum stays in Python, so the float
+ * arithmetic is the reference's own), dense_estimate the D9.3 integer estimate. */
+
+enum { TK_LETTER, TK_DIGIT, TK_PUNCT, TK_SPACE };
+static unsigned char tk_class[128];
+
+static void
+init_token_classes(void)
+{
+    for (int c = 0; c < 128; c++) {
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))
+            tk_class[c] = TK_LETTER;
+        else if (c >= '0' && c <= '9')
+            tk_class[c] = TK_DIGIT;
+        else if (Py_UNICODE_ISSPACE(c))  /* re's \s: str.isspace (\x1c-\x1f included) */
+            tk_class[c] = TK_SPACE;
+        else
+            tk_class[c] = TK_PUNCT;
+    }
+}
+
+typedef struct {
+    Py_ssize_t ws_runs, ws_chars, words, word_chars, digits, punct, other;
+} TokenFeatures;
+
+/* One loop per string kind; R is the read of code point j. Alternatives in the reference's
+ * order: ASCII letters, ASCII digits (groups of 3), ASCII punctuation, non-ASCII runs, then
+ * whitespace runs (which may go on into non-ASCII whitespace). A run is classified by its
+ * first code point's isspace(), as the reference does, so a non-ASCII run that starts
+ * with a space counts as whitespace. */
+#define TK_FEATURES_LOOP(T)                                                            \
+    {                                                                                  \
+        const T *p = (const T *)data;                                                  \
+        Py_ssize_t i = 0, j;                                                           \
+        while (i < n) {                                                                \
+            Py_UCS4 c = p[i];                                                          \
+            if (c < 128) {                                                             \
+                int cls = tk_class[c];                                                 \
+                j = i + 1;                                                             \
+                if (cls == TK_SPACE) {                                                 \
+                    while (j < n && Py_UNICODE_ISSPACE((Py_UCS4)p[j]))                 \
+                        j++;                                                           \
+                    if (j - i > 1) {                                                   \
+                        f->ws_runs++;                                                  \
+                        f->ws_chars += j - i;                                          \
+                    }                                                                  \
+                }                                                                      \
+                else {                                                                 \
+                    while (j < n && p[j] < 128 && tk_class[p[j]] == cls)               \
+                        j++;                                                           \
+                    if (cls == TK_LETTER) {                                            \
+                        f->words++;                                                    \
+                        f->word_chars += j - i;                                        \
+                    }                                                                  \
+                    else if (cls == TK_DIGIT)                                          \
+                        f->digits += (j - i + 2) / 3;                                  \
+                    else                                                               \
+                        f->punct += j - i;                                             \
+                }                                                                      \
+            }                                                                          \
+            else {                                                                     \
+                j = i + 1;                                                             \
+                while (j < n && p[j] >= 128)                                           \
+                    j++;                                                               \
+                if (!Py_UNICODE_ISSPACE(c))                                            \
+                    f->other += j - i;                                                 \
+                else if (j - i > 1) {                                                  \
+                    f->ws_runs++;                                                      \
+                    f->ws_chars += j - i;                                              \
+                }                                                                      \
+            }                                                                          \
+            i = j;                                                                     \
+        }                                                                              \
+    }
+
+static void
+token_features_of(PyObject *text, TokenFeatures *f)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    memset(f, 0, sizeof(*f));
+    if (kind == PyUnicode_1BYTE_KIND)
+        TK_FEATURES_LOOP(Py_UCS1)
+    else if (kind == PyUnicode_2BYTE_KIND)
+        TK_FEATURES_LOOP(Py_UCS2)
+    else
+        TK_FEATURES_LOOP(Py_UCS4)
+}
+
+/* token_features(text) -> (ws_runs, ws_chars, words, word_chars, digit_groups, punct,
+ * other): tokens.estimate's features of text. */
+static PyObject *
+sp_token_features(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "token_features expects a str");
+        return NULL;
+    }
+    if (!STR_READY(text))
+        return NULL;
+    TokenFeatures f;
+    token_features_of(text, &f);
+    return Py_BuildValue("(nnnnnnn)", f.ws_runs, f.ws_chars, f.words, f.word_chars, f.digits,
+                         f.punct, f.other);
+}
+
+/* D9.3: a letter run costs one per 6 letters, a digit run one per 3 digits, a run of 2+
+ * spaces one (a single space nothing), any other code point one. */
+#define TK_DENSE_LOOP(T)                                                               \
+    {                                                                                  \
+        const T *p = (const T *)data;                                                  \
+        Py_ssize_t i = 0, j;                                                           \
+        while (i < n) {                                                                \
+            Py_UCS4 c = p[i];                                                          \
+            int cls = c < 128 ? tk_class[c] : TK_PUNCT;                                \
+            if (cls == TK_PUNCT || (cls == TK_SPACE && c != ' ')) {                    \
+                total++;                                                               \
+                i++;                                                                   \
+                continue;                                                              \
+            }                                                                          \
+            j = i + 1;                                                                 \
+            if (cls == TK_SPACE) {                                                     \
+                while (j < n && p[j] == ' ')                                           \
+                    j++;                                                               \
+                total += j - i > 1;                                                    \
+            }                                                                          \
+            else {                                                                     \
+                while (j < n && p[j] < 128 && tk_class[p[j]] == cls)                   \
+                    j++;                                                               \
+                total += cls == TK_LETTER ? (j - i + 5) / 6 : (j - i + 2) / 3;         \
+            }                                                                          \
+            i = j;                                                                     \
+        }                                                                              \
+    }
+
+/* dense_estimate(text) -> int: generic.definitions.estimate(text). */
+static PyObject *
+sp_dense_estimate(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "dense_estimate expects a str");
+        return NULL;
+    }
+    if (!STR_READY(text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), total = 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND)
+        TK_DENSE_LOOP(Py_UCS1)
+    else if (kind == PyUnicode_2BYTE_KIND)
+        TK_DENSE_LOOP(Py_UCS2)
+    else
+        TK_DENSE_LOOP(Py_UCS4)
+    return PyLong_FromSsize_t(total);
+}
+
 /* same_value(a, b) -> bool | None */
 static PyObject *
 sp_same_value(PyObject *self, PyObject *args)
@@ -5416,6 +5578,10 @@ sp_same_value(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"token_features", sp_token_features, METH_O,
+     "token_features(text) -> tuple: tokens.estimate's seven feature counts of text."},
+    {"dense_estimate", sp_dense_estimate, METH_O,
+     "dense_estimate(text) -> int: the dense profile's D9.3 token estimate of text."},
     {"utf8_len", sp_utf8_len, METH_O,
      "utf8_len(text) -> int: the UTF-8 size of text, lone surrogates 3 bytes each."},
     {"table_cells", sp_table_cells, METH_VARARGS,
@@ -5462,6 +5628,7 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     init_tables();
+    init_token_classes();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -31,6 +31,7 @@ __all__ = [
     "active",
     "decode",
     "decode_dense",
+    "dense_estimate",
     "encode",
     "encode_dense",
     "json_hooks",
@@ -39,6 +40,7 @@ __all__ = [
     "same_value",
     "status",
     "table_cells",
+    "token_features",
     "utf8_len",
 ]
 
@@ -71,6 +73,10 @@ class Speedups(Protocol):
     def table_cells(self, value: Any, stop: int | None = None, /) -> int | None: ...
 
     def utf8_len(self, text: str, /) -> int: ...
+
+    def token_features(self, text: str, /) -> tuple[int, int, int, int, int, int, int]: ...
+
+    def dense_estimate(self, text: str, /) -> int: ...
 
     def json_pairs(self, pairs: list[tuple[str, Any]], /) -> dict[str, Any]: ...
 
@@ -298,6 +304,29 @@ def utf8_len(text: str) -> int | None:
     """
     accel = accelerator
     return None if accel is None else accel.utf8_len(text)
+
+
+def token_features(text: str) -> tuple[int, int, int, int, int, int, int] | None:
+    """:func:`gcfkit.tokens.estimate`'s seven feature counts of ``text`` (whitespace runs,
+    their characters, words, word characters, digit groups, punctuation, non-ASCII
+    characters) counted in C, or None without the accelerator.
+
+    >>> token_features("ab  12345 é") in ((1, 2, 1, 2, 2, 0, 1), None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.token_features(text)
+
+
+def dense_estimate(text: str) -> int | None:
+    """The dense profile's D9.3 token estimate of ``text``
+    (:func:`gcfkit.generic.definitions.estimate`) in C, or None without the accelerator.
+
+    >>> dense_estimate("|$a|") in (4, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.dense_estimate(text)
 
 
 @contextlib.contextmanager
