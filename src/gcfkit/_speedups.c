@@ -2822,6 +2822,29 @@ sp_format_scalar(PyObject *self, PyObject *v)
     return r;
 }
 
+/* spelling(s) -> str | None: definitions.spelling(s), the wire spelling of a string as a
+ * dense row cell, or None when the reference decides (a subclass, a lone surrogate). */
+static PyObject *
+sp_spelling(PyObject *self, PyObject *s)
+{
+    if (!PyUnicode_CheckExact(s))
+        Py_RETURN_NONE;
+    Writer w;
+    if (w_init(&w, PyUnicode_GET_LENGTH(s) + 8) < 0)
+        return NULL;
+    w.dense = 1;
+    int rc = w_dense_str(&w, s, 0);
+    PyObject *r = NULL;
+    if (rc == RC_OK)
+        r = w_finish(&w);
+    else if (rc != RC_ERR) {
+        r = Py_None;
+        Py_INCREF(r);
+    }
+    w_free(&w);
+    return r;
+}
+
 /* ======================================================================================
  * The decoder (generic/decoder.py), for the canonical spellings: what dumps() writes,
  * read with every check of the reference. Anything else (comments, blank lines, extra
@@ -5607,6 +5630,8 @@ static PyMethodDef methods[] = {
      "The value of a dense-profile payload in canonical spelling, or None."},
     {"format_number", sp_format_number, METH_O,
      "format_number(x) -> str | None: canonical number text (§2.3.1)."},
+    {"spelling", sp_spelling, METH_O,
+     "spelling(s) -> str | None: definitions.spelling(s), or None: let the reference."},
     {"format_scalar", sp_format_scalar, METH_O,
      "format_scalar(x) -> str | None: the canonical cell text of a scalar."},
     {"decode", sp_decode, METH_O,

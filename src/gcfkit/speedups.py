@@ -38,6 +38,7 @@ __all__ = [
     "occurrences",
     "pure_python",
     "same_value",
+    "spelling",
     "status",
     "table_cells",
     "token_features",
@@ -77,6 +78,8 @@ class Speedups(Protocol):
     def token_features(self, text: str, /) -> tuple[int, int, int, int, int, int, int]: ...
 
     def dense_estimate(self, text: str, /) -> int: ...
+
+    def spelling(self, s: str, /) -> str | None: ...
 
     def json_pairs(self, pairs: list[tuple[str, Any]], /) -> dict[str, Any]: ...
 
@@ -327,6 +330,18 @@ def dense_estimate(text: str) -> int | None:
     """
     accel = accelerator
     return None if accel is None else accel.dense_estimate(text)
+
+
+def spelling(s: str) -> str | None:
+    """:func:`gcfkit.generic.definitions.spelling` of ``s`` (the wire spelling of a string
+    as a dense row cell) in C, or None: no accelerator, or the reference decides (a ``str``
+    subclass, a lone surrogate: its error).
+
+    >>> spelling("$5") in ('"$5"', None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.spelling(s)
 
 
 @contextlib.contextmanager

@@ -104,6 +104,9 @@ def spelling(s: str) -> str:
     >>> spelling("plain"), spelling("a|b"), spelling("$100")
     ('plain', '"a|b"', '"$100"')
     """
+    fast = speedups.spelling(s)
+    if fast is not None:
+        return fast
     if s[:1] == "$":
         return quote_string(s)
     return format_scalar(s)
