@@ -35,6 +35,7 @@ __all__ = [
     "encode",
     "encode_dense",
     "json_hooks",
+    "minify_json",
     "occurrences",
     "pure_python",
     "same_value",
@@ -80,6 +81,8 @@ class Speedups(Protocol):
     def dense_estimate(self, text: str, /) -> int: ...
 
     def spelling(self, s: str, /) -> str | None: ...
+
+    def minify_json(self, text: str, /) -> str | None: ...
 
     def json_pairs(self, pairs: list[tuple[str, Any]], /) -> dict[str, Any]: ...
 
@@ -342,6 +345,18 @@ def spelling(s: str) -> str | None:
     """
     accel = accelerator
     return None if accel is None else accel.spelling(s)
+
+
+def minify_json(text: str) -> str | None:
+    """:func:`gcfkit.jsonio.dumps_compact` of ``loads_json(text)`` written from ``text`` in C
+    (for a text :func:`~gcfkit.jsonio.loads_json` accepts), or None: no accelerator, or a
+    text it leaves to the dump.
+
+    >>> minify_json('{"a": [1, 2.50]}') in ('{"a":[1,2.5]}', None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.minify_json(text)
 
 
 @contextlib.contextmanager
