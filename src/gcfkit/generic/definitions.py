@@ -139,7 +139,7 @@ def _occurrences(value: Any) -> dict[str, int]:
 #: keeps (then its memo starts over), and the longest string kept: a bound on memory.
 _MEMO_COSTS: Final = 4
 _MEMO_STRINGS: Final = 8192
-_MEMO_LENGTH: Final = 512
+_MEMO_LENGTH: Final = 256
 
 
 class _Memo:
@@ -201,9 +201,8 @@ def select(value: Any, count: Count | None = None) -> dict[str, str]:
         memo = _Memo(cost("|$a|"))
     ref, costs = memo.ref, memo.costs
     chosen: list[tuple[int, str]] = []
-    for s, n in _occurrences(value).items():
-        if n < 2 or len(s) < MIN_LENGTH:
-            continue
+    candidates = [(s, n) for s, n in _occurrences(value).items() if n > 1 and len(s) >= MIN_LENGTH]
+    for s, n in candidates:
         known = costs.get(s)
         if known is None:
             w = spelling(s)
