@@ -5824,8 +5824,12 @@ mj_number(Writer *w, int kind, const void *d, Py_ssize_t n, Py_ssize_t *pos)
     if (buf != small)
         PyMem_Free(buf);
     if (bad) {
-        if (PyErr_Occurred())
-            return RC_ERR;
+        /* Not reached for a token of JSON's grammar; the dump decides if it ever is. */
+        if (PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_MemoryError))
+                return RC_ERR;
+            PyErr_Clear();
+        }
         return RC_FALLBACK;
     }
     if (!isfinite(x))
