@@ -99,11 +99,36 @@ def workload(seed: int, scale: int) -> None:
     rng = random.Random(seed)
     for text in payloads:
         _decode(text)
+    _text_functions(rng, scale)
     for _ in range(scale):
         payload = rng.choice(payloads)
         for _ in range(rng.randint(1, 3)):
             payload = _mutate(rng, payload)
         _decode(payload)
+
+
+def _text_functions(rng: random.Random, scale: int) -> None:
+    """The accelerator's text functions (token estimates, dense spellings, compact JSON) on
+    JSON texts of every value in every spelling, on mutations of them (which stop at every
+    kind of escape and number), and on every string in them."""
+    from gcfkit import speedups
+
+    texts = []
+    for value in _values():
+        for kw in ({"ensure_ascii": False}, {"ensure_ascii": True, "indent": 1}):
+            with contextlib.suppress(ValueError, TypeError):
+                texts.append(json.dumps(value, **kw))
+    texts += ['["\\ud83d\\ude00\\ud800", -0, 1E400, 1e5, "\\u001f\\/"]', '["\ud800"]']
+    for _ in range(scale):
+        text = rng.choice(texts)
+        pos = rng.randrange(len(text) + 1)
+        texts.append(text[:pos] + rng.choice(_SPECIALS) + text[pos + rng.randint(0, 3) :])
+    for text in texts:
+        speedups.minify_json(text)
+        speedups.token_features(text)
+        speedups.dense_estimate(text)
+        for s in text.split('"'):
+            speedups.spelling(s)
 
 
 _SPECIALS = ["|", "^", "~", '"', "\\", "@", ".", "#", ">", "{", "}", "[", "]", ":", "=",

@@ -2,6 +2,9 @@
 
 Run ``python bench/dense.py`` (with the ``bench`` extra, or at least ``tokens``). Prints
 Markdown and writes ``bench/dense.md``; ``--speed`` runs the speed measurement alone.
+``--before DIR`` adds a "before" column to the dense.dumps timings: the gcfkit of an earlier
+commit in ``DIR/src`` (``git archive COMMIT src | tar -x -C DIR``, with the accelerator
+copied in or built there), imported as ``gcfkit_before`` and timed in the same rounds.
 Inputs, from ``../shared/corpus`` (override with ``GCFKIT_CORPUS``):
 
 * the 41 JSON text results of non-file, non-error tools of the MCP corpus, each taken at the
@@ -30,6 +33,7 @@ from typing import Any
 import gcfkit
 from gcfkit import dense, speedups, tokens
 from gcfkit.eval.datasets import TOON_DATASETS
+from gcfkit.generic import definitions
 from gcfkit.jsonio import dumps_compact, same_value
 from gcfkit.traffic.corpus import read_sessions
 
@@ -147,19 +151,24 @@ def terse_one_shot(mcp: list[tuple[str, str, Any]]) -> list[str] | None:
     return out
 
 
-def interleaved_ms(fns: list[Callable[[], object]], rounds: int = 61) -> list[tuple[float, float]]:
+def interleaved_ms(
+    fns: list[Callable[[], object]],
+    rounds: int = 61,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[tuple[float, float]]:
     """(minimum, median) milliseconds of each function, timed in interleaved rounds (one
     call of each per round), so that the load of a shared machine hits them alike. On a
     loaded machine the median of a call of a few milliseconds is mostly other processes'
-    time slices; the minimum is the call's own cost."""
+    time slices; the minimum is the call's own cost. ``clock=time.process_time`` counts the
+    process's CPU time only."""
     for fn in fns:
         fn()
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for fn, out in zip(fns, samples, strict=True):
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
-            out.append(time.perf_counter() - t0)
+            out.append(clock() - t0)
     return [(min(x) * 1000, statistics.median(x) * 1000) for x in samples]
 
 
@@ -192,7 +201,8 @@ def speed() -> list[str]:
     lines = [
         f"Speed on memory/015_read_graph ({len(text.encode()):,} bytes of JSON text), 61 "
         f"interleaved rounds in one process ({speedups.status()}, and the pure-Python "
-        "codec below it); ratios against the accelerated v3.5.3 codec:",
+        "codec below it; the dense encodes keep their definition counts from round to "
+        "round, see first sight below); ratios against the accelerated v3.5.3 codec:",
         "",
         "| operation | min ms | ratio | median ms | ratio |",
         "|---|---:|---:|---:|---:|",
@@ -231,6 +241,155 @@ def speed() -> list[str]:
     return lines
 
 
+def _dumps_cases() -> list[tuple[str, Any, int]]:
+    """(label, value, rounds) of the dense.dumps timings: the memory graph and 1 MB of
+    nested orders (bench/gen.py)."""
+    sys.path.insert(0, str(HERE))
+    import gen
+
+    call = json.loads(MEMORY_GRAPH.read_text(encoding="utf-8"))
+    graph = json.loads(call["result"]["content"][0]["text"])
+    return [
+        ("memory read_graph, 45 KB", graph, 61),
+        ("nested orders, 1 MB (bench/gen.py)", gen.nested(target=1_000_000), 31),
+    ]
+
+
+def _package_before(before: Path) -> Any:
+    """The gcfkit of ``before/src`` imported as ``gcfkit_before`` (its imports within the
+    package are relative), so that both are timed in the same rounds."""
+    import importlib
+    import tempfile
+
+    link = Path(tempfile.mkdtemp()) / "gcfkit_before"
+    link.symlink_to(before / "src" / "gcfkit")
+    sys.path.insert(0, str(link.parent))
+    return importlib.import_module("gcfkit_before.dense")
+
+
+def dumps_lines(before: Path | None) -> list[str]:
+    """dense.dumps with exact o200k counts: on first sight of its strings (the kept counts
+    dropped before each call), with the counts kept from the call before, and (``before``)
+    on an earlier gcfkit, all in the same interleaved rounds."""
+    count = tokens.counter("o200k_base").count
+    old_dense = _package_before(before) if before is not None else None
+    head = "| value | first sight, min / median ms | counts kept, min / median ms |"
+    rule = "|---|---:|---:|"
+    if old_dense is not None:
+        head = "| value | before, min / median ms " + head[len("| value ") :]
+        rule = "|---|---:|---:|---:|"
+    lines = [
+        "dense.dumps with exact o200k counts (the proxy's dense encode), CPU time of the "
+        "process (the machine is shared), interleaved rounds in one process. *First sight*: "
+        "the definition counts kept by `generic.definitions` dropped before each call (the "
+        "first result of a session); "
+        "*counts kept*: the strings were counted by the call before (a session whose "
+        "results repeat strings)"
+        + (f"; *before*: the gcfkit in `{before.name}`, in the same rounds." if before else "."),
+        "",
+        head,
+        rule,
+    ]
+    for label, value, rounds in _dumps_cases():
+
+        def first(value: Any = value) -> object:
+            definitions.forget()
+            return dense.dumps(value, count=count)
+
+        def kept(value: Any = value) -> object:
+            return dense.dumps(value, count=count)
+
+        fns: list[Callable[[], object]] = [first, kept]
+        if old_dense is not None:
+
+            def old(value: Any = value, module: Any = old_dense) -> object:
+                return module.dumps(value, count=count)
+
+            fns.append(old)
+        ms = interleaved_ms(fns, rounds, time.process_time)
+        cells = [f"{low:.2f} / {mid:.2f}" for low, mid in ms]
+        if old_dense is not None:
+            cells = [cells[2], *cells[:2]]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _forms() -> dict[str, list[str]]:
+    """The texts of each form the proxy chooses among, for the MCP JSON results and TOON's
+    datasets: compact JSON, the original (the MCP result's own text; TOON's data with
+    indent=2), GCF and dense (exact o200k definitions)."""
+    count = tokens.counter("o200k_base").count
+    values = [(raw, v) for _, raw, v in mcp_results()]
+    values += [(json.dumps(v, indent=2, ensure_ascii=False), v) for _, v in toon_datasets()]
+    return {
+        "compact JSON": [dumps_compact(v) for _, v in values],
+        "original JSON": [raw for raw, _ in values],
+        "GCF": [gcfkit.dumps(v) for _, v in values],
+        "dense": [dense.dumps(v, count=count) for _, v in values],
+    }
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def estimate_lines() -> list[str]:
+    forms = _forms()
+    mcp_text = [
+        block["text"]
+        for session in read_sessions(CORPUS / "mcp")
+        for call in session.calls
+        for block in (call.result or {}).get("content", [])
+        if block.get("type") == "text"
+    ]
+    sets = {"MCP corpus, every text block": mcp_text, **forms}
+    exact = tokens.counter("o200k_base").count
+    lines = [
+        "`gcfkit.tokens.estimate` (o200k_base) against the exact count, MB/s of UTF-8 text "
+        "(fastest of 7 interleaved rounds over each set):",
+        "",
+        "| texts | KB | estimate, C | estimate, pure Python | exact count (bpe-openai) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, texts in sets.items():
+        size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+
+        def est(texts: list[str] = texts) -> object:
+            return [tokens.estimate(t) for t in texts]
+
+        def ex(texts: list[str] = texts) -> object:
+            return [exact(t) for t in texts]
+
+        (c, _), (p, _), (x, _) = interleaved_ms([est, _pure(est), ex], rounds=7)
+        mbps = [size / 1000 / ms for ms in (c, p, x)]
+        lines.append(
+            f"| {label} | {size / 1000:,.0f} | {mbps[0]:,.0f} | {mbps[1]:,.1f} | {mbps[2]:,.0f} |"
+        )
+    lines += [
+        "",
+        "Its error against exact counts, per form, over the 41 MCP JSON results and TOON's 8 "
+        "datasets (49 texts each); error = (estimate - exact) / exact, per text, then over "
+        "the form's total:",
+        "",
+        "| encoding | form | total | median abs | p90 abs | max over | max under |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for enc in ENCODINGS:
+        n = tokens.counter(enc).count
+        for form, texts in forms.items():
+            pairs = [(tokens.estimate(t, enc), n(t)) for t in texts]
+            errs = [(e - x) / x for e, x in pairs if x]
+            total = sum(e for e, _ in pairs) / sum(x for _, x in pairs) - 1
+            absolute = [abs(e) for e in errs]
+            lines.append(
+                f"| {enc} | {form} | {total:+.1%} | {_pct(absolute, 0.5):.1%} "
+                f"| {_pct(absolute, 0.9):.1%} | {max(max(errs), 0):+.1%} "
+                f"| {min(min(errs), 0):+.1%} |"
+            )
+    return lines
+
+
 def primer_lines() -> list[str]:
     lines = ["| primer sentence | o200k | cl100k |", "|---|---:|---:|"]
     for key, sentence in dense.PRIMER.items():
@@ -241,9 +400,15 @@ def primer_lines() -> list[str]:
     return lines
 
 
+def _before() -> Path | None:
+    if "--before" not in sys.argv:
+        return None
+    return Path(sys.argv[sys.argv.index("--before") + 1]).resolve()
+
+
 def main() -> int:
     if "--speed" in sys.argv:
-        print("\n".join(speed()))
+        print("\n".join([*speed(), "", *dumps_lines(_before()), "", *estimate_lines()]))
         return 0
     if not tokens.is_exact():
         print("exact counts need bpe-openai (pip install -e '.[tokens]')", file=sys.stderr)
@@ -275,7 +440,20 @@ def main() -> int:
             cells = " | ".join(f"{per[d]:,}" for d in TOON_DATASETS)
             report.append(f"| {label} | {m:,} | {t:,} | {cells} |")
         report.append("")
-    report += [*speed(), "", "## Primer", "", *primer_lines(), ""]
+    report += [
+        *speed(),
+        "",
+        *dumps_lines(_before()),
+        "",
+        "## The token estimate",
+        "",
+        *estimate_lines(),
+        "",
+        "## Primer",
+        "",
+        *primer_lines(),
+        "",
+    ]
     text = "\n".join(report)
     print(text)
     (HERE / "dense.md").write_text(text, encoding="utf-8")

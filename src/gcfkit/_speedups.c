@@ -2822,6 +2822,29 @@ sp_format_scalar(PyObject *self, PyObject *v)
     return r;
 }
 
+/* spelling(s) -> str | None: definitions.spelling(s), the wire spelling of a string as a
+ * dense row cell, or None when the reference decides (a subclass, a lone surrogate). */
+static PyObject *
+sp_spelling(PyObject *self, PyObject *s)
+{
+    if (!PyUnicode_CheckExact(s))
+        Py_RETURN_NONE;
+    Writer w;
+    if (w_init(&w, PyUnicode_GET_LENGTH(s) + 8) < 0)
+        return NULL;
+    w.dense = 1;
+    int rc = w_dense_str(&w, s, 0);
+    PyObject *r = NULL;
+    if (rc == RC_OK)
+        r = w_finish(&w);
+    else if (rc != RC_ERR) {
+        r = Py_None;
+        Py_INCREF(r);
+    }
+    w_free(&w);
+    return r;
+}
+
 /* ======================================================================================
  * The decoder (generic/decoder.py), for the canonical spellings: what dumps() writes,
  * read with every check of the reference. Anything else (comments, blank lines, extra
@@ -5400,6 +5423,503 @@ sp_utf8_len(PyObject *self, PyObject *text)
     return PyLong_FromSsize_t(size);
 }
 
+/* ---- Token estimates (gcfkit.tokens.estimate, generic.definitions.estimate) ----------
+ *
+ * Both walk a str once, the way their reference regexes cut it (tokens._PIECE and
+ * definitions._PIECES, applied with finditer), and give the same numbers: token_features
+ * returns tokens.estimate's feature counts (the weighted sum stays in Python, so the float
+ * arithmetic is the reference's own), dense_estimate the D9.3 integer estimate. */
+
+enum { TK_LETTER, TK_DIGIT, TK_PUNCT, TK_SPACE };
+static unsigned char tk_class[128];
+
+static void
+init_token_classes(void)
+{
+    for (int c = 0; c < 128; c++) {
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))
+            tk_class[c] = TK_LETTER;
+        else if (c >= '0' && c <= '9')
+            tk_class[c] = TK_DIGIT;
+        else if (Py_UNICODE_ISSPACE(c))  /* re's \s: str.isspace (\x1c-\x1f included) */
+            tk_class[c] = TK_SPACE;
+        else
+            tk_class[c] = TK_PUNCT;
+    }
+}
+
+typedef struct {
+    Py_ssize_t ws_runs, ws_chars, words, word_chars, digits, punct, other;
+} TokenFeatures;
+
+/* One loop per string kind; R is the read of code point j. Alternatives in the reference's
+ * order: ASCII letters, ASCII digits (groups of 3), ASCII punctuation, non-ASCII runs, then
+ * whitespace runs (which may go on into non-ASCII whitespace). A run is classified by its
+ * first code point's isspace(), as the reference does, so a non-ASCII run that starts
+ * with a space counts as whitespace. */
+#define TK_FEATURES_LOOP(T)                                                            \
+    {                                                                                  \
+        const T *p = (const T *)data;                                                  \
+        Py_ssize_t i = 0, j;                                                           \
+        while (i < n) {                                                                \
+            Py_UCS4 c = p[i];                                                          \
+            if (c < 128) {                                                             \
+                int cls = tk_class[c];                                                 \
+                j = i + 1;                                                             \
+                if (cls == TK_SPACE) {                                                 \
+                    while (j < n && Py_UNICODE_ISSPACE((Py_UCS4)p[j]))                 \
+                        j++;                                                           \
+                    if (j - i > 1) {                                                   \
+                        f->ws_runs++;                                                  \
+                        f->ws_chars += j - i;                                          \
+                    }                                                                  \
+                }                                                                      \
+                else {                                                                 \
+                    while (j < n && p[j] < 128 && tk_class[p[j]] == cls)               \
+                        j++;                                                           \
+                    if (cls == TK_LETTER) {                                            \
+                        f->words++;                                                    \
+                        f->word_chars += j - i;                                        \
+                    }                                                                  \
+                    else if (cls == TK_DIGIT)                                          \
+                        f->digits += (j - i + 2) / 3;                                  \
+                    else                                                               \
+                        f->punct += j - i;                                             \
+                }                                                                      \
+            }                                                                          \
+            else {                                                                     \
+                j = i + 1;                                                             \
+                while (j < n && p[j] >= 128)                                           \
+                    j++;                                                               \
+                if (!Py_UNICODE_ISSPACE(c))                                            \
+                    f->other += j - i;                                                 \
+                else if (j - i > 1) {                                                  \
+                    f->ws_runs++;                                                      \
+                    f->ws_chars += j - i;                                              \
+                }                                                                      \
+            }                                                                          \
+            i = j;                                                                     \
+        }                                                                              \
+    }
+
+static void
+token_features_of(PyObject *text, TokenFeatures *f)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    memset(f, 0, sizeof(*f));
+    if (kind == PyUnicode_1BYTE_KIND)
+        TK_FEATURES_LOOP(Py_UCS1)
+    else if (kind == PyUnicode_2BYTE_KIND)
+        TK_FEATURES_LOOP(Py_UCS2)
+    else
+        TK_FEATURES_LOOP(Py_UCS4)
+}
+
+/* token_features(text) -> (ws_runs, ws_chars, words, word_chars, digit_groups, punct,
+ * other): tokens.estimate's features of text. */
+static PyObject *
+sp_token_features(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "token_features expects a str");
+        return NULL;
+    }
+    if (!STR_READY(text))
+        return NULL;
+    TokenFeatures f;
+    token_features_of(text, &f);
+    return Py_BuildValue("(nnnnnnn)", f.ws_runs, f.ws_chars, f.words, f.word_chars, f.digits,
+                         f.punct, f.other);
+}
+
+/* D9.3: a letter run costs one per 6 letters, a digit run one per 3 digits, a run of 2+
+ * spaces one (a single space nothing), any other code point one. */
+#define TK_DENSE_LOOP(T)                                                               \
+    {                                                                                  \
+        const T *p = (const T *)data;                                                  \
+        Py_ssize_t i = 0, j;                                                           \
+        while (i < n) {                                                                \
+            Py_UCS4 c = p[i];                                                          \
+            int cls = c < 128 ? tk_class[c] : TK_PUNCT;                                \
+            if (cls == TK_PUNCT || (cls == TK_SPACE && c != ' ')) {                    \
+                total++;                                                               \
+                i++;                                                                   \
+                continue;                                                              \
+            }                                                                          \
+            j = i + 1;                                                                 \
+            if (cls == TK_SPACE) {                                                     \
+                while (j < n && p[j] == ' ')                                           \
+                    j++;                                                               \
+                total += j - i > 1;                                                    \
+            }                                                                          \
+            else {                                                                     \
+                while (j < n && p[j] < 128 && tk_class[p[j]] == cls)                   \
+                    j++;                                                               \
+                total += cls == TK_LETTER ? (j - i + 5) / 6 : (j - i + 2) / 3;         \
+            }                                                                          \
+            i = j;                                                                     \
+        }                                                                              \
+    }
+
+/* dense_estimate(text) -> int: generic.definitions.estimate(text). */
+static PyObject *
+sp_dense_estimate(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "dense_estimate expects a str");
+        return NULL;
+    }
+    if (!STR_READY(text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), total = 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND)
+        TK_DENSE_LOOP(Py_UCS1)
+    else if (kind == PyUnicode_2BYTE_KIND)
+        TK_DENSE_LOOP(Py_UCS2)
+    else
+        TK_DENSE_LOOP(Py_UCS4)
+    return PyLong_FromSsize_t(total);
+}
+
+/* ---- Compact JSON from JSON text (jsonio.compact_of) ---------------------------------
+ *
+ * minify_json(text) is dumps_compact(loads_json(text)) for a text that loads_json accepts,
+ * written from the text in one pass without building the value: whitespace between tokens
+ * dropped, every string re-spelled as json.dumps(ensure_ascii=False) writes it (the short
+ * escapes, \u00XX for other control characters, every other character as itself, and a lone
+ * surrogate as its lowercase \uXXXX: jsonio.escape_lone_surrogates), an integer as its
+ * digits (-0 as 0), any other number as repr(float(token)). None when the text holds
+ * anything else (NaN, an overflow, a bad escape, a control character): the caller dumps
+ * the value instead. It does not check the nesting, which loads_json already did. */
+
+static int
+mj_put(Writer *w, Py_UCS4 c)
+{
+    int kind = c < 0x100 ? 1 : c < 0x10000 ? 2 : 4;
+    if (kind > w->kind && w_widen(w, kind) < 0)
+        return RC_ERR;
+    return w_char(w, c);
+}
+
+static int
+mj_escape(Writer *w, Py_UCS4 c)
+{
+    char buf[8];
+    switch (c) {
+    case '"':
+        return w_ascii(w, "\\\"", 2);
+    case '\\':
+        return w_ascii(w, "\\\\", 2);
+    case '\b':
+        return w_ascii(w, "\\b", 2);
+    case '\f':
+        return w_ascii(w, "\\f", 2);
+    case '\n':
+        return w_ascii(w, "\\n", 2);
+    case '\r':
+        return w_ascii(w, "\\r", 2);
+    case '\t':
+        return w_ascii(w, "\\t", 2);
+    default:
+        if (c < 0x20 || Py_UNICODE_IS_SURROGATE(c)) {
+            snprintf(buf, sizeof buf, "\\u%04x", (unsigned)c);
+            return w_ascii(w, buf, 6);
+        }
+        return mj_put(w, c);
+    }
+}
+
+static int
+mj_hex4(int kind, const void *d, Py_ssize_t n, Py_ssize_t i, Py_UCS4 *out)
+{
+    if (i + 4 > n)
+        return -1;
+    Py_UCS4 v = 0;
+    for (Py_ssize_t k = i; k < i + 4; k++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, k);
+        int x;
+        if (c >= '0' && c <= '9')
+            x = (int)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            x = (int)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            x = (int)(c - 'A' + 10);
+        else
+            return -1;
+        v = (v << 4) | (Py_UCS4)x;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The first index from i on of a character a string cannot copy as it is: a quote, a
+ * backslash, a control character or a surrogate (n if none). */
+static Py_ssize_t
+mj_plain(int kind, const void *d, Py_ssize_t n, Py_ssize_t i)
+{
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)d;
+        while (i < n && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\')
+            i++;
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)d;
+        while (i < n && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' &&
+               !Py_UNICODE_IS_SURROGATE(p[i]))
+            i++;
+    }
+    else {
+        const Py_UCS4 *p = (const Py_UCS4 *)d;
+        while (i < n && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' &&
+               !Py_UNICODE_IS_SURROGATE(p[i]))
+            i++;
+    }
+    return i;
+}
+
+/* The string starting at the quote at *pos; *pos ends past its closing quote. */
+static int
+mj_string(Writer *w, int kind, const void *d, Py_ssize_t n, Py_ssize_t *pos)
+{
+    Py_ssize_t i = *pos + 1, run = *pos;
+    for (;;) {
+        if (i >= n)
+            return RC_FALLBACK;
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        if (c == '"') {
+            i++;
+            if (w_span(w, kind, d, run, i) < 0)
+                return RC_ERR;
+            *pos = i;
+            return RC_OK;
+        }
+        if (c < 0x20)
+            return RC_FALLBACK; /* json's strict mode refuses it */
+        if (c != '\\' && !Py_UNICODE_IS_SURROGATE(c)) {
+            i = mj_plain(kind, d, n, i + 1);
+            continue;
+        }
+        if (w_span(w, kind, d, run, i) < 0)
+            return RC_ERR;
+        if (c != '\\') { /* a lone surrogate in the str itself */
+            if (mj_escape(w, c) < 0)
+                return RC_ERR;
+            run = ++i;
+            continue;
+        }
+        if (i + 1 >= n)
+            return RC_FALLBACK;
+        Py_UCS4 e = PyUnicode_READ(kind, d, i + 1), cp;
+        i += 2;
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            cp = e;
+            break;
+        case 'b':
+            cp = '\b';
+            break;
+        case 'f':
+            cp = '\f';
+            break;
+        case 'n':
+            cp = '\n';
+            break;
+        case 'r':
+            cp = '\r';
+            break;
+        case 't':
+            cp = '\t';
+            break;
+        case 'u':
+            if (mj_hex4(kind, d, n, i, &cp) < 0)
+                return RC_FALLBACK;
+            i += 4;
+            /* json joins an escaped high surrogate with an escaped low one that follows. */
+            if (Py_UNICODE_IS_HIGH_SURROGATE(cp) && i + 1 < n &&
+                PyUnicode_READ(kind, d, i) == '\\' && PyUnicode_READ(kind, d, i + 1) == 'u') {
+                Py_UCS4 lo;
+                if (mj_hex4(kind, d, n, i + 2, &lo) < 0)
+                    return RC_FALLBACK;
+                if (Py_UNICODE_IS_LOW_SURROGATE(lo)) {
+                    cp = Py_UNICODE_JOIN_SURROGATES(cp, lo);
+                    i += 6;
+                }
+            }
+            break;
+        default:
+            return RC_FALLBACK;
+        }
+        if (mj_escape(w, cp) < 0)
+            return RC_ERR;
+        run = i;
+    }
+}
+
+/* The number starting at *pos (JSON's grammar, checked). */
+static int
+mj_number(Writer *w, int kind, const void *d, Py_ssize_t n, Py_ssize_t *pos)
+{
+    Py_ssize_t start = *pos, i = start;
+    int is_float = 0;
+    if (PyUnicode_READ(kind, d, i) == '-')
+        i++;
+    if (i >= n || !is_digit(PyUnicode_READ(kind, d, i)))
+        return RC_FALLBACK;
+    if (PyUnicode_READ(kind, d, i) == '0') {
+        i++;
+        if (i < n && is_digit(PyUnicode_READ(kind, d, i)))
+            return RC_FALLBACK;
+    }
+    else
+        while (i < n && is_digit(PyUnicode_READ(kind, d, i)))
+            i++;
+    if (i < n && PyUnicode_READ(kind, d, i) == '.') {
+        is_float = 1;
+        i++;
+        if (i >= n || !is_digit(PyUnicode_READ(kind, d, i)))
+            return RC_FALLBACK;
+        while (i < n && is_digit(PyUnicode_READ(kind, d, i)))
+            i++;
+    }
+    if (i < n && (PyUnicode_READ(kind, d, i) == 'e' || PyUnicode_READ(kind, d, i) == 'E')) {
+        is_float = 1;
+        i++;
+        if (i < n && (PyUnicode_READ(kind, d, i) == '+' || PyUnicode_READ(kind, d, i) == '-'))
+            i++;
+        if (i >= n || !is_digit(PyUnicode_READ(kind, d, i)))
+            return RC_FALLBACK;
+        while (i < n && is_digit(PyUnicode_READ(kind, d, i)))
+            i++;
+    }
+    *pos = i;
+    Py_ssize_t len = i - start;
+    if (!is_float) {
+        if (len == 2 && PyUnicode_READ(kind, d, start) == '-' &&
+            PyUnicode_READ(kind, d, start + 1) == '0')
+            return w_char(w, '0');
+        if (len > 4000)
+            return RC_FALLBACK; /* near int()'s digit limit: the reference's call */
+        return w_span(w, kind, d, start, i);
+    }
+    char small[64], *buf = small;
+    if (len >= (Py_ssize_t)sizeof small) {
+        buf = PyMem_Malloc((size_t)len + 1);
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            return RC_ERR;
+        }
+    }
+    for (Py_ssize_t k = 0; k < len; k++)
+        buf[k] = (char)PyUnicode_READ(kind, d, start + k);
+    buf[len] = '\0';
+    char *end = NULL;
+    double x = PyOS_string_to_double(buf, &end, NULL);
+    int bad = (x == -1.0 && PyErr_Occurred()) || end != buf + len;
+    if (buf != small)
+        PyMem_Free(buf);
+    if (bad) {
+        /* Not reached for a token of JSON's grammar; the dump decides if it ever is. */
+        if (PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_MemoryError))
+                return RC_ERR;
+            PyErr_Clear();
+        }
+        return RC_FALLBACK;
+    }
+    if (!isfinite(x))
+        return RC_FALLBACK; /* loads_json refuses an overflow */
+    char *r = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (r == NULL)
+        return RC_ERR;
+    int rc = w_ascii(w, r, (Py_ssize_t)strlen(r));
+    PyMem_Free(r);
+    return rc;
+}
+
+static int
+mj_word(int kind, const void *d, Py_ssize_t n, Py_ssize_t i, const char *word)
+{
+    Py_ssize_t k = 0;
+    for (; word[k]; k++)
+        if (i + k >= n || PyUnicode_READ(kind, d, i + k) != (Py_UCS4)word[k])
+            return 0;
+    return (int)k;
+}
+
+/* minify_json(text) -> str | None */
+static PyObject *
+sp_minify_json(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "minify_json expects a str");
+        return NULL;
+    }
+    if (!STR_READY(text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
+    int kind = PyUnicode_KIND(text);
+    const void *d = PyUnicode_DATA(text);
+    Writer w;
+    if (w_init(&w, n) < 0)
+        return NULL;
+    int rc = w_widen(&w, kind);
+    while (rc == RC_OK && i < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        int k;
+        switch (c) {
+        case ' ':
+        case '\t':
+        case '\n':
+        case '\r':
+            i++;
+            break;
+        case '{':
+        case '}':
+        case '[':
+        case ']':
+        case ':':
+        case ',':
+            rc = w_char(&w, c);
+            i++;
+            break;
+        case '"':
+            rc = mj_string(&w, kind, d, n, &i);
+            break;
+        case 't':
+        case 'f':
+        case 'n':
+            k = mj_word(kind, d, n, i, c == 't' ? "true" : c == 'f' ? "false" : "null");
+            if (k == 0)
+                rc = RC_FALLBACK;
+            else {
+                rc = w_span(&w, kind, d, i, i + k);
+                i += k;
+            }
+            break;
+        default:
+            if (c == '-' || is_digit(c))
+                rc = mj_number(&w, kind, d, n, &i);
+            else
+                rc = RC_FALLBACK;
+        }
+    }
+    PyObject *r = NULL;
+    if (rc == RC_OK)
+        r = w_finish(&w);
+    else if (rc != RC_ERR) {
+        r = Py_None;
+        Py_INCREF(r);
+    }
+    w_free(&w);
+    return r;
+}
+
 /* same_value(a, b) -> bool | None */
 static PyObject *
 sp_same_value(PyObject *self, PyObject *args)
@@ -5416,6 +5936,12 @@ sp_same_value(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"token_features", sp_token_features, METH_O,
+     "token_features(text) -> tuple: tokens.estimate's seven feature counts of text."},
+    {"dense_estimate", sp_dense_estimate, METH_O,
+     "dense_estimate(text) -> int: the dense profile's D9.3 token estimate of text."},
+    {"minify_json", sp_minify_json, METH_O,
+     "minify_json(text) -> str | None: jsonio.dumps_compact(loads_json(text)) from the text."},
     {"utf8_len", sp_utf8_len, METH_O,
      "utf8_len(text) -> int: the UTF-8 size of text, lone surrogates 3 bytes each."},
     {"table_cells", sp_table_cells, METH_VARARGS,
@@ -5441,6 +5967,8 @@ static PyMethodDef methods[] = {
      "The value of a dense-profile payload in canonical spelling, or None."},
     {"format_number", sp_format_number, METH_O,
      "format_number(x) -> str | None: canonical number text (§2.3.1)."},
+    {"spelling", sp_spelling, METH_O,
+     "spelling(s) -> str | None: definitions.spelling(s), or None: let the reference."},
     {"format_scalar", sp_format_scalar, METH_O,
      "format_scalar(x) -> str | None: the canonical cell text of a scalar."},
     {"decode", sp_decode, METH_O,
@@ -5462,6 +5990,7 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     init_tables();
+    init_token_classes();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -19,8 +19,10 @@ from . import speedups
 from .errors import GCFDecodeError, GCFError
 
 __all__ = [
+    "compact_of",
     "decodes_to",
     "dumps_compact",
+    "loads_compact",
     "loads_json",
     "read_json_bytes",
     "same_value",
@@ -145,6 +147,33 @@ def dumps_compact(value: Any) -> str:
     """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return escape_lone_surrogates(text)
+
+
+def compact_of(text: str, value: Any) -> str:
+    """:func:`dumps_compact` of ``value``, the value :func:`loads_json` read from ``text``,
+    written from ``text`` in one pass in C (whitespace dropped, strings and numbers
+    re-spelled as the dump spells them) when the accelerator is there: no walk of the value,
+    several times faster than the dump. Else, or for a text it leaves to the dump (NaN, an
+    integer of thousands of digits), the dump itself. ``value`` must be what ``text`` parses
+    to; the text is not checked again.
+
+    >>> text = '{"n": -0, "f": 1E2, "s": "\\u00e9\\/"}'
+    >>> compact_of(text, loads_json(text))
+    '{"n":0,"f":100.0,"s":"é/"}'
+    """
+    fast = speedups.minify_json(text)
+    return fast if fast is not None else dumps_compact(value)
+
+
+def loads_compact(text: str) -> tuple[Any, str]:
+    """:func:`loads_json` of ``text`` and its :func:`dumps_compact`, the compact text written
+    from ``text`` (:func:`compact_of`) rather than dumped from the value.
+
+    >>> loads_compact('[1, 2.50, "a"]')
+    ([1, 2.5, 'a'], '[1,2.5,"a"]')
+    """
+    value = loads_json(text)
+    return value, compact_of(text, value)
 
 
 def escape_lone_surrogates(text: str) -> str:

@@ -31,14 +31,18 @@ __all__ = [
     "active",
     "decode",
     "decode_dense",
+    "dense_estimate",
     "encode",
     "encode_dense",
     "json_hooks",
+    "minify_json",
     "occurrences",
     "pure_python",
     "same_value",
+    "spelling",
     "status",
     "table_cells",
+    "token_features",
     "utf8_len",
 ]
 
@@ -71,6 +75,14 @@ class Speedups(Protocol):
     def table_cells(self, value: Any, stop: int | None = None, /) -> int | None: ...
 
     def utf8_len(self, text: str, /) -> int: ...
+
+    def token_features(self, text: str, /) -> tuple[int, int, int, int, int, int, int]: ...
+
+    def dense_estimate(self, text: str, /) -> int: ...
+
+    def spelling(self, s: str, /) -> str | None: ...
+
+    def minify_json(self, text: str, /) -> str | None: ...
 
     def json_pairs(self, pairs: list[tuple[str, Any]], /) -> dict[str, Any]: ...
 
@@ -298,6 +310,53 @@ def utf8_len(text: str) -> int | None:
     """
     accel = accelerator
     return None if accel is None else accel.utf8_len(text)
+
+
+def token_features(text: str) -> tuple[int, int, int, int, int, int, int] | None:
+    """:func:`gcfkit.tokens.estimate`'s seven feature counts of ``text`` (whitespace runs,
+    their characters, words, word characters, digit groups, punctuation, non-ASCII
+    characters) counted in C, or None without the accelerator.
+
+    >>> token_features("ab  12345 é") in ((1, 2, 1, 2, 2, 0, 1), None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.token_features(text)
+
+
+def dense_estimate(text: str) -> int | None:
+    """The dense profile's D9.3 token estimate of ``text``
+    (:func:`gcfkit.generic.definitions.estimate`) in C, or None without the accelerator.
+
+    >>> dense_estimate("|$a|") in (4, None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.dense_estimate(text)
+
+
+def spelling(s: str) -> str | None:
+    """:func:`gcfkit.generic.definitions.spelling` of ``s`` (the wire spelling of a string
+    as a dense row cell) in C, or None: no accelerator, or the reference decides (a ``str``
+    subclass, a lone surrogate: its error).
+
+    >>> spelling("$5") in ('"$5"', None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.spelling(s)
+
+
+def minify_json(text: str) -> str | None:
+    """:func:`gcfkit.jsonio.dumps_compact` of ``loads_json(text)`` written from ``text`` in C
+    (for a text :func:`~gcfkit.jsonio.loads_json` accepts), or None: no accelerator, or a
+    text it leaves to the dump.
+
+    >>> minify_json('{"a": [1, 2.50]}') in ('{"a":[1,2.5]}', None)
+    True
+    """
+    accel = accelerator
+    return None if accel is None else accel.minify_json(text)
 
 
 @contextlib.contextmanager

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any, Final
 
 from .. import speedups
 from ..scalar import format_scalar, quote_string
 
-__all__ = ["MIN_LENGTH", "Count", "estimate", "names", "select", "spelling"]
+__all__ = ["MIN_LENGTH", "Count", "estimate", "forget", "names", "select", "spelling"]
 
 #: A cost function: text to tokens.
 Count = Callable[[str], int]
@@ -48,6 +49,16 @@ def estimate(text: str) -> int:
 
     >>> estimate("authored 2026-08-07 by Dayna Blackwell"), estimate("|$a|")
     (12, 4)
+    """
+    fast = speedups.dense_estimate(text)
+    return fast if fast is not None else _estimate(text)
+
+
+def _estimate(text: str) -> int:
+    """:func:`estimate` in pure Python, the reference the accelerator's matches.
+
+    >>> _estimate("authored 2026-08-07 by Dayna Blackwell")
+    12
     """
     n = 0
     for m in _PIECES.finditer(text):
@@ -93,6 +104,9 @@ def spelling(s: str) -> str:
     >>> spelling("plain"), spelling("a|b"), spelling("$100")
     ('plain', '"a|b"', '"$100"')
     """
+    fast = speedups.spelling(s)
+    if fast is not None:
+        return fast
     if s[:1] == "$":
         return quote_string(s)
     return format_scalar(s)
@@ -121,6 +135,52 @@ def _occurrences(value: Any) -> dict[str, int]:
     return counts
 
 
+#: How many cost functions keep their counts (the latest used), and how many strings each
+#: keeps (then its memo starts over), and the longest string kept: a bound on memory.
+_MEMO_COSTS: Final = 4
+_MEMO_STRINGS: Final = 8192
+_MEMO_LENGTH: Final = 256
+
+
+class _Memo:
+    """One cost function's counts, kept across :func:`select` calls of a process: strings
+    recur from result to result of a session, and two counts per candidate were most of a
+    dense encode with exact counts. ``costs[s]`` is ``(cost("|w|"), cost("$a=w\\n"))`` for
+    the spelling ``w`` of ``s``; the second is -1 (not counted) when a reference saves
+    nothing (``cost("|w|") <= ref``)."""
+
+    __slots__ = ("costs", "ref")
+
+    def __init__(self, ref: int) -> None:
+        self.ref = ref
+        self.costs: dict[str, tuple[int, int]] = {}
+
+
+_MEMOS: dict[Count, _Memo] = {}
+
+
+def forget() -> None:
+    """Drop the counts :func:`select` keeps between calls (for benchmarks and tests: the
+    choice is the same with or without them, only slower).
+
+    >>> forget()
+    """
+    _MEMOS.clear()
+
+
+def _memo(cost: Count) -> _Memo | None:
+    try:
+        memo = _MEMOS.pop(cost)  # re-inserted last: the most recently used
+    except KeyError:
+        memo = _Memo(cost("|$a|"))
+        for stale in list(_MEMOS)[: max(0, len(_MEMOS) - _MEMO_COSTS + 1)]:
+            _MEMOS.pop(stale, None)
+    except TypeError:  # an unhashable cost function: counted afresh each call
+        return None
+    _MEMOS[cost] = memo
+    return memo
+
+
 def select(value: Any, count: Count | None = None) -> dict[str, str]:
     """The strings a dense encode of ``value`` defines, mapped to their names (D9.2).
 
@@ -128,21 +188,50 @@ def select(value: Any, count: Count | None = None) -> dict[str, str]:
     D9.3 :func:`estimate` is used. The mapping is in name order: by decreasing estimated
     saving, equal savings by the strings' code points.
 
+    A cost function must be a pure function of the text, as a tokenizer is: the counts it
+    gives are kept (a bounded memo per cost function, :func:`forget`), so a string seen in
+    an earlier call is not counted again.
+
     >>> select({"paths": ["/api/users"] * 9 + ["/api/auth"] * 3})
     {'/api/users': 'a'}
     """
     cost = count if count is not None else estimate
-    ref = cost("|$a|")
+    memo = _memo(cost)
+    if memo is None:
+        memo = _Memo(cost("|$a|"))
+    ref, costs = memo.ref, memo.costs
     chosen: list[tuple[int, str]] = []
-    for s, n in _occurrences(value).items():
-        if n < 2 or len(s) < MIN_LENGTH:
-            continue
-        w = spelling(s)
-        gain = cost("|" + w + "|") - ref
+    candidates = [(s, n) for s, n in _occurrences(value).items() if n > 1 and len(s) >= MIN_LENGTH]
+    for s, n in candidates:
+        known = costs.get(s)
+        if known is None:
+            w = spelling(s)
+            inline = cost("|" + w + "|")
+            # The definition line is counted only when a reference saves anything.
+            known = (inline, cost("$a=" + w + "\n") if inline > ref else -1)
+            if len(s) <= _MEMO_LENGTH:
+                if len(costs) >= _MEMO_STRINGS:
+                    costs.clear()
+                costs[s] = known
+        gain = known[0] - ref
         if gain <= 0:
             continue
-        saving = n * gain - cost("$a=" + w + "\n")
+        saving = n * gain - known[1]
         if saving >= 2:
             chosen.append((-saving, s))
     chosen.sort()
-    return {s: name for (_, s), name in zip(chosen, names(), strict=False)}
+    return dict(zip([s for _, s in chosen], _first_names(len(chosen)), strict=False))
+
+
+_NAMES: list[str] = []
+
+
+def _first_names(k: int) -> list[str]:
+    """The first ``k`` of :func:`names`, kept (spelling each name afresh cost more than the
+    rest of a warm :func:`select`)."""
+    have = len(_NAMES)
+    if have < k:
+        # Doubling, so each name is spelled about once; the tail from ``have`` is replaced
+        # whole, which stays right if another thread grew the list meanwhile.
+        _NAMES[have:] = list(islice(names(), max(k, 2 * have, 26)))[have:]
+    return _NAMES[:k]
