@@ -222,10 +222,32 @@ bpe_small(const Enc *e, const unsigned char *p, Py_ssize_t n)
     return m;
 }
 
+/* A 4-ary min-heap of uint64 keys (shallower than a binary one: fewer cache misses on
+ * the megabyte pieces it is for). */
 typedef struct {
     uint64_t *a;
     size_t len, cap;
 } Heap;
+
+static void
+heap_sift_down(Heap *h, size_t i, uint64_t v)
+{
+    size_t n = h->len;
+    for (;;) {
+        size_t c = 4 * i + 1;
+        if (c >= n)
+            break;
+        size_t best = c, end = c + 4 < n ? c + 4 : n;
+        for (size_t k = c + 1; k < end; k++)
+            if (h->a[k] < h->a[best])
+                best = k;
+        if (v <= h->a[best])
+            break;
+        h->a[i] = h->a[best];
+        i = best;
+    }
+    h->a[i] = v;
+}
 
 static int
 heap_push(Heap *h, uint64_t v)
@@ -240,7 +262,7 @@ heap_push(Heap *h, uint64_t v)
     }
     size_t i = h->len++;
     while (i > 0) {
-        size_t up = (i - 1) / 2;
+        size_t up = (i - 1) / 4;
         if (h->a[up] <= v)
             break;
         h->a[i] = h->a[up];
@@ -254,21 +276,100 @@ static uint64_t
 heap_pop(Heap *h)
 {
     uint64_t top = h->a[0], v = h->a[--h->len];
-    size_t i = 0, n = h->len;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && h->a[c + 1] < h->a[c])
-            c++;
-        if (v <= h->a[c])
-            break;
-        h->a[i] = h->a[c];
-        i = c;
-    }
-    if (n)
-        h->a[i] = v;
+    if (h->len)
+        heap_sift_down(h, 0, v);
     return top;
+}
+
+/* The merge queue of a long piece: keys rank << 32 | start, so the lowest rank comes
+ * first and the leftmost on a tie. Merging a pair of rank r creates pairs that contain
+ * that token, and in a BPE-trained table those rank above r: keys arrive in increasing
+ * order, which a radix heap (keys binned by their highest bit differing from the last
+ * minimum) serves with sequential memory access. A key below that minimum (a table that
+ * breaks the rule) goes to a binary heap beside it, so the order stays exact anyway. */
+typedef struct {
+    uint64_t *a;
+    size_t len, cap;
+} Bin;
+
+typedef struct {
+    Bin bins[65];
+    uint64_t last;
+    size_t size;
+    Heap side;
+} Queue;
+
+static int
+bin_push(Bin *b, uint64_t v)
+{
+    if (b->len == b->cap) {
+        size_t cap = b->cap * 2 + 16;
+        uint64_t *a = PyMem_RawRealloc(b->a, cap * sizeof(uint64_t));
+        if (!a)
+            return -1;
+        b->a = a;
+        b->cap = cap;
+    }
+    b->a[b->len++] = v;
+    return 0;
+}
+
+static inline int
+bin_of(uint64_t last, uint64_t v)
+{
+    return v == last ? 0 : 64 - __builtin_clzll(v ^ last);
+}
+
+static int
+queue_push(Queue *q, uint64_t v)
+{
+    if (v < q->last)
+        return heap_push(&q->side, v);
+    q->size++;
+    return bin_push(&q->bins[bin_of(q->last, v)], v);
+}
+
+/* Pop the smallest key into *out; 0 when empty. */
+static int
+queue_pop(Queue *q, uint64_t *out)
+{
+    if (q->size && q->bins[0].len == 0) {
+        int i = 1;
+        while (q->bins[i].len == 0)
+            i++;
+        Bin *b = &q->bins[i];
+        uint64_t m = b->a[0];
+        for (size_t k = 1; k < b->len; k++)
+            if (b->a[k] < m)
+                m = b->a[k];
+        q->last = m;
+        /* Every key of bin i now lands in a lower bin: no allocation can fail for bin i
+         * itself, and the lower bins grow as pushes do. */
+        size_t n = b->len;
+        b->len = 0;
+        for (size_t k = 0; k < n; k++) {
+            Bin *to = &q->bins[bin_of(m, b->a[k])];
+            if (bin_push(to, b->a[k]) < 0)
+                return -1;
+        }
+    }
+    if (q->side.len && (!q->size || q->side.a[0] < q->last)) {
+        *out = heap_pop(&q->side);
+        return 1;
+    }
+    if (!q->size)
+        return 0;
+    q->size--;
+    *out = q->bins[0].a[--q->bins[0].len];
+    return 1;
+}
+
+static void
+queue_free(Queue *q)
+{
+    for (int i = 0; i < 65; i++)
+        PyMem_RawFree(q->bins[i].a);
+    PyMem_RawFree(q->side.a);
 }
 
 /* -1 when out of memory (called without the GIL: no exception set). */
@@ -277,11 +378,11 @@ bpe_large(const Enc *e, const unsigned char *p, Py_ssize_t n)
 {
     /* Part starting at byte i: nxt[i] is where the next part starts (n: none), prv[i]
      * the previous part's start, pr[i] the rank of the pair (part i, next part), or
-     * NONE_RANK; dead parts have pr == NONE_RANK and nxt == 0. Heap keys are
-     * rank << 32 | start, so the lowest rank pops first and the leftmost on a tie; an
-     * entry is stale when its part is gone or its pair rank has changed. */
+     * NONE_RANK; dead parts have nxt == 0. A queue entry is stale when its part is gone
+     * or its pair rank has changed. */
     uint32_t *nxt = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)n * 3);
-    Heap h = {NULL, 0, 0};
+    Queue q;
+    memset(&q, 0, sizeof q);
     if (!nxt)
         return -1;
     uint32_t *prv = nxt + n, *pr = prv + n;
@@ -290,37 +391,42 @@ bpe_large(const Enc *e, const unsigned char *p, Py_ssize_t n)
         nxt[i] = (uint32_t)i + 1;
         prv[i] = i ? (uint32_t)i - 1 : 0;
         pr[i] = i + 1 < n ? lookup(e, p + i, 2) : NONE_RANK;
-        if (pr[i] != NONE_RANK && heap_push(&h, ((uint64_t)pr[i] << 32) | (uint64_t)i) < 0)
+        if (pr[i] != NONE_RANK && queue_push(&q, ((uint64_t)pr[i] << 32) | (uint64_t)i) < 0)
             goto oom;
     }
-    while (h.len) {
-        uint64_t top = heap_pop(&h);
+    for (;;) {
+        uint64_t top;
+        int got = queue_pop(&q, &top);
+        if (got < 0)
+            goto oom;
+        if (!got)
+            break;
         uint32_t r = (uint32_t)(top >> 32), s = (uint32_t)top;
         if (pr[s] != r || nxt[s] == 0)
             continue;
-        uint32_t q = nxt[s];
-        nxt[s] = nxt[q];
-        nxt[q] = 0;
-        pr[q] = NONE_RANK;
+        uint32_t d = nxt[s];
+        nxt[s] = nxt[d];
+        nxt[d] = 0;
+        pr[d] = NONE_RANK;
         if (nxt[s] < (uint32_t)n)
             prv[nxt[s]] = s;
         count--;
         uint32_t t = nxt[s];
         pr[s] = t < (uint32_t)n ? lookup(e, p + s, nxt[t] - s) : NONE_RANK;
-        if (pr[s] != NONE_RANK && heap_push(&h, ((uint64_t)pr[s] << 32) | s) < 0)
+        if (pr[s] != NONE_RANK && queue_push(&q, ((uint64_t)pr[s] << 32) | s) < 0)
             goto oom;
         if (s > 0) {
             uint32_t v = prv[s];
             pr[v] = lookup(e, p + v, nxt[s] - v);
-            if (pr[v] != NONE_RANK && heap_push(&h, ((uint64_t)pr[v] << 32) | v) < 0)
+            if (pr[v] != NONE_RANK && queue_push(&q, ((uint64_t)pr[v] << 32) | v) < 0)
                 goto oom;
         }
     }
-    PyMem_RawFree(h.a);
+    queue_free(&q);
     PyMem_RawFree(nxt);
     return count;
 oom:
-    PyMem_RawFree(h.a);
+    queue_free(&q);
     PyMem_RawFree(nxt);
     return -1;
 }
