@@ -38,7 +38,7 @@ $(NODE_STAMP): $(NODE_DIR)/package.json
 
 speedups-check: $(STAMP)
 	@if [ "$(SPEEDUPS)" = required ]; then \
-	  $(BIN)/python -c "import gcfkit._speedups" || { \
+	  $(BIN)/python -c "import gcfkit._speedups, gcfkit._bpe" || { \
 	    echo "the C accelerator did not build: install gcc and the Python headers" \
 	         "(or run make test SPEEDUPS=optional)" >&2; exit 1; }; fi
 
