@@ -199,6 +199,18 @@ def test_contractions_in_every_case(name: str) -> None:
     assert _mismatches(name, texts) == []
 
 
+@pytest.mark.skipif(not CORPUS_DIR.is_dir(), reason="no corpus")
+@pytest.mark.parametrize("name", tokens.ENCODINGS)
+def test_long_pieces_of_real_text(name: str) -> None:
+    # The corpus with everything but its letters (or its punctuation) dropped: pieces of
+    # tens of kilobytes whose merges are those of real words.
+    texts = []
+    for text in itertools.islice(_corpus_texts(), 0, None, 5):
+        texts.append("".join(ch for ch in text if ch.isalpha())[:50_000])
+        texts.append("".join(ch for ch in text if not ch.isalnum() and ch != " ")[:50_000])
+    assert _mismatches(name, texts) == []
+
+
 LONG_RUNS = ["!", " ", "\n", "\r\n", "7", "a", "ab", "A", "漢", "😀", " a", "\t", "\u3000", "é"]
 
 

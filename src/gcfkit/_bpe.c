@@ -281,21 +281,24 @@ heap_pop(Heap *h)
     return top;
 }
 
-/* The merge queue of a long piece: keys rank << 32 | start, so the lowest rank comes
- * first and the leftmost on a tie. Merging a pair of rank r creates pairs that contain
- * that token, and in a BPE-trained table those rank above r: keys arrive in increasing
- * order, which a radix heap (keys binned by their highest bit differing from the last
- * minimum) serves with sequential memory access. A key below that minimum (a table that
- * breaks the rule) goes to a binary heap beside it, so the order stays exact anyway. */
+/* The merge queue of a long piece: keys rank << 32 | start, served lowest rank first and
+ * leftmost on a tie. Merging a pair of rank r creates pairs that contain that token, and
+ * in a BPE-trained table those rank above r: ranks arrive in increasing order, which a
+ * radix heap over the rank (keys binned by the highest bit where their rank differs from
+ * the current one) serves with sequential memory access. Bin 0 holds the current rank,
+ * sorted by start once when it fills. A key whose rank is below the current one (a table
+ * that breaks the rule) goes to a binary heap beside it, so the order stays exact anyway. */
 typedef struct {
     uint64_t *a;
     size_t len, cap;
 } Bin;
 
 typedef struct {
-    Bin bins[65];
-    uint64_t last;
-    size_t size;
+    Bin bins[33];
+    size_t head;  /* bin 0 is served from here */
+    int sorted;   /* bin 0[head:] is in increasing order */
+    uint32_t last; /* the current rank */
+    size_t size;  /* keys in the bins */
     Heap side;
 } Queue;
 
@@ -315,59 +318,80 @@ bin_push(Bin *b, uint64_t v)
 }
 
 static inline int
-bin_of(uint64_t last, uint64_t v)
+bin_of(uint32_t last, uint64_t v)
 {
-    return v == last ? 0 : 64 - __builtin_clzll(v ^ last);
+    uint32_t r = (uint32_t)(v >> 32);
+    return r == last ? 0 : 32 - __builtin_clz(r ^ last);
 }
 
 static int
 queue_push(Queue *q, uint64_t v)
 {
-    if (v < q->last)
+    if ((uint32_t)(v >> 32) < q->last)
         return heap_push(&q->side, v);
+    int i = bin_of(q->last, v);
+    if (i == 0)
+        q->sorted = 0;
     q->size++;
-    return bin_push(&q->bins[bin_of(q->last, v)], v);
+    return bin_push(&q->bins[i], v);
 }
 
-/* Pop the smallest key into *out; 0 when empty. */
+static int
+cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Pop the smallest key into *out: 1, or 0 when empty, -1 when out of memory. */
 static int
 queue_pop(Queue *q, uint64_t *out)
 {
-    if (q->size && q->bins[0].len == 0) {
+    Bin *zero = &q->bins[0];
+    if (q->size && zero->len == q->head) {
+        zero->len = q->head = 0;
         int i = 1;
         while (q->bins[i].len == 0)
             i++;
         Bin *b = &q->bins[i];
-        uint64_t m = b->a[0];
+        uint32_t m = (uint32_t)(b->a[0] >> 32);
         for (size_t k = 1; k < b->len; k++)
-            if (b->a[k] < m)
-                m = b->a[k];
+            if ((uint32_t)(b->a[k] >> 32) < m)
+                m = (uint32_t)(b->a[k] >> 32);
         q->last = m;
-        /* Every key of bin i now lands in a lower bin: no allocation can fail for bin i
-         * itself, and the lower bins grow as pushes do. */
+        /* Every key of bin i lands in a lower bin. */
         size_t n = b->len;
         b->len = 0;
-        for (size_t k = 0; k < n; k++) {
-            Bin *to = &q->bins[bin_of(m, b->a[k])];
-            if (bin_push(to, b->a[k]) < 0)
+        for (size_t k = 0; k < n; k++)
+            if (bin_push(&q->bins[bin_of(m, b->a[k])], b->a[k]) < 0)
                 return -1;
-        }
+        q->sorted = 0;
     }
-    if (q->side.len && (!q->size || q->side.a[0] < q->last)) {
+    if (q->size && !q->sorted) {
+        uint64_t *a = zero->a + q->head;
+        size_t n = zero->len - q->head;
+        for (size_t k = 1; k < n; k++)
+            if (a[k] < a[k - 1]) {
+                qsort(a, n, sizeof(uint64_t), cmp_u64);
+                break;
+            }
+        q->sorted = 1;
+    }
+    if (q->side.len && (!q->size || q->side.a[0] < zero->a[q->head])) {
         *out = heap_pop(&q->side);
         return 1;
     }
     if (!q->size)
         return 0;
     q->size--;
-    *out = q->bins[0].a[--q->bins[0].len];
+    *out = zero->a[q->head++];
     return 1;
 }
 
 static void
 queue_free(Queue *q)
 {
-    for (int i = 0; i < 65; i++)
+    for (int i = 0; i < 33; i++)
         PyMem_RawFree(q->bins[i].a);
     PyMem_RawFree(q->side.a);
 }
