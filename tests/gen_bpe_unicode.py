@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import regex  # type: ignore[import-untyped]
+import regex
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "gcfkit" / "_bpe_unicode.h"
 

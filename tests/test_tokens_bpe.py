@@ -273,3 +273,17 @@ def test_a_tiny_table_merges_by_lowest_rank() -> None:
         _bpe.Encoding(ranks, "p50k_base")
     with pytest.raises(TypeError):
         enc.count(b"abc")
+    assert enc.count_till_limit("abcb", 10**30) == 2
+    assert enc.count_till_limit("abcb", -(10**30)) is None
+    assert enc.count_till_limit("abcb", 1) is None
+    with pytest.raises(RuntimeError):
+        enc.__init__(ranks, "o200k_base")
+
+
+def test_an_uninitialised_encoding_refuses_to_count() -> None:
+    enc = _bpe.Encoding.__new__(_bpe.Encoding)
+    assert enc.size == 0 and enc.nbytes == 0
+    with pytest.raises(RuntimeError):
+        enc.count("abc")
+    with pytest.raises(RuntimeError):
+        enc.count_till_limit("abc", 3)

@@ -460,6 +460,8 @@ bpe_count(const Enc *e, const unsigned char *p, Py_ssize_t n)
 {
     if (n <= 1)
         return n;
+    if ((uint64_t)n >= UINT32_MAX)
+        return -1; /* offsets are 32-bit: a 4 GB piece is refused as out of memory */
     if (lookup(e, p, (size_t)n) != NONE_RANK)
         return 1;
     return n <= SMALL_PIECE ? bpe_small(e, p, n) : bpe_large(e, p, n);
@@ -763,9 +765,14 @@ Enc_count_till_limit(Enc *self, PyObject *const *args, Py_ssize_t nargs)
     Text t;
     if (get_text(args[0], &t) < 0)
         return NULL;
-    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
-    if (limit == -1 && PyErr_Occurred())
+    int overflow;
+    long long asked = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (asked == -1 && PyErr_Occurred())
         return NULL;
+    /* A limit past Py_ssize_t is no limit: no text has that many tokens. */
+    Py_ssize_t limit = overflow > 0 || asked > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX
+                       : overflow < 0                      ? -1
+                                                           : (Py_ssize_t)asked;
     if (limit < 0)
         Py_RETURN_NONE;
     Py_ssize_t n = count_maybe_nogil(self, &t, limit);
@@ -802,6 +809,8 @@ static PyObject *
 Enc_nbytes(Enc *self, void *closure)
 {
     (void)closure;
+    if (!self->slots)
+        return PyLong_FromLong(0);
     size_t total = (size_t)self->offs[self->n] + sizeof(uint32_t) * (size_t)(2 * self->n + 1) +
                    sizeof(uint32_t) * ((size_t)self->mask + 1);
     return PyLong_FromSize_t(total);
