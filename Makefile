@@ -16,11 +16,11 @@ $(BIN)/python:
 
 # The version is read from src/gcfkit/__init__.py at install time: reinstall when it changes.
 # The editable install also compiles src/gcfkit/_speedups.c next to the sources.
-$(STAMP): pyproject.toml setup.py src/gcfkit/__init__.py src/gcfkit/_speedups.c | $(BIN)/python
+$(STAMP): pyproject.toml setup.py src/gcfkit/__init__.py src/gcfkit/_speedups.c src/gcfkit/_bpe.c src/gcfkit/_bpe_unicode.h | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
-$(BENCH_STAMP): pyproject.toml setup.py src/gcfkit/__init__.py src/gcfkit/_speedups.c | $(BIN)/python
+$(BENCH_STAMP): pyproject.toml setup.py src/gcfkit/__init__.py src/gcfkit/_speedups.c src/gcfkit/_bpe.c src/gcfkit/_bpe_unicode.h | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test,bench]"
 	touch $(BENCH_STAMP) $(STAMP)
 
@@ -38,7 +38,7 @@ $(NODE_STAMP): $(NODE_DIR)/package.json
 
 speedups-check: $(STAMP)
 	@if [ "$(SPEEDUPS)" = required ]; then \
-	  $(BIN)/python -c "import gcfkit._speedups" || { \
+	  $(BIN)/python -c "import gcfkit._speedups, gcfkit._bpe" || { \
 	    echo "the C accelerator did not build: install gcc and the Python headers" \
 	         "(or run make test SPEEDUPS=optional)" >&2; exit 1; }; fi
 
@@ -70,4 +70,4 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
-	rm -f src/gcfkit/_speedups*.so
+	rm -f src/gcfkit/_speedups*.so src/gcfkit/_bpe*.so

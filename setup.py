@@ -54,7 +54,15 @@ setup(
             sources=["src/gcfkit/_speedups.c"],
             optional=True,
             extra_compile_args=_extra,
-        )
+        ),
+        # Exact o200k/cl100k token counts from compact tables (gcfkit.tokens; optional too).
+        Extension(
+            "gcfkit._bpe",
+            sources=["src/gcfkit/_bpe.c"],
+            depends=["src/gcfkit/_bpe_unicode.h"],
+            optional=True,
+            extra_compile_args=_extra,
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -64,7 +64,7 @@ MODULES = _modules()
 
 #: Compiled modules (no source to read), each imported only by the one module that picks it,
 #: as json picks _json.
-EXTENSIONS = {"gcfkit._speedups": "gcfkit.speedups"}
+EXTENSIONS = {"gcfkit._speedups": "gcfkit.speedups", "gcfkit._bpe": "gcfkit.tokens"}
 
 
 def _resolve(module: Module, level: int, target: str | None) -> str:

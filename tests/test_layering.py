@@ -29,6 +29,7 @@ CODEC = (
     "gcfkit.stream",
     "gcfkit.dense",
     "gcfkit.tokens",
+    "gcfkit._bpe",
     "gcfkit.gcx1",
 )
 #: The codec's leaves: shared by both profiles, so they import neither (nor anything else

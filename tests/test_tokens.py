@@ -176,7 +176,7 @@ def test_public_encoding_fallback_counts_the_same(monkeypatch: pytest.MonkeyPatc
         raise ImportError("no binding")
 
     monkeypatch.setattr(tokens, "_load_bindings", broken)
-    fn = tokens._exact_backend.__wrapped__("cl100k_base")
+    fn = tokens._bpe_openai_backend("cl100k_base")
     assert fn is not None
     text = "GCF profile=generic\n## [2]{id,name}\n1|Ada\n2|Bob\n"
     assert fn(text) == tokens.count(text, "cl100k_base")

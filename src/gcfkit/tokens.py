@@ -1,9 +1,13 @@
 """Token counts for the OpenAI ``o200k_base`` and ``cl100k_base`` encodings, offline.
 
-With the ``gcfkit[tokens]`` extra installed, counts are exact: they come from the
+With the ``gcfkit[tokens]`` extra installed, counts are exact. The ranks come from the
 ``bpe-openai`` wheel, whose rank files ship inside the wheel and are byte-identical to
-tiktoken's (same sha256; ``tests/test_tokens.py`` checks it and compares counts with
-tiktoken). Nothing is downloaded, ever.
+tiktoken's (same sha256, checked on load; ``tests/test_tokens.py`` compares counts with
+tiktoken). Nothing is downloaded, ever. The counting itself is done by gcfkit's own C
+module ``gcfkit._bpe`` (about 5 MB for o200k_base where the wheel's compiled tokenizer
+takes about 60 MB; ``tests/test_tokens_bpe.py`` holds it to bpe-openai's counts, code
+point by code point); where that module is not built, or ``GCFKIT_TOKENIZER=bpe-openai``
+is set, bpe-openai's own tokenizer counts.
 
 Without the extra the core stays dependency-free and counts fall back to an estimate
 (:func:`estimate`): a pre-tokenizer-shaped heuristic calibrated on the project corpus,
@@ -24,10 +28,14 @@ True
 from __future__ import annotations
 
 import functools
+import gzip
+import hashlib
 import importlib.machinery
 import importlib.util
+import os
 import re
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -38,6 +46,7 @@ __all__ = [
     "DEFAULT_ENCODING",
     "ENCODINGS",
     "Counter",
+    "backend",
     "count",
     "count_till_limit",
     "counter",
@@ -63,8 +72,44 @@ def _check_encoding(encoding: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Exact backend
+# Exact backends
 # ---------------------------------------------------------------------------------------
+
+# tiktoken's published sha256 of each rank file: gcfkit's own counter only uses ranks it
+# has been tested against.
+_RANKS_SHA256: Final = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+#: ``GCFKIT_TOKENIZER=bpe-openai`` counts with bpe-openai's compiled tokenizer instead of
+#: gcfkit's (same counts, ~60 MB more per encoding); read once, when a counter is built.
+TOKENIZER_ENV: Final = "GCFKIT_TOKENIZER"
+
+
+@functools.cache
+def _compact_backend(encoding: str) -> Any | None:
+    """``gcfkit._bpe.Encoding`` for ``encoding``, built from the wheel's rank file; None when
+    the C module is not built, the wheel is absent or its file is not tiktoken's."""
+    if os.environ.get(TOKENIZER_ENV, "").strip().lower() == "bpe-openai":
+        return None
+    try:
+        from gcfkit import _bpe
+    except ImportError:
+        return None
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "data" / f"{encoding}.tiktoken.gz"
+    try:
+        data = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, zlib.error):
+        return None
+    if hashlib.sha256(data).hexdigest() != _RANKS_SHA256[encoding]:
+        return None
+    try:
+        return _bpe.Encoding(data, encoding)
+    except (ValueError, MemoryError):
+        return None
 
 
 def _load_bindings() -> Any:
@@ -100,6 +145,15 @@ def _load_bindings() -> Any:
 @functools.cache
 def _exact_backend(encoding: str) -> Callable[[str], int] | None:
     """The cached exact counting function for ``encoding``, or None without the extra."""
+    compact = _compact_backend(encoding)
+    if compact is not None:
+        fn: Callable[[str], int] = compact.count
+        return fn
+    return _bpe_openai_backend(encoding)
+
+
+def _bpe_openai_backend(encoding: str) -> Callable[[str], int] | None:
+    """bpe-openai's own counting function (the reference), or None without the extra."""
     if importlib.util.find_spec("bpe_openai") is None:
         return None
     try:
@@ -122,7 +176,16 @@ def _exact_backend(encoding: str) -> Callable[[str], int] | None:
 
 @functools.cache
 def _limited_backend(encoding: str) -> Callable[[str, int], int | None] | None:
-    """The binding's ``count_till_limit`` for ``encoding`` (None: count in full, compare)."""
+    """The exact ``count_till_limit`` for ``encoding`` (None: count in full, compare)."""
+    compact = _compact_backend(encoding)
+    if compact is not None:
+        fn: Callable[[str, int], int | None] = compact.count_till_limit
+        return fn
+    return _bpe_openai_limited(encoding)
+
+
+def _bpe_openai_limited(encoding: str) -> Callable[[str, int], int | None] | None:
+    """bpe-openai's ``count_till_limit`` for ``encoding``, or None."""
     try:
         fn: Callable[[str, int], int | None] = (
             _load_bindings().tokenizer_for_encoding(encoding).count_till_limit
@@ -245,6 +308,13 @@ class Counter:
         """``"exact"`` or ``"estimate"``."""
         return "exact" if self.exact else "estimate"
 
+    @property
+    def backend(self) -> str:
+        """Who counts: ``"gcfkit"`` (the C module), ``"bpe-openai"`` or ``"estimate"``."""
+        if not self.exact:
+            return "estimate"
+        return "gcfkit" if _compact_backend(self.encoding) is not None else "bpe-openai"
+
     def count(self, text: str) -> int:
         """Number of tokens of ``text`` (special-token text counts as ordinary text)."""
         if not text:
@@ -333,3 +403,12 @@ def method(encoding: str = DEFAULT_ENCODING) -> str:
     True
     """
     return counter(encoding).method
+
+
+def backend(encoding: str = DEFAULT_ENCODING) -> str:
+    """Who counts ``encoding``: ``"gcfkit"``, ``"bpe-openai"`` or ``"estimate"``.
+
+    >>> backend() in ("gcfkit", "bpe-openai", "estimate")
+    True
+    """
+    return counter(encoding).backend
