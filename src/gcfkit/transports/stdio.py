@@ -48,8 +48,8 @@ from ..ledger import Ledger, utc_now_iso
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
-from .offload import Offload, start_or_warm
 from .outbox import Outbox
+from .pools import session_pool, start_or_warm
 from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, widen_pipe
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ async def run_proxy(
     # the relay (or the signal handlers); it loads the tokenizer (about a second) while the
     # server starts up. Without one (it cannot start), they are rewritten here, and the
     # warm-up runs in a thread meanwhile; the first tool result waits for it.
-    offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
+    offload = session_pool(config, codec, ledger.path if ledger is not None else None)
     lane = offload.session()
     warming = await start_or_warm(offload, core)
     for pipe in (client_in, client_out):

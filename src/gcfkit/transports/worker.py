@@ -26,10 +26,11 @@ proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
 processes of the same program) of one message, a dataclass of this module. To the worker:
-:class:`Init` first, then :class:`Job` and :class:`Drop`. From the worker: :class:`Ready`
-once warmed up, then an :class:`Answer` per job, in order, each followed by :class:`Idle`
-once its ledger record is written (the pool sends the next job only then; it carries
-that record, for the server's metrics).
+:class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (the exact ledger
+counts of results answered in the relay's process, :mod:`gcfkit.transports.tally`). From
+the worker: :class:`Ready` once warmed up, then an :class:`Answer` per job, in order, each
+followed by :class:`Idle` once its ledger record is written (the pool sends the next job
+only then; it carries that record, for the server's metrics).
 
 What a session remembers outlives its worker (:mod:`gcfkit.proxy.held`): each answer of a
 session's job carries a report of its memory, and a job that moves the session here carries
@@ -53,21 +54,28 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, report, restore
 from ..proxy.record import LedgerRecord
-from ..proxy.rewrite import Budget, Call, Rewriter, SessionEvent
+from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, SessionEvent
+
+if TYPE_CHECKING:
+    from ..ledger import Ledger
 
 __all__ = [
     "Answer",
+    "Count",
     "Drop",
     "FromWorker",
+    "Hosted",
     "Idle",
     "Init",
     "Job",
+    "Owed",
     "Ready",
     "ToWorker",
     "decode_frame_length",
@@ -117,6 +125,26 @@ class Drop:
 
 
 @dataclass(frozen=True, slots=True)
+class Owed:
+    """A result answered elsewhere (in the relay's process) whose ledger record is still
+    to be counted: its ``outcome`` (without the result itself), and what the record says
+    of it besides."""
+
+    outcome: Outcome
+    server: str
+    tool: str
+    encode_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """Count what ``items`` owe exactly, and append their records to the ledger
+    (:mod:`gcfkit.transports.tally`); answered by an :class:`Idle` that carries them."""
+
+    items: tuple[Owed, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
     """The worker has warmed up."""
 
@@ -134,13 +162,15 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    """The last answer's ledger record is written: the worker takes the next job.
-    ``record``: that record, for the server's metrics (None without a ledger)."""
+    """The last answer's ledger record is written (or the records a :class:`Count` asked
+    for, ``records``): the worker takes the next job. ``record``: that record, for the
+    server's metrics (None without a ledger)."""
 
     record: LedgerRecord | None = None
+    records: tuple[LedgerRecord, ...] = ()
 
 
-ToWorker = Init | Job | Drop
+ToWorker = Init | Job | Drop | Count
 FromWorker = Ready | Answer | Idle
 
 _HEADER: Final = struct.Struct(">Q")
@@ -203,13 +233,47 @@ def _die_with_parent(parent: int) -> None:
 
 
 @dataclass(slots=True)
-class _Hosted:
-    """One session's rewriter here, the handles it issued that were reported, and the
-    remembered results the pool's copy has (:func:`gcfkit.proxy.held.report`)."""
+class Hosted:
+    """One session's rewriter (in a worker, or in the relay's process:
+    :mod:`gcfkit.transports.local`), the handles it issued that were reported, and the
+    remembered results the pool's copy has (:func:`gcfkit.proxy.held.report`).
+
+    >>> from gcfkit.proxy.config import ProxyConfig
+    >>> Hosted.start(ProxyConfig(), Codec(), ("r1",), None).answered(own=True)
+    ((), MemoryReport(order=(), new=(), latest={}, unasked={}))
+    """
 
     rewriter: Rewriter
     reported: int = 0
     known: set[str] = field(default_factory=set)
+
+    @classmethod
+    def start(
+        cls,
+        config: ProxyConfig,
+        codec: Codec,
+        spent: Iterable[str],
+        memory: MemoryReport | None,
+    ) -> Hosted:
+        """A session's rewriter where it starts (or moves to): the handles its earlier
+        hosts issued are never issued again, and it remembers what ``memory`` holds."""
+        rewriter = Rewriter(config, codec)
+        held = rewriter.names.memory
+        # Handles earlier hosts of this session issued: a reader may still hold them.
+        held.spend(spent)
+        known: set[str] = set()
+        if memory is not None:
+            restore(rewriter.names, memory)
+            known = {h.handle for h in held.results()}
+        return cls(rewriter, len(held.issued), known)
+
+    def answered(self, own: bool) -> tuple[tuple[str, ...], MemoryReport | None]:
+        """After a result: the handles it minted, and (``own``: the session's own rewriter,
+        not a stray or fresh one) what the session remembers now, for the pool's copy."""
+        issued = self.rewriter.names.memory.issued
+        minted = tuple(issued[self.reported :])
+        self.reported = len(issued)
+        return minted, report(self.rewriter.names, self.known) if own else None
 
 
 class _Hosts:
@@ -221,25 +285,17 @@ class _Hosts:
         self.codec = codec
         # A stray job names nothing (see the module docstring).
         self.stray_config = dataclasses.replace(config, refs="off")
-        self.hosted: dict[int, _Hosted] = {}
+        self.hosted: dict[int, Hosted] = {}
 
-    def for_job(self, job: Job) -> tuple[_Hosted, bool]:
+    def for_job(self, job: Job) -> tuple[Hosted, bool]:
         """The session state for one job, and whether it is the session's own (kept here,
         reported to the pool)."""
         if job.session is None or job.stray:
             config = self.stray_config if job.stray else self.config
-            return _Hosted(Rewriter(config, self.codec)), False
+            return Hosted(Rewriter(config, self.codec)), False
         found = self.hosted.get(job.session)
         if found is None or job.spent is not None:
-            rewriter = Rewriter(self.config, self.codec)
-            memory = rewriter.names.memory
-            # Handles earlier workers of this session issued: a reader may still hold them.
-            memory.spend(job.spent or ())
-            known: set[str] = set()
-            if job.memory is not None:
-                restore(rewriter.names, job.memory)
-                known = {h.handle for h in memory.results()}
-            found = _Hosted(rewriter, len(memory.issued), known)
+            found = Hosted.start(self.config, self.codec, job.spent or (), job.memory)
             self.hosted[job.session] = found
         return found, True
 
@@ -260,7 +316,8 @@ def main() -> None:
         return
     config = init.config
     hosts = _Hosts(config, init.codec)
-    Rewriter(config, init.codec).warm_up()  # the tokenizer and codec, once for every session
+    counter = Rewriter(config, init.codec)
+    counter.warm_up()  # the tokenizer and codec, once for every session
     ledger = None
     if init.ledger_path is not None:
         from ..ledger import Ledger
@@ -274,6 +331,9 @@ def main() -> None:
         if isinstance(frame, Drop):
             hosts.hosted.pop(frame.session, None)
             continue
+        if isinstance(frame, Count):
+            write_frame(channel, Idle(records=_count(counter, frame, ledger)))
+            continue
         if not isinstance(frame, Job):
             continue
         hosted, own = hosts.for_job(frame)
@@ -284,10 +344,7 @@ def main() -> None:
         outcome, out = rewriter.rewrite_line(
             frame.line, call, Budget(time.monotonic, frame.deadline)
         )
-        issued = rewriter.names.memory.issued
-        minted = tuple(issued[hosted.reported :])
-        hosted.reported = len(issued)
-        memory = report(rewriter.names, hosted.known) if own else None
+        minted, memory = hosted.answered(own)
         write_frame(channel, Answer(frame.id, out, minted, memory))
         del out, frame, memory
         record = None
@@ -302,6 +359,24 @@ def main() -> None:
             ledger.append(record)
         # Free for the next job only now: its clock must not run during this bookkeeping.
         write_frame(channel, Idle(record))
+
+
+def _count(counter: Rewriter, owed: Count, ledger: Ledger | None) -> tuple[LedgerRecord, ...]:
+    """The records of results answered elsewhere (:mod:`gcfkit.transports.tally`), their
+    owed texts counted exactly here, appended to the ledger."""
+    records = []
+    for item in owed.items:
+        record = item.outcome.ledger_record(
+            counter.count,
+            server=item.server,
+            tool=item.tool,
+            encoding=counter.config.encoding,
+            encode_ms=item.encode_ms,
+        )
+        if ledger is not None:
+            ledger.append(record)
+        records.append(record)
+    return tuple(records)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,203 @@
+"""Tool results answered in the relay's own process: the small ones, which a worker would
+only slow down (a pickle each way and two context switches cost more than their rewrite).
+
+Which result is answered here is :func:`~gcfkit.transports.placement.answers_here`'s word
+(the pool's one rule of where a result goes); :class:`~gcfkit.transports.offload.Lane`
+asks it, and sends the rest to its workers. Here, a result is answered by the same road as
+in a worker (:meth:`Rewriter.rewrite_line <gcfkit.proxy.rewrite.Rewriter.rewrite_line>`),
+with two differences that keep the relay light:
+
+* **No tokenizer.** The rewriter's codec counts tokens by estimate (:func:`estimating`);
+  when a decision is too close to make from estimates, the rewriter says so before
+  touching the session's state (:class:`NeedsExactCounts`), and the result goes to a worker,
+  which answers it as it always did. The ledger's exact counts are owed
+  (:mod:`gcfkit.transports.tally`): a worker counts them later, off the answer's path.
+* **The session's state moves.** A session's state lives where its last result was
+  answered. Its rewriter here (:class:`~gcfkit.transports.worker.Hosted`) is kept while
+  results go to workers, and caught up (:func:`catch_up`) when one comes back: the calls
+  answered elsewhere are forgotten (their delta bases are not what the client holds) and
+  what the session remembers is taken from the pool's copy (:mod:`gcfkit.proxy.held`),
+  which every answer here updates too, so a worker the session moves to starts from it.
+
+>>> from gcfkit.proxy.config import ProxyConfig
+>>> from gcfkit.proxy.rewrite import Call
+>>> here = Here(ProxyConfig(primer=False))
+>>> line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
+>>> here.answer(here.fresh(), line, Call("t", "t"), ())[1]
+b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"[1,2]"}]}}\\n'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+from .. import tokens
+from ..proxy.config import Codec, ProxyConfig
+from ..proxy.held import MemoryReport, SessionMemory, restore
+from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, SessionEvent
+from .placement import answers_here
+from .worker import Hosted
+
+__all__ = [
+    "Here",
+    "NeedsExactCounts",
+    "Session",
+    "answer_here",
+    "catch_up",
+    "estimating",
+    "missing",
+]
+
+
+class NeedsExactCounts(Exception):
+    """The rewriter could not decide from estimates: the result goes to a worker."""
+
+
+def estimating(codec: Codec) -> Codec:
+    """``codec`` counting by estimate (:func:`gcfkit.tokens.estimate`): what the relay's
+    rewriters run on, so that the tokenizer is never loaded here."""
+    return dataclasses.replace(codec, count=tokens.estimate, count_till_limit=None)
+
+
+class Here:
+    """The relay process's side of the pool: its rewriters' options and codec.
+
+    Only the default codec runs here: one given to the shell (a test's double, a faulty
+    one) runs in workers alone, where a hang or a crash costs a worker, not the relay."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.codec = estimating(Codec())
+
+    def host(self, spent: Iterable[str], memory: MemoryReport | None) -> Hosted:
+        """A session's rewriter here, starting from what it remembers (``memory``)."""
+        return Hosted.start(self.config, self.codec, spent, memory)
+
+    def fresh(self) -> Hosted:
+        """A rewriter for one request of no session."""
+        return Hosted(Rewriter(self.config, self.codec))
+
+    def answer(
+        self, hosted: Hosted, line: bytes, call: Call, events: Sequence[SessionEvent]
+    ) -> tuple[Outcome, bytes | None, float]:
+        """The outcome, the line to send (None: the original) and the milliseconds it
+        took. Raises :class:`NeedsExactCounts` (the session's state untouched but for
+        ``events``) when a worker must answer it."""
+        rewriter = hosted.rewriter
+        rewriter.apply(events)
+        started = time.monotonic()
+        budget = Budget(time.monotonic, started + self.config.budget_for(len(line)))
+        outcome, out = rewriter.rewrite_line(line, call, budget)
+        return outcome, out, (time.monotonic() - started) * 1000.0
+
+
+def missing(hosted: Hosted, memory: MemoryReport) -> int:
+    """Bytes of remembered results in ``memory`` (the pool's copy, a snapshot) that
+    ``hosted`` lacks: what catching it up costs (each is parsed)."""
+    return sum(k.size for k in memory.new if k.handle not in hosted.known)
+
+
+def catch_up(
+    hosted: Hosted,
+    memory: MemoryReport,
+    behind: Sequence[SessionEvent],
+    spent: Iterable[str],
+) -> None:
+    """Bring a session's rewriter here up to what happened while its results were answered
+    elsewhere: ``behind`` (the events sent with them, and a forget of each of their calls),
+    the handles issued there (``spent``) and what the session remembers now (``memory``,
+    the pool's copy)."""
+    rewriter = hosted.rewriter
+    rewriter.apply(behind)
+    names = rewriter.names
+    held = names.memory
+    held.spend(spent)
+    keep = set(memory.order)
+    for result in held.results():
+        if result.handle not in keep:
+            held.forget(result.handle)
+    lacking = tuple(k for k in memory.new if k.handle not in hosted.known)
+    restore(names, MemoryReport(new=lacking))
+    for handle in memory.order:
+        held.recall(handle)  # in the pool's order of use: the same result is evicted next
+    names.latest.clear()
+    names.latest.update(memory.latest)
+    names.unasked.clear()
+    names.unasked.update(memory.unasked)
+    hosted.known = {result.handle for result in held.results()}
+    hosted.reported = len(held.issued)
+
+
+class Session(Protocol):
+    """What :func:`answer_here` reads and keeps of a session: its
+    :class:`~gcfkit.transports.offload.Lane`."""
+
+    key: int | None
+    closed: bool
+    here: Hosted | None
+    memory: SessionMemory
+    spent: list[str]
+    behind: list[SessionEvent]
+    owed: list[SessionEvent]
+    synced: int
+    changes: int
+    in_pool: int
+
+
+def answer_here(
+    here: Here,
+    session: Session,
+    line: bytes,
+    call: Call,
+    events: list[SessionEvent],
+    leave_home: Callable[[], None],
+) -> tuple[Outcome, bytes | None, float] | None:
+    """One result of ``session`` answered here (its outcome, the line to send and the
+    milliseconds it took), or None when it goes to a worker: the pool's rule
+    (:func:`~gcfkit.transports.placement.answers_here`) says so, or the rewriter cannot
+    decide from estimates. The session's state moves here (``leave_home``: the worker it
+    lived in forgets it), caught up first (:func:`catch_up`), and the pool's copy of what it
+    remembers is updated after."""
+    own = session.key is not None and not session.closed
+    memory: MemoryReport | None = None
+    carried = 0
+    if own:
+        if session.here is None:
+            memory = session.memory.snapshot()
+            carried = session.memory.bytes
+        elif session.behind or session.synced != session.changes:
+            memory = session.memory.snapshot()
+            carried = missing(session.here, memory)
+    if not answers_here(len(line), carried, session.in_pool > 0):
+        return None
+    try:
+        if not own:
+            hosted = here.fresh()
+        elif session.here is None:
+            hosted = session.here = here.host(session.spent, memory)
+        else:
+            hosted = session.here
+            if memory is not None:
+                catch_up(hosted, memory, session.behind, session.spent)
+        if own:
+            session.behind.clear()
+            session.owed.clear()  # (for the worker it leaves)
+            session.synced = session.changes
+            leave_home()
+        outcome, out, ms = here.answer(hosted, line, call, events)
+    except NeedsExactCounts:
+        return None  # its events reach this host again, with what it is behind by
+    except Exception:  # never break the agent: a worker answers, and this host is dropped
+        session.here = None
+        return None
+    minted, report = hosted.answered(own)
+    if own:
+        session.spent.extend(minted)
+        if report is not None:
+            session.memory.apply(report)
+            session.changes += 1
+        session.synced = session.changes
+    return outcome, out, ms
