@@ -74,6 +74,24 @@ class Codec:
     count_till_limit: Callable[[str, int, str], int | None] | None = None
     dense_encode: Callable[..., DenseEncoded] | None = field(default_factory=_default_dense_encode)
     dense_loads: Callable[[str], Any] | None = field(default_factory=_default_dense_loads)
+    #: Estimate mode (:meth:`estimating`): answers are chosen with ``estimate_count``, and a
+    #: choice it cannot make clearly raises
+    #: :class:`~gcfkit.answers.estimates.NeedsExactCounts` instead of guessing; ``count``
+    #: is used only when exact counts are asked for.
+    estimate: bool = False
+    estimate_count: Callable[[str, str], int] = tokens.estimate
+
+    @classmethod
+    def estimating(cls) -> Codec:
+        """The default codec in estimate mode: :func:`gcfkit.tokens.estimate` chooses, no
+        tokenizer is loaded until exact counts are asked for (a close call,
+        :mod:`gcfkit.answers.estimates`).
+
+        >>> codec = Codec.estimating()
+        >>> codec.estimate, codec.estimate_count("{}", "o200k_base") == tokens.estimate("{}")
+        (True, True)
+        """
+        return cls(estimate=True)
 
     def limited(self) -> Callable[[str, int, str], int | None]:
         """The limited counter that agrees with :attr:`count`."""

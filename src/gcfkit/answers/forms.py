@@ -34,6 +34,7 @@ from ..errors import GCFError
 from ..jsonio import decodes_to, dumps_compact
 from .choose import Candidates, Fallback, Form, utf8_len
 from .codec import Codec
+from .estimates import NeedsExactCounts
 from .primer import PrimerMode, annotate
 from .pyliteral import renders
 
@@ -81,7 +82,10 @@ class FullForms:
         self._explain_gcf = explain_gcf
 
     def texts(self, value: Any, fallbacks: list[Fallback], *, compact_size: int = 0) -> list[Text]:
-        """The full forms of ``value`` (refusals are added to ``fallbacks``), dense first."""
+        """The full forms of ``value`` (refusals are added to ``fallbacks``), dense first.
+
+        A count that raises :class:`~gcfkit.answers.estimates.NeedsExactCounts` (estimate
+        mode: dense definitions are chosen by exact counts, D9.2) raises it from here."""
         out: list[Text] = []
         made = self._dense(value, fallbacks)
         if made is not None:
@@ -110,15 +114,11 @@ class FullForms:
         if not self.dense or encode is None:
             return None
         on = set(self.dense)
+        flags = {c: c in on for c in ("defs", "lists", "constants", "short_rows")}
         try:
-            encoded = encode(
-                value,
-                count=self._count,
-                defs="defs" in on,
-                lists="lists" in on,
-                constants="constants" in on,
-                short_rows="short_rows" in on,
-            )
+            encoded = encode(value, count=self._count, **flags)
+        except NeedsExactCounts:
+            raise  # (estimate mode: not a failure of the form, a question for exact counts)
         except Exception as e:  # an extension's failure must not cost the v3.5.3 form
             fallbacks.append(Fallback("encode", getattr(e, "code", type(e).__name__)))
             return None

@@ -45,6 +45,7 @@ from typing import Any, Final
 
 from .. import speedups
 from ..answers.choose import (
+    VERIFIED_FORMS,
     AnswerPolicy,
     Candidates,
     Choice,
@@ -63,6 +64,7 @@ from ..answers.choose import (
     settle,
     utf8_len,
 )
+from ..answers.estimates import NeedsExactCounts, close, decide, weighed
 from ..answers.forms import FullForms, Text
 from ..answers.pyliteral import literal_value, renders
 from ..answers.since import Asked, Names
@@ -93,6 +95,7 @@ __all__ = [
     "BudgetExceeded",
     "Call",
     "Forget",
+    "NeedsExactCounts",
     "Outcome",
     "Reset",
     "Rewriter",
@@ -122,6 +125,14 @@ ENVELOPE_SLACK: Final = 64 * 1024
 #: Tokens a ``ref=`` name may add to an answer (a stamp in a GCF header, or a block): the
 #: counts a named result is compared with are bounded this much higher.
 _NAMING_SLACK: Final = 64
+
+#: A handle's shape (six digits, :class:`~gcfkit.relative.ResultMemory`): what a name costs by
+#: estimate does not depend on its digits, so estimate mode weighs naming before it mints.
+_ANY_HANDLE: Final = "000000"
+
+#: The reference spelling dense definitions are weighed against (dense.md D9.2): its cost
+#: matters only once a candidate string is costed too.
+_DEFINITION_REFERENCE: Final = "|$a|"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +184,15 @@ class Outcome:
     """What became of one result: ``result`` (None: the original goes out), the ledger's
     ``decision`` and numbers so far, and the texts whose tokens are still owed to the
     ledger: ``lazy`` were delivered unchanged (they count before and after), ``owed`` were
-    replaced after losing a limited count (they count before only)."""
+    replaced after losing a limited count, or were never counted exactly (estimate mode:
+    :class:`NeedsExactCounts`), and count before only; ``owed_after`` are what went out in
+    their place and was not counted exactly (estimate mode), counted in full, after only.
+    Plain data: picklable, so another process may count what is owed.
+
+    >>> out = Outcome(None, "json-minified", owed=["[1, 2]"], owed_after=["[1,2]"])
+    >>> out.count_owed(len); (out.tokens_before, out.tokens_after)
+    (6, 5)
+    """
 
     result: dict[str, Any] | None
     decision: LedgerDecision
@@ -183,6 +202,7 @@ class Outcome:
     tokens_after: int = 0
     lazy: list[str] = field(default_factory=list)
     owed: list[str] = field(default_factory=list)
+    owed_after: list[str] = field(default_factory=list)
     #: What the model would have read of the original, when that is not the text the result
     #: was answered from (a result delivered as its ``structuredContent``'s value,
     #: :mod:`gcfkit.proxy.structured`): the "before" is then theirs alone.
@@ -199,11 +219,14 @@ class Outcome:
             self.bytes_after += size
         for text in self.owed:
             self.tokens_before += _ledger_count(text, count)
+        for text in self.owed_after:
+            self.tokens_after += count(text)  # as the choice counts a winner: in full
         if self.baseline is not None:
             self.tokens_before = sum(_ledger_count(t, count) for t in self.baseline)
             self.bytes_before = sum(utf8_len(t) for t in self.baseline)
         self.lazy = []
         self.owed = []
+        self.owed_after = []
         self.baseline = None
 
     def ledger_record(
@@ -334,7 +357,30 @@ def _union_width(rows: Sequence[dict[str, Any]]) -> int:
 class Rewriter:
     """Answers tool results for one session (see the module docstring).
 
-    ``rewrite`` never raises: a failure of any kind sends the original and says why.
+    ``rewrite`` never raises: a failure of any kind sends the original and says why. With a
+    codec in estimate mode (:meth:`Codec.estimating <gcfkit.answers.codec.Codec.estimating>`)
+    it chooses from token estimates and loads no tokenizer; a result they cannot answer as
+    exact counts would (a close call, :mod:`gcfkit.answers.estimates`; a delta or a relative
+    answer; a form whose text depends on exact counts; a text over 4 MB) raises
+    :class:`NeedsExactCounts` with the session as it was, for a rewriter with exact counts
+    to answer. What such an answer owes the ledger is all in :attr:`Outcome.owed` and
+    :attr:`Outcome.owed_after`.
+
+    >>> import json
+    >>> from gcfkit.answers.codec import Codec
+    >>> r = Rewriter(ProxyConfig(), Codec.estimating())
+    >>> result = lambda text: {"content": [{"type": "text", "text": text}]}
+    >>> line = lambda text: json.dumps({"id": 1, "result": result(text)}).encode()
+    >>> pretty = json.dumps([1, 2, 3], indent=2)
+    >>> out, new = r.rewrite_line(line(pretty), Call("t", "t"), Budget.unlimited())
+    >>> new
+    b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2,3]"}]}}\\n'
+    >>> out.owed, out.owed_after, out.tokens_before
+    (['[\\n  1,\\n  2,\\n  3\\n]'], ['[1,2,3]'], 0)
+    >>> r.rewrite_line(line("[1, 2, 3]"), Call("t", "t"), Budget.unlimited())
+    Traceback (most recent call last):
+      ...
+    gcfkit.answers.estimates.NeedsExactCounts: a close call (json 6 vs original 6 estimated tokens)
     """
 
     def __init__(
@@ -346,6 +392,13 @@ class Rewriter:
     ) -> None:
         codec = codec or Codec()
         c = self.config = config
+        #: Estimate mode: results are answered from estimates unless exact counts are asked
+        #: for (``_estimate``: this result is); a close call raises, and every count the
+        #: ledger needs is owed (names' counts through the tally).
+        self._estimate_mode = codec.estimate
+        self._estimate = False
+        self._estimate_fn = codec.estimate_count
+        self._tally = _Tally(self._estimated) if codec.estimate else None
         self._dumps = codec.dumps
         self._loads = codec.loads
         self._count_fn = codec.count
@@ -357,6 +410,11 @@ class Rewriter:
         self._selfcheck_on = c.selfcheck
         carrier = c.primer_carrier if c.primer else "off"
         self._forms = FullForms(codec, count=self.count, dense=c.dense, primer=carrier)
+        # Dense definitions are chosen by exact counts (D9.2): estimating, a value with a
+        # string that may be defined is left to exact counts.
+        self._probe_forms = FullForms(
+            codec, count=_needs_exact_count, dense=c.dense, primer=carrier
+        )
         # What the client holds, per tool + arguments, for §10a deltas.
         self._deltas: dict[str, DeltaState] = {}
         held = (
@@ -379,10 +437,20 @@ class Rewriter:
         """Tokens of ``text`` in the session's encoding."""
         return self._count_fn(text, self.config.encoding)
 
+    def _estimated(self, text: str) -> int:
+        return self._estimate_fn(text, self.config.encoding)
+
+    @property
+    def estimates(self) -> bool:
+        """Whether results are answered from estimates unless exact counts are asked for."""
+        return self._estimate_mode
+
     def warm_up(self) -> None:
-        """Load the tokenizer and codec now (about a second, once per process)."""
+        """Load the tokenizer (not in estimate mode) and codec now (about a second, once per
+        process)."""
         try:
-            self.count("{}")
+            if not self._estimate_mode:
+                self.count("{}")
             self._loads(self._dumps({"a": [1]}))
         except Exception:  # a broken codec shows up, and is handled, per result
             pass
@@ -434,13 +502,16 @@ class Rewriter:
             return "passthrough-file"
         return None
 
-    def rewrite_line(self, line: bytes, call: Call, budget: Budget) -> tuple[Outcome, bytes | None]:
+    def rewrite_line(
+        self, line: bytes, call: Call, budget: Budget, *, exact: bool = False
+    ) -> tuple[Outcome, bytes | None]:
         """The outcome for one ``tools/call`` response ``line`` (what :meth:`unread` left to
         read), and the line to send (None: the line as it is): the one road of a tool
         result, whether it runs in a worker (:mod:`gcfkit.transports.worker`) or in process
         (:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>`). The new
         text goes back into the message here (:func:`_reassemble`, then
         :func:`~gcfkit.proxy.jsonrpc.dump_edited`: every other byte as the server wrote it).
+        In estimate mode it may raise :class:`NeedsExactCounts` (see :meth:`rewrite`).
 
         >>> from gcfkit.proxy.config import ProxyConfig
         >>> line = b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
@@ -457,13 +528,37 @@ class Rewriter:
             return Outcome(
                 None, fallback_word("unsafe-envelope"), lazy=text_blocks_of(result)
             ), None
-        outcome = self.rewrite(result, call, budget)
+        outcome = self.rewrite(result, call, budget, exact=exact)
         if outcome.result is None:
             return outcome, None
         return outcome, edited_line(msg, outcome.result, line)
 
-    def rewrite(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
-        """The answer to one result of ``call``, as its client's model reads it."""
+    def rewrite(
+        self, result: dict[str, Any], call: Call, budget: Budget, *, exact: bool = False
+    ) -> Outcome:
+        """The answer to one result of ``call``, as its client's model reads it.
+
+        In estimate mode, unless ``exact``, it is chosen from estimates, or
+        :class:`NeedsExactCounts` is raised with the session as it was: the same result
+        rewritten with ``exact=True`` (here, or by a rewriter with exact counts holding the
+        same session) then gets the answer exact counts give."""
+        names = self.names
+        self._estimate = self._estimate_mode and not exact
+        names.count = self._tally if self._estimate and self._tally is not None else self.count
+        if not self._estimate:
+            return self._rewrite_any(result, call, budget)
+        deltas, uses_since, preview = dict(self._deltas), names.uses_since, names.preview
+        try:
+            return self._rewrite_any(result, call, budget)
+        except NeedsExactCounts:
+            # Nothing is minted or remembered before the choice is made; what else a rewrite
+            # touches on its way there goes back as it was.
+            self._deltas.clear()
+            self._deltas.update(deltas)
+            names.uses_since, names.preview = uses_since, preview
+            raise
+
+    def _rewrite_any(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         if (call.reads == "content" and not call.flatten) or not carries_structured(result):
             return self._rewrite_result(result, call, budget)
         try:
@@ -496,6 +591,11 @@ class Rewriter:
             since = self.names.implicit_since(call.slot)
             implicit = since is not None
         at = Asked(call.tool, call.slot, since, implicit)
+        if self._estimate:
+            if since is not None:
+                raise NeedsExactCounts("a call naming a held result")
+            if any(len(t) > _LEDGER_EXACT_CHARS for t in texts):
+                raise NeedsExactCounts("a text the ledger counts by its size")
         try:
             if self._file_passthrough(call):
                 # Byte for byte: at most an identical re-read is answered (unchanged).
@@ -504,6 +604,8 @@ class Rewriter:
                     outcome = self._text_answer(result, at, "file", outcome)
                 return outcome
             return self._rewrite(result, policy, fmt, at, budget)
+        except NeedsExactCounts:
+            raise
         except BudgetExceeded:
             outcome = Outcome(None, fallback_word("time-budget"), lazy=texts)
         except Exception as e:  # never break the agent: the original goes through
@@ -564,7 +666,9 @@ class Rewriter:
         # A named result is one value that is the whole content (nothing else beside it).
         names = self.names
         named = whole and fmt == "gcf" and len(blocks) == len(content)
-        handle = names.memory.mint() if named and names.may_name(sum(sizes)) else None
+        named = named and names.may_name(sum(sizes))
+        # Estimate mode mints once the choice is made (a close call leaves nothing spent).
+        handle = names.memory.mint() if named and not self._estimate else None
         held = names.held(at, "json") if handle is not None else None
         choices: list[Choice] = []
         plain = json_size = 0
@@ -581,18 +685,33 @@ class Rewriter:
             else:
                 outcome.owed.extend(original)
             if choice.text is None:
-                outcome.tokens_after += before.tokens
                 outcome.bytes_after += before.size
+                if self._estimate:
+                    outcome.owed_after.extend(original)
+                else:
+                    outcome.tokens_after += before.tokens
             else:
-                outcome.tokens_after += choice.tokens
                 outcome.bytes_after += utf8_len(choice.text)
+                if self._estimate:
+                    outcome.owed_after.append(choice.text)
+                else:
+                    outcome.tokens_after += choice.tokens
         outcome.decision = ledger_decision(choices)
         block = None
+        if named and self._estimate:
+            self._naming_decided(choices[0], plain, sum(sizes))
+            handle = names.memory.mint()
         if handle is not None:
+            tally = self._tally if self._estimate else None
+            if tally is not None:
+                tally.texts.clear()
             choices[0], extra, block = names.name_value(
                 choices[0], handle, plain, at, pieces[0].value, held, sum(sizes), json_size
             )
-            outcome.tokens_after += extra
+            if tally is None:
+                outcome.tokens_after += extra
+            elif extra:
+                outcome.owed_after.extend(tally.texts)
         new_content = reassemble(content, blocks, pieces, [c.text for c in choices])
         if block is not None:
             # Not GCF: the handle travels in a text block of its own after the result's.
@@ -616,6 +735,9 @@ class Rewriter:
         if result.get("isError") is True or len(text_blocks(content)) != 1 or len(content) != 1:
             return outcome
         check = budget.check if budget is not None else (lambda: None)
+        tally = self._tally if self._estimate else None
+        if tally is not None:
+            tally.texts.clear()
         answer = self.names.text_result(content[0], at, kind, self._answers, check)
         if answer is None:
             return outcome
@@ -629,7 +751,10 @@ class Rewriter:
             outcome.decision = ledger_decision([answer.answer])
         else:
             # The text itself may be counted lazily (before and after alike); the block is new.
-            outcome.tokens_after += answer.tokens
+            if tally is not None:  # (estimate mode names no held text: only the block counted)
+                outcome.owed_after.extend(tally.texts)
+            else:
+                outcome.tokens_after += answer.tokens
             outcome.bytes_after += answer.size
             if answer.fallback is not None:
                 outcome.decision = answer.fallback.word
@@ -660,6 +785,8 @@ class Rewriter:
         may be named, the limits leave room for what the name costs, so that "no dearer than
         the plain form" is decided exactly too.
         """
+        if self._estimate:
+            return self._answer_estimated(value, original, fmt, policy, at, delta, budget, literal)
         slot = at.slot
         since_held, handle = since
         slack = _NAMING_SLACK if handle is not None else 0
@@ -730,6 +857,105 @@ class Rewriter:
                 self._deltas[slot] = held
         plain = min(json_form.tokens, before.tokens)
         return choice, before, counts.original_exact, plain, json_size
+
+    def _answer_estimated(
+        self,
+        value: Any,
+        original: list[str],
+        fmt: Format,
+        policy: ToolPolicy,
+        at: Asked,
+        delta: bool,
+        budget: Budget,
+        literal: bool,
+    ) -> tuple[Choice, Cost, bool, int, int]:
+        """:meth:`_answer` from token estimates (estimate mode, no handle or held result):
+        the choice exact counts make, or :class:`NeedsExactCounts` where an estimate cannot
+        tell (every form the winner is compared with must be clearly dearer:
+        :func:`~gcfkit.answers.estimates.decide`). It verifies what :meth:`_gcf` would: the
+        winner, and a GCF form counted before it that may beat the plain forms; a failed
+        check is left to the exact path (which says which form fell back)."""
+        count = self._estimated
+        compact = dumps_compact(value)
+        json_size = utf8_len(compact)
+        same = len(original) == 1 and compact == original[0]
+        budget.check()
+        # What raises cheaply goes first: a delta, then forms that need exact counts; the
+        # estimates (slower per byte than an exact count) come last.
+        step = self._delta_step(value, policy, at.slot) if delta else None
+        if step is not None and step.wire is not None and not step.is_full:
+            raise NeedsExactCounts("a delta")
+        json_tokens: int | None = None
+        refused: list[Fallback] = []
+        made: list[Text] = []
+        if fmt == "gcf":
+            cells = gcf_cells(value, stop=int(json_size / _TOKENS_PER_CELL))
+            build = cells <= json_size * _DENSE_CELLS_PER_BYTE
+            if not build:
+                json_tokens = weighed(count(compact), "json")
+                build = decide(cells * _TOKENS_PER_CELL, json_tokens)
+            if build:
+                made = self._probe_forms.texts(value, refused, compact_size=json_size)
+        if refused:
+            raise NeedsExactCounts("a form that could not be encoded")
+        budget.check()
+        if json_tokens is None:
+            json_tokens = weighed(count(compact), "json")
+        json_form = Form(compact, json_tokens, json_size)
+        # (The same text is weighed as what it is, compact JSON, whichever is counted.)
+        original_tokens = (
+            json_tokens if same else weighed(sum(count(t) for t in original), "original")
+        )
+        before = Cost(original_tokens, sum(utf8_len(t) for t in original))
+        forms = [(t, Form(t.text, weighed(count(t.text), t.kind), utf8_len(t.text))) for t in made]
+        by_kind = {t.kind: form for t, form in forms}
+        candidates = Candidates(
+            json=json_form, original=before, gcf=by_kind.get("gcf"), dense=by_kind.get("dense")
+        )
+        choice = choose(candidates, self._answers)
+        rivals = {kind: form.tokens for kind, form in by_kind.items()}
+        rivals["json"] = json_form.tokens
+        if not same:  # (the same text: the original, whichever is counted)
+            rivals["original"] = before.tokens
+        rivals.pop(choice.decision, None)
+        if same and choice.decision == "original":
+            rivals.pop("json")
+        for kind, tokens in rivals.items():
+            if close(choice.tokens, tokens, (choice.decision, kind)):
+                raise NeedsExactCounts(
+                    f"a close call ({choice.decision} {choice.tokens} vs {kind} {tokens}"
+                    " estimated tokens)"
+                )
+        if self._selfcheck_on and choice.decision in ("gcf", "dense"):
+            exact_literal = original[0] if literal and self.config.literals == "exact" else None
+            winner = next(t for t, form in forms if form.text == choice.text)
+            plain = min(json_form.tokens, before.tokens)
+            for t, form in forms:
+                if t is winner or len(t.text) > len(winner.text) or form.tokens > plain:
+                    continue  # not counted first, or clearly losing to a plain form
+                if not self._forms.verified(t, value, compact, exact_literal):
+                    raise NeedsExactCounts("a form counted first may fail its check")
+            if not self._forms.verified(winner, value, compact, exact_literal):
+                raise NeedsExactCounts("the winner failed its check")
+            budget.check()
+        if delta:
+            held = held_after(choice, step, self._answers) if step is not None else None
+            if held is None:
+                self._deltas.pop(at.slot, None)
+            else:
+                self._deltas[at.slot] = held
+        plain = min(json_form.tokens, before.tokens)
+        return choice, before, False, plain, json_size
+
+    def _naming_decided(self, choice: Choice, plain: int, size: int) -> None:
+        """Estimate mode: raise :class:`NeedsExactCounts` when whether
+        :meth:`Names.name_value <gcfkit.answers.since.Names.name_value>` names ``choice`` is
+        a close call (a GCF form that naming might make dearer than ``plain``)."""
+        if choice.decision not in VERIFIED_FORMS or self.names.names_freely(size):
+            return  # named regardless; or a plain form, which naming always makes dearer
+        _, extra = self.names.name(choice, _ANY_HANDLE)
+        if extra is not None and close(choice.tokens + extra, plain):
+            raise NeedsExactCounts("whether naming makes the answer dearer")
 
     def _gcf(
         self,
@@ -822,6 +1048,29 @@ class Rewriter:
         # content hash, so a full result needs no pack_root header of its own. That keeps
         # first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
         return DeltaSession(base, reanchor=self._reanchor)
+
+
+class _Tally:
+    """Estimate mode's count: an estimate, and the texts it was asked for (what the ledger
+    owes an exact count of)."""
+
+    __slots__ = ("count", "texts")
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self.count = count
+        self.texts: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        self.texts.append(text)
+        return self.count(text)
+
+
+def _needs_exact_count(text: str) -> int:
+    """The count a dense encode gets in estimate mode: any string but the reference raises
+    :class:`NeedsExactCounts` (the reference alone decides nothing)."""
+    if text == _DEFINITION_REFERENCE:
+        return 0
+    raise NeedsExactCounts("dense definitions")
 
 
 class _Counts:
