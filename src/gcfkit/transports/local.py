@@ -7,7 +7,8 @@ asks it, and sends the rest to its workers. Here, a result is answered by the sa
 in a worker (:meth:`Rewriter.rewrite_line <gcfkit.proxy.rewrite.Rewriter.rewrite_line>`),
 with two differences that keep the relay light:
 
-* **No tokenizer.** The rewriter's codec counts tokens by estimate (:func:`estimating`);
+* **No tokenizer.** The rewriter's codec counts tokens by estimate
+  (:meth:`Codec.estimating <gcfkit.answers.codec.Codec.estimating>`);
   when a decision is too close to make from estimates, the rewriter says so before
   touching the session's state (:class:`NeedsExactCounts`), and the result goes to a worker,
   which answers it as it always did. The ledger's exact counts are owed
@@ -19,25 +20,30 @@ with two differences that keep the relay light:
   what the session remembers is taken from the pool's copy (:mod:`gcfkit.proxy.held`),
   which every answer here updates too, so a worker the session moves to starts from it.
 
+>>> import json
 >>> from gcfkit.proxy.config import ProxyConfig
 >>> from gcfkit.proxy.rewrite import Call
 >>> here = Here(ProxyConfig(primer=False))
->>> line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
->>> here.answer(here.fresh(), line, Call("t", "t"), ())[1]
-b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"[1,2]"}]}}\\n'
+>>> def line(text: str) -> bytes:
+...     content = [{"type": "text", "text": text}]
+...     return json.dumps({"id": 1, "result": {"content": content}}).encode()
+>>> here.answer(here.fresh(), line(json.dumps([1, 2, 3], indent=2)), Call("t", "t"), ())[1]
+b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2,3]"}]}}\\n'
+>>> here.answer(here.fresh(), line("[1, 2, 3]"), Call("t", "t"), ())
+Traceback (most recent call last):
+  ...
+gcfkit.answers.estimates.NeedsExactCounts: a close call (json 6 vs original 6 estimated tokens)
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from .. import tokens
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, SessionMemory, restore
-from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, SessionEvent
+from ..proxy.rewrite import Budget, Call, NeedsExactCounts, Outcome, Rewriter, SessionEvent
 from .placement import answers_here
 from .worker import Hosted
 
@@ -47,19 +53,8 @@ __all__ = [
     "Session",
     "answer_here",
     "catch_up",
-    "estimating",
     "missing",
 ]
-
-
-class NeedsExactCounts(Exception):
-    """The rewriter could not decide from estimates: the result goes to a worker."""
-
-
-def estimating(codec: Codec) -> Codec:
-    """``codec`` counting by estimate (:func:`gcfkit.tokens.estimate`): what the relay's
-    rewriters run on, so that the tokenizer is never loaded here."""
-    return dataclasses.replace(codec, count=tokens.estimate, count_till_limit=None)
 
 
 class Here:
@@ -70,7 +65,8 @@ class Here:
 
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.codec = estimating(Codec())
+        # Estimate mode: the tokenizer is never loaded here.
+        self.codec = Codec.estimating()
 
     def host(self, spent: Iterable[str], memory: MemoryReport | None) -> Hosted:
         """A session's rewriter here, starting from what it remembers (``memory``)."""

@@ -107,7 +107,7 @@ def _quarter(text: str) -> int:
 
 def _owed_chars(item: Owed) -> int:
     outcome = item.outcome
-    texts = [*outcome.lazy, *outcome.owed, *(outcome.baseline or ())]
+    texts = [*outcome.lazy, *outcome.owed, *outcome.owed_after, *(outcome.baseline or ())]
     return sum(len(t) for t in texts)
 
 
