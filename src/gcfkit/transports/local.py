@@ -19,6 +19,9 @@ with two differences that keep the relay light:
   answered elsewhere are forgotten (their delta bases are not what the client holds) and
   what the session remembers is taken from the pool's copy (:mod:`gcfkit.proxy.held`),
   which every answer here updates too, so a worker the session moves to starts from it.
+  Taken as it is, unparsed: estimate mode never answers relative to a remembered result (a
+  call naming one is a worker's), so here a held result is its handle, place and size,
+  and catching up costs no parse, whatever the session remembers.
 
 >>> import json
 >>> from gcfkit.proxy.config import ProxyConfig
@@ -42,8 +45,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from ..proxy.config import Codec, ProxyConfig
-from ..proxy.held import MemoryReport, SessionMemory, restore
+from ..proxy.held import Kept, MemoryReport, SessionMemory
 from ..proxy.rewrite import Budget, Call, NeedsExactCounts, Outcome, Rewriter, SessionEvent
+from ..relative import ResultMemory
 from .placement import answers_here
 from .worker import Hosted
 
@@ -53,7 +57,6 @@ __all__ = [
     "Session",
     "answer_here",
     "catch_up",
-    "missing",
 ]
 
 
@@ -68,9 +71,16 @@ class Here:
         # Estimate mode: the tokenizer is never loaded here.
         self.codec = Codec.estimating()
 
-    def host(self, spent: Iterable[str], memory: MemoryReport | None) -> Hosted:
-        """A session's rewriter here, starting from what it remembers (``memory``)."""
-        return Hosted.start(self.config, self.codec, spent, memory)
+    def host(self, spent: Iterable[str], memory: MemoryReport) -> Hosted:
+        """A session's rewriter here, starting from what it remembers (``memory``, the
+        pool's copy: :func:`catch_up`)."""
+        hosted = Hosted(Rewriter(self.config, self.codec))
+        catch_up(hosted, memory, (), spent)
+        return hosted
+
+    def deltas(self, call: Call) -> bool:
+        """Whether results of ``call``'s tool may be answered as deltas (``--delta``)."""
+        return self.config.policy.for_tool(call.tool, file=call.file).delta
 
     def fresh(self) -> Hosted:
         """A rewriter for one request of no session."""
@@ -90,12 +100,6 @@ class Here:
         return outcome, out, (time.monotonic() - started) * 1000.0
 
 
-def missing(hosted: Hosted, memory: MemoryReport) -> int:
-    """Bytes of remembered results in ``memory`` (the pool's copy, a snapshot) that
-    ``hosted`` lacks: what catching it up costs (each is parsed)."""
-    return sum(k.size for k in memory.new if k.handle not in hosted.known)
-
-
 def catch_up(
     hosted: Hosted,
     memory: MemoryReport,
@@ -105,7 +109,8 @@ def catch_up(
     """Bring a session's rewriter here up to what happened while its results were answered
     elsewhere: ``behind`` (the events sent with them, and a forget of each of their calls),
     the handles issued there (``spent``) and what the session remembers now (``memory``,
-    the pool's copy)."""
+    the pool's copy; a result it lacks is held as its :class:`~gcfkit.proxy.held.Kept`,
+    unparsed: see the module docstring)."""
     rewriter = hosted.rewriter
     rewriter.apply(behind)
     names = rewriter.names
@@ -115,8 +120,9 @@ def catch_up(
     for result in held.results():
         if result.handle not in keep:
             held.forget(result.handle)
-    lacking = tuple(k for k in memory.new if k.handle not in hosted.known)
-    restore(names, MemoryReport(new=lacking))
+    for kept in memory.new:
+        if kept.handle not in hosted.known:
+            _hold(held, kept)
     for handle in memory.order:
         held.recall(handle)  # in the pool's order of use: the same result is evicted next
     names.latest.clear()
@@ -125,6 +131,19 @@ def catch_up(
     names.unasked.update(memory.unasked)
     hosted.known = {result.handle for result in held.results()}
     hosted.reported = len(held.issued)
+
+
+def _hold(held: ResultMemory, kept: Kept) -> None:
+    held.spend((kept.handle,))
+    held.remember(
+        kept.tool,
+        kept.args,
+        kept.kind,
+        kept,  # the value, never read here
+        size=kept.size,
+        depth=kept.depth,
+        handle=kept.handle,
+    )
 
 
 class Session(Protocol):
@@ -157,26 +176,18 @@ def answer_here(
     decide from estimates. The session's state moves here (``leave_home``: the worker it
     lived in forgets it), caught up first (:func:`catch_up`), and the pool's copy of what it
     remembers is updated after."""
-    own = session.key is not None and not session.closed
-    memory: MemoryReport | None = None
-    carried = 0
-    if own:
-        if session.here is None:
-            memory = session.memory.snapshot()
-            carried = session.memory.bytes
-        elif session.behind or session.synced != session.changes:
-            memory = session.memory.snapshot()
-            carried = missing(session.here, memory)
-    if not answers_here(len(line), carried, session.in_pool > 0):
+    if not answers_here(len(line), session.in_pool > 0, here.deltas(call)):
         return None
+    own = session.key is not None and not session.closed
     try:
         if not own:
             hosted = here.fresh()
         elif session.here is None:
-            hosted = session.here = here.host(session.spent, memory)
+            hosted = session.here = here.host(session.spent, session.memory.snapshot())
         else:
             hosted = session.here
-            if memory is not None:
+            if session.behind or session.synced != session.changes:
+                memory = session.memory.snapshot()
                 catch_up(hosted, memory, session.behind, session.spent)
         if own:
             session.behind.clear()

@@ -4,10 +4,11 @@ the worker pool's rules (:mod:`gcfkit.transports.offload`), as pure functions of
 pool holds and the time.
 
 A result is answered in the relay's process when it is small (its response line at most
-:data:`IN_PROCESS_BYTES`, counting what the session's state costs to bring there) and its
-session has no earlier result still with the workers (a session's results are answered in
-order); everything else goes to a worker, as does a result whose answer cannot be decided
-without exact token counts (:class:`~gcfkit.transports.local.NeedsExactCounts`).
+:data:`IN_PROCESS_BYTES`), its tool's results are not answered as deltas (a delta is
+chosen by exact counts, so its base lives in a worker) and its session has no earlier
+result still with the workers (a session's results are answered in order); everything
+else goes to a worker, as does a result whose answer cannot be decided without exact token
+counts (:class:`~gcfkit.transports.local.NeedsExactCounts`).
 
 A session's state lives in the worker that rewrote its last result, its *home*. For each
 result in the queue, oldest first:
@@ -44,7 +45,7 @@ __all__ = ["IN_PROCESS_BYTES", "Placement", "Start", "Waiting", "answers_here", 
 W = TypeVar("W", bound=Hashable)
 
 #: The most a result answered in the relay's process may cost, in bytes of its response
-#: line (with the remembered results its session's state brings along). Measured on the
+#: line. Measured on the
 #: shared 2-core machine (bench/proxy_latency.py's nested and flat records, the rewrite
 #: alone): 1.6 KB 0.8 ms, 10 KB 2.5 ms, 19 KB 4.2 ms, 38 KB 6.2 ms, 75 KB 11 ms; a worker
 #: adds 2 ms of pickles and context switches at the small end. At 64 KB the relay is held
@@ -54,15 +55,17 @@ W = TypeVar("W", bound=Hashable)
 IN_PROCESS_BYTES: Final = 64 * 1024
 
 
-def answers_here(size: int, carried: int, queued: bool) -> bool:
+def answers_here(size: int, queued: bool, delta: bool = False) -> bool:
     """Whether a result whose response line is ``size`` bytes is answered in the relay's
-    process: ``carried``, the bytes of remembered results its session's state must bring
-    there; ``queued``, whether an earlier result of its session is still with the workers.
+    process; ``queued``: whether an earlier result of its session is still with the workers;
+    ``delta``: whether its tool's results may be answered as deltas.
 
-    >>> answers_here(2_000, 0, False), answers_here(2_000, 0, True), answers_here(100_000, 0, False)
+    >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(100_000, False)
     (True, False, False)
+    >>> answers_here(2_000, False, delta=True)
+    False
     """
-    return not queued and size + carried <= IN_PROCESS_BYTES
+    return not queued and not delta and size <= IN_PROCESS_BYTES
 
 
 @dataclass(frozen=True, slots=True)
