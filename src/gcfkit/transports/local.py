@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import Kept, MemoryReport, SessionMemory
@@ -70,6 +70,28 @@ class Here:
         self.config = config
         # Estimate mode: the tokenizer is never loaded here.
         self.codec = Codec.estimating()
+        #: Per tool whose last result tried here needed exact counts, its results sent to
+        #: a worker since (:func:`~gcfkit.transports.placement.answers_here`'s ``skipped``);
+        #: at most :data:`_TOOLS` tools, the oldest dropped.
+        self.skipped: dict[str, int] = {}
+
+    def skip(self, tool: str) -> int:
+        """How many of ``tool``'s results went to a worker since one here needed exact
+        counts (0: none did)."""
+        return self.skipped.get(tool, 0)
+
+    def tried(self, tool: str, decided: bool | None) -> None:
+        """A result of ``tool`` was tried here (``decided``: whether estimates decided it),
+        or went to a worker while its tool is skipped (None)."""
+        if decided:
+            self.skipped.pop(tool, None)
+        elif decided is False:
+            self.skipped.pop(tool, None)
+            self.skipped[tool] = 1
+            while len(self.skipped) > _TOOLS:
+                del self.skipped[next(iter(self.skipped))]
+        elif tool in self.skipped:
+            self.skipped[tool] += 1
 
     def host(self, spent: Iterable[str], memory: MemoryReport) -> Hosted:
         """A session's rewriter here, starting from what it remembers (``memory``, the
@@ -146,6 +168,10 @@ def _hold(held: ResultMemory, kept: Kept) -> None:
     )
 
 
+#: Tools :attr:`Here.skipped` remembers at most.
+_TOOLS: Final = 1024
+
+
 class Session(Protocol):
     """What :func:`answer_here` reads and keeps of a session: its
     :class:`~gcfkit.transports.offload.Lane`."""
@@ -176,7 +202,10 @@ def answer_here(
     decide from estimates. The session's state moves here (``leave_home``: the worker it
     lived in forgets it), caught up first (:func:`catch_up`), and the pool's copy of what it
     remembers is updated after."""
-    if not answers_here(len(line), session.in_pool > 0, here.deltas(call)):
+    skipped = here.skip(call.tool)
+    if not answers_here(len(line), session.in_pool > 0, here.deltas(call), skipped):
+        if skipped:
+            here.tried(call.tool, None)
         return None
     own = session.key is not None and not session.closed
     try:
@@ -196,10 +225,12 @@ def answer_here(
             leave_home()
         outcome, out, ms = here.answer(hosted, line, call, events)
     except NeedsExactCounts:
+        here.tried(call.tool, False)
         return None  # its events reach this host again, with what it is behind by
     except Exception:  # never break the agent: a worker answers, and this host is dropped
         session.here = None
         return None
+    here.tried(call.tool, True)
     minted, report = hosted.answered(own)
     if own:
         session.spent.extend(minted)
