@@ -96,6 +96,7 @@ from .worker import (
     HEADER_SIZE,
     Answer,
     Count,
+    Counted,
     Drop,
     Hosted,
     Idle,
@@ -150,6 +151,10 @@ IDLE_EXIT: Final = 30.0
 #: Seconds the pool's close waits for a worker to count what the ledger is owed
 #: (:mod:`gcfkit.transports.tally`) before counting it itself.
 _COUNT_AT_CLOSE: Final = 15.0
+
+#: Seconds a closing pool's workers get to exit (one counts what it owes the ledger first:
+#: at most a megabyte of text, tens of milliseconds) before they are killed.
+_EXIT_WAIT: Final = 5.0
 
 #: What :meth:`Lane._here` returns for a result it leaves to the workers.
 _ELSEWHERE: Final = object()
@@ -455,8 +460,9 @@ class Offload:
         return Lane(self, None)
 
     async def close(self) -> None:
-        """Stop every worker: its stdin closes (it exits at once between results), and it
-        is killed if it has not gone within a second. Returns when all are reaped. What
+        """Stop every worker: its stdin closes (it exits between results, once it has
+        counted what it owes the ledger), and it is killed if it has not gone within
+        :data:`_EXIT_WAIT` seconds. Returns when all are reaped. What
         the ledger is owed is counted first (:meth:`_settle_tally`)."""
         with contextlib.suppress(Exception):
             await self._settle_tally()
@@ -479,7 +485,7 @@ class Offload:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(
                 asyncio.gather(*(_exited(w.process) for w in workers), return_exceptions=True),
-                1.0,
+                _EXIT_WAIT,
             )
         for worker in workers:
             _sigkill(worker.process)
@@ -641,13 +647,13 @@ class Offload:
                     self._answered(worker, frame)
                 elif isinstance(frame, Idle):
                     worker.booking = False
-                    worker.counting = ()
                     worker.done += 1
-                    for record in (frame.record, *frame.records):
-                        if record is not None:
-                            self._observe(functools.partial(_report_record, record))
                     self._idle_exit(worker)
                     self._dispatch()
+                elif isinstance(frame, Counted):
+                    worker.counting = ()
+                    for record in frame.records:
+                        self._observe(functools.partial(_report_record, record))
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass
         finally:

@@ -35,7 +35,7 @@ from ..answers.choose import utf8_len
 from ..proxy.config import Codec
 from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Outcome
-from .worker import Owed
+from .worker import Owed, owed_chars
 
 __all__ = ["FLUSH_CHARS", "FLUSH_SECONDS", "MAX_CHARS", "Owed", "Tally", "count_here", "estimated"]
 
@@ -106,9 +106,7 @@ def _quarter(text: str) -> int:
 
 
 def _owed_chars(item: Owed) -> int:
-    outcome = item.outcome
-    texts = [*outcome.lazy, *outcome.owed, *outcome.owed_after, *(outcome.baseline or ())]
-    return sum(len(t) for t in texts)
+    return owed_chars(item.outcome)
 
 
 def count_here(

@@ -20,8 +20,10 @@ keeps a copy of those. A job of no session gets a fresh rewriter of its own (a r
 the sessionless 2026-07-28 protocol); a *stray* job (one of a session whose worker is busy,
 run elsewhere so that it need not wait) gets one that names nothing, so it never mints a
 handle the session's own worker might mint too. The ledger counts are taken after the
-answer is sent, and appended to the ledger by the worker itself. It exits when its stdin
-closes, and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the
+answer is sent, when no job waits (or past :data:`OWED_CHARS` of text owed), and appended
+to the ledger by the worker itself; a worker killed at a deadline loses the records it had
+not counted yet (normally none). It exits when its stdin closes (counting what it owes
+first), and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the
 proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
@@ -29,8 +31,8 @@ processes of the same program) of one message, a dataclass of this module. To th
 :class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (the exact ledger
 counts of results answered in the relay's process, :mod:`gcfkit.transports.tally`). From
 the worker: :class:`Ready` once warmed up, then an :class:`Answer` per job, in order, each
-followed by :class:`Idle` once its ledger record is written (the pool sends the next job
-only then; it carries that record, for the server's metrics).
+followed by :class:`Idle` at once (the pool sends the next job only then), and
+:class:`Counted` with the ledger records it wrote.
 
 What a session remembers outlives its worker (:mod:`gcfkit.proxy.held`): each answer of a
 session's job carries a report of its memory, and a job that moves the session here carries
@@ -50,6 +52,7 @@ import contextlib
 import dataclasses
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -69,6 +72,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Answer",
     "Count",
+    "Counted",
     "Drop",
     "FromWorker",
     "Hosted",
@@ -139,7 +143,7 @@ class Owed:
 @dataclass(frozen=True, slots=True)
 class Count:
     """Count what ``items`` owe exactly, and append their records to the ledger
-    (:mod:`gcfkit.transports.tally`); answered by an :class:`Idle` that carries them."""
+    (:mod:`gcfkit.transports.tally`); answered by :class:`Counted`, then :class:`Idle`."""
 
     items: tuple[Owed, ...]
 
@@ -162,16 +166,20 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    """The last answer's ledger record is written (or the records a :class:`Count` asked
-    for, ``records``): the worker takes the next job. ``record``: that record, for the
-    server's metrics (None without a ledger)."""
+    """The worker takes the next job (after an :class:`Answer`, or the :class:`Counted`
+    records of a :class:`Count`)."""
 
-    record: LedgerRecord | None = None
-    records: tuple[LedgerRecord, ...] = ()
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """Ledger records the worker has written (its own answers' counted when no job waited,
+    or a :class:`Count`'s), for the server's metrics."""
+
+    records: tuple[LedgerRecord, ...]
 
 
 ToWorker = Init | Job | Drop | Count
-FromWorker = Ready | Answer | Idle
+FromWorker = Ready | Answer | Idle | Counted
 
 _HEADER: Final = struct.Struct(">Q")
 HEADER_SIZE: Final = _HEADER.size
@@ -307,7 +315,8 @@ def main() -> None:
     # Frames go to the real stdout only: anything a library prints goes to stderr instead.
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    inbox = sys.stdin.buffer
+    # Unbuffered: whether a frame waits is what select says of the pipe.
+    inbox = os.fdopen(os.dup(0), "rb", buffering=0)
     # The shell stops the proxy's group with signals; the worker goes when its pipe closes.
     with contextlib.suppress(ValueError, OSError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -324,15 +333,24 @@ def main() -> None:
 
         ledger = Ledger(init.ledger_path)
     write_frame(channel, Ready())
+    # The ledger's counts of this worker's answers, taken when no job waits (or when too
+    # much text waits): off the answers' path, which `--no-stats` no longer shortens.
+    owed: list[Owed] = []
+    chars = 0
     while True:
+        if owed and (chars >= OWED_CHARS or not _waiting(inbox)):
+            write_frame(channel, Counted(_count(counter, owed, ledger)))
+            owed, chars = [], 0
         frame = read_frame(inbox)
         if frame is None:
+            _count(counter, owed, ledger)  # the pool is closing: nothing owed is lost
             return
         if isinstance(frame, Drop):
             hosts.hosted.pop(frame.session, None)
             continue
         if isinstance(frame, Count):
-            write_frame(channel, Idle(records=_count(counter, frame, ledger)))
+            write_frame(channel, Counted(_count(counter, frame.items, ledger)))
+            write_frame(channel, Idle())
             continue
         if not isinstance(frame, Job):
             continue
@@ -346,26 +364,42 @@ def main() -> None:
         )
         minted, memory = hosted.answered(own)
         write_frame(channel, Answer(frame.id, out, minted, memory))
+        write_frame(channel, Idle())
         del out, frame, memory
-        record = None
         if ledger is not None:
-            record = outcome.ledger_record(
-                rewriter.count,
-                server=server,
-                tool=call.tool,
-                encoding=config.encoding,
-                encode_ms=(time.monotonic() - started) * 1000.0,
-            )
-            ledger.append(record)
-        # Free for the next job only now: its clock must not run during this bookkeeping.
-        write_frame(channel, Idle(record))
+            ms = (time.monotonic() - started) * 1000.0
+            outcome.result = None
+            owed.append(Owed(outcome, server, call.tool, ms))
+            chars += owed_chars(outcome)
 
 
-def _count(counter: Rewriter, owed: Count, ledger: Ledger | None) -> tuple[LedgerRecord, ...]:
-    """The records of results answered elsewhere (:mod:`gcfkit.transports.tally`), their
-    owed texts counted exactly here, appended to the ledger."""
+#: Characters of owed text past which a worker counts them even while jobs wait (about
+#: 20 ms of counting at once).
+OWED_CHARS: Final = 1_000_000
+
+
+def owed_chars(outcome: Outcome) -> int:
+    """How many characters of text ``outcome`` still owes the ledger's counts."""
+    texts = (outcome.lazy, outcome.owed, outcome.owed_after, outcome.baseline or ())
+    return sum(len(t) for group in texts for t in group)
+
+
+def _waiting(inbox: IO[bytes]) -> bool:
+    """Whether a frame (its first byte) waits on the unbuffered pipe ``inbox``."""
+    try:
+        return bool(select.select([inbox], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _count(
+    counter: Rewriter, items: Iterable[Owed], ledger: Ledger | None
+) -> tuple[LedgerRecord, ...]:
+    """The records of answered results (this worker's, or those answered in the relay's
+    process: :mod:`gcfkit.transports.tally`), their owed texts counted exactly here,
+    appended to the ledger."""
     records = []
-    for item in owed.items:
+    for item in items:
         record = item.outcome.ledger_record(
             counter.count,
             server=item.server,
