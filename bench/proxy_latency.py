@@ -25,9 +25,9 @@ within the timeout is marked and left out of the larger sizes.
 
 Per path, too: throughput with 8 calls in flight on the 1 KB nested result (calls per
 second over ``--flight-calls`` calls, best of two passes, before the large results), the
-resident memory of the proxy's processes (the server's excluded) when idle after its first
-answer and after the 10 MB results, and the cold start: from spawning the process to the
-first answer.
+resident memory of the proxy's processes (the server's excluded) 1 s after its first answer,
+right after the 10 MB results and ``--idle`` seconds after its last call (gcfkit's workers
+exit after 30 s idle), and the cold start: from spawning the process to the first answer.
 """
 
 from __future__ import annotations
@@ -415,17 +415,23 @@ async def run(args: argparse.Namespace) -> list[str]:
             lines.append(f"| {size} {shape} | {direct_ms:,.1f} | " + " | ".join(cells) + " |")
             print(lines[-1], file=sys.stderr, flush=True)
     loaded = {c.path.name: c.rss_mb() for c in clients if not c.dead}
+    await asyncio.sleep(args.idle)
+    rested = {c.path.name: c.rss_mb() for c in clients if not c.dead}
     lines += [
         "",
-        "| path | calls/s, 8 in flight (1 KB) | idle RSS MB | RSS MB after the big results "
+        "| path | calls/s, 8 in flight (1 KB) | RSS MB 1 s after the first answer "
+        f"| RSS MB after the big results | RSS MB {args.idle:.0f} s after the last call "
         "| cold start to the first answer, ms |",
-        "|---|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for c in clients:
         name = c.path.name
         calls = f"{flight[name]:,.0f}" if name in flight else c.dead
         after = f"{loaded[name]:,.0f}" if name in loaded else "–"
-        lines.append(f"| {name} | {calls} | {idle[name]:,.0f} | {after} | {cold[name]:,.0f} |")
+        rest = f"{rested[name]:,.0f}" if name in rested else "–"
+        lines.append(
+            f"| {name} | {calls} | {idle[name]:,.0f} | {after} | {rest} | {cold[name]:,.0f} |"
+        )
     for c in clients:
         await c.stop()
     shutil.rmtree(state, ignore_errors=True)
@@ -439,6 +445,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--big-rounds", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--flight-calls", type=int, default=1500)
+    parser.add_argument("--idle", type=float, default=40.0, help="seconds before the last RSS")
     parser.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--out", type=Path, help="also write the tables to this file")

@@ -436,9 +436,10 @@ async def run_upstream(
     """Relay ``stdin``/``stdout`` (default: this process's) to the MCP server at ``url``;
     ``headers`` go on every HTTP request. Returns 0 once the client closed its side.
 
-    Tool results are rewritten in a worker process (:mod:`gcfkit.transports.offload`), as
-    in the stdio shell; ``capture`` records the session as there (``--capture-dir``);
-    ``codec`` replaces the codec functions (tests; it must pickle by reference)."""
+    Tool results are answered as in the stdio shell (small ones here, the rest in a worker
+    process: :mod:`gcfkit.transports.pools`); ``capture`` records the session as there
+    (``--capture-dir``); ``codec`` replaces the codec functions (tests; it must pickle by
+    reference)."""
     config = config or ProxyConfig()
     core = ProxyCore(config, codec)
     if config.stats and ledger is None:
