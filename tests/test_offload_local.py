@@ -253,3 +253,20 @@ def test_an_idle_worker_exits(monkeypatch: pytest.MonkeyPatch) -> None:
     started, gone, again = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert (started, gone) == (1, [])
     assert again == exact(PLAIN, LARGE, Call("t", "t"))
+
+
+def test_a_tool_whose_result_was_a_close_call_goes_to_a_worker_for_a_while() -> None:
+    async def scenario() -> list[int]:
+        pool = session_pool(PLAIN, None, None)
+        assert await pool.start()
+        try:
+            lane, seen = pool.session(), []
+            for tool, data in [("c", CLOSE), ("c", SMALL), ("d", SMALL), ("c", SMALL)]:
+                await lane.rewrite(data, Call(tool, tool), "s")
+                seen.append(pool.answered_here)
+            return seen
+        finally:
+            await pool.close()
+
+    # The close call and the next result of its tool in a worker; another tool's here.
+    assert asyncio.run(asyncio.wait_for(scenario(), 120)) == [0, 0, 1, 1]
