@@ -69,6 +69,7 @@ __all__ = [
     "delta_rebuilds",
     "fallback_word",
     "held_after",
+    "identity_column",
     "is_unchanged",
     "keyed_set",
     "relative_wins",
@@ -518,3 +519,28 @@ def delta_rebuilds(base: KeyedSet, wire: str, update: KeyedSet) -> bool:
 def _identity(value: object) -> tuple[str, object]:
     # 1 and "1" are different identities.
     return (type(value).__name__, value)
+
+
+def identity_column(value: object, keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` that makes ``value`` a keyed set (§10a.1), or None: a non-empty
+    array of objects where every row has that column, with unique string/integer values.
+
+    >>> rows = [{"id": 1}, {"id": 2}]
+    >>> identity_column(rows, ("key", "id")), identity_column(rows + rows, ("id",))
+    ('id', None)
+    """
+    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
+        return None
+    for key in keys:
+        seen: set[tuple[str, object]] = set()
+        for row in value:
+            v = row.get(key)
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                break
+            k = _identity(v)
+            if k in seen:
+                break
+            seen.add(k)
+        else:
+            return key
+    return None

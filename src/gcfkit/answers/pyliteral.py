@@ -39,6 +39,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LITERAL_BYTES",
     "LiteralMode",
+    "literal_json_renders",
     "literal_value",
     "renders",
 ]
@@ -194,3 +195,16 @@ def _value(node: ast.expr, tuples: bool, depth: int) -> Any:
             out[key.value] = _value(item, tuples, depth + 1)
         return out
     raise _NotLiteral
+
+
+def literal_json_renders(compact: str, text: str) -> bool:
+    """Whether compact JSON of a Python literal's value renders back to the literal's text
+    (checked once, before a literal is answered at all).
+
+    >>> literal_json_renders('[{"a":null}]', "[{'a': None}]")
+    True
+    """
+    try:
+        return renders(loads_json(compact), text)
+    except (GCFError, RecursionError, ValueError):
+        return False

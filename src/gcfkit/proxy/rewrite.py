@@ -43,7 +43,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from .. import speedups
 from ..answers.choose import (
     VERIFIED_FORMS,
     AnswerPolicy,
@@ -59,17 +58,18 @@ from ..answers.choose import (
     delta_rebuilds,
     fallback_word,
     held_after,
+    identity_column,
     is_unchanged,
     keyed_set,
     settle,
     utf8_len,
 )
-from ..answers.estimates import NeedsExactCounts, close, decide, weighed
+from ..answers.estimates import NeedsExactCounts, close
 from ..answers.forms import FullForms, Text
-from ..answers.pyliteral import literal_value, renders
+from ..answers.pyliteral import literal_json_renders, literal_value
 from ..answers.since import Asked, Names
 from ..errors import GCFError
-from ..jsonio import dumps_compact, loads_json
+from ..jsonio import dumps_compact
 from ..keyed import DeltaSession, FixedN, KeyedSet
 from ..readers import Reads
 from ..relative import Held, ResultMemory
@@ -84,6 +84,15 @@ from .content import (
     text_blocks,
     text_blocks_of,
 )
+from .counts import (
+    DENSE_CELLS_PER_BYTE,
+    TOKENS_PER_CELL,
+    Counts,
+    Tally,
+    gcf_cells,
+    needs_exact_count,
+)
+from .estimated import estimated_choice
 from .jsonrpc import parse_envelope
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
@@ -103,15 +112,6 @@ __all__ = [
     "gcf_cells",
 ]
 
-#: Each table cell GCF writes (a scalar and a delimiter, at least 2 characters) is at least
-#: this many tokens: o200k_base and cl100k_base spend 1-2 tokens on "~|", and no token of
-#: either spans 4 cells. A token is at least one byte, so GCF can win only below this bound.
-_TOKENS_PER_CELL: Final = 0.25
-
-#: Below this many cells per byte of compact JSON, a table is dense (GCF's case) and GCF is
-#: built and counted first; above, compact JSON is counted first to compare the cells with.
-_DENSE_CELLS_PER_BYTE: Final = 0.25
-
 #: Ledger counts of texts over this many characters are estimated (bytes / 4): before ==
 #: after for them, and an exact pass over a 64 MB blob buys nothing.
 _LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
@@ -129,10 +129,6 @@ _NAMING_SLACK: Final = 64
 #: A handle's shape (six digits, :class:`~gcfkit.relative.ResultMemory`): what a name costs by
 #: estimate does not depend on its digits, so estimate mode weighs naming before it mints.
 _ANY_HANDLE: Final = "000000"
-
-#: The reference spelling dense definitions are weighed against (dense.md D9.2): its cost
-#: matters only once a candidate string is costed too.
-_DEFINITION_REFERENCE: Final = "|$a|"
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,70 +282,6 @@ def _ledger_count(text: str, count: Callable[[str], int]) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# Estimates
-# ---------------------------------------------------------------------------------------
-
-
-def gcf_cells(value: Any, stop: int | None = None) -> int:
-    """How many table cells GCF writes for ``value``: rows x field-union width for every
-    array of objects and every keyed map (§7.2a) in it (counting stops past ``stop``).
-
-    Flattened columns need identical keys in every row, so they never multiply; the union
-    does: a table's width is every field any row has.
-
-    >>> gcf_cells({"a": [{"x": 1}, {"y": 2}], "b": {"p": {"q": 1}, "r": {"s": 2}}})
-    8
-    """
-    if (fast := speedups.table_cells(value, stop)) is not None:
-        return fast  # the same walk in C
-    cells = 0
-    stack: list[Any] = [value]
-    pop, push = stack.pop, stack.append
-    # One pass over every container, by exact type (JSON values are plain dicts and lists):
-    # this runs before anything is built, so it must cost less than one json.dumps.
-    while stack:
-        v = pop()
-        if type(v) is list:
-            rows = bool(v)
-            for x in v:
-                t = type(x)
-                if t is dict:
-                    push(x)
-                else:
-                    rows = False
-                    if t is list:
-                        push(x)
-            if rows:
-                cells += len(v) * _union_width(v)
-        elif type(v) is dict:
-            objects = 0
-            for x in v.values():
-                t = type(x)
-                if t is dict:
-                    objects += 1
-                    push(x)
-                elif t is list:
-                    push(x)
-            if objects >= 2 and objects == len(v):
-                cells += objects * _union_width(list(v.values()))
-        if stop is not None and cells > stop:
-            return cells
-    return cells
-
-
-def _union_width(rows: Sequence[dict[str, Any]]) -> int:
-    seen: set[Any] = set()
-    previous: Any = None
-    for row in rows:
-        keys = row.keys()
-        if previous is not None and keys == previous:
-            continue  # the common uniform table: one set operation per distinct shape
-        previous = keys
-        seen.update(keys)
-    return len(seen)
-
-
-# ---------------------------------------------------------------------------------------
 # The rewriter
 # ---------------------------------------------------------------------------------------
 
@@ -398,7 +330,7 @@ class Rewriter:
         self._estimate_mode = codec.estimate
         self._estimate = False
         self._estimate_fn = codec.estimate_count
-        self._tally = _Tally(self._estimated) if codec.estimate else None
+        self._tally = Tally(self._estimated) if codec.estimate else None
         self._dumps = codec.dumps
         self._loads = codec.loads
         self._count_fn = codec.count
@@ -412,9 +344,7 @@ class Rewriter:
         self._forms = FullForms(codec, count=self.count, dense=c.dense, primer=carrier)
         # Dense definitions are chosen by exact counts (D9.2): estimating, a value with a
         # string that may be defined is left to exact counts.
-        self._probe_forms = FullForms(
-            codec, count=_needs_exact_count, dense=c.dense, primer=carrier
-        )
+        self._probe_forms = FullForms(codec, count=needs_exact_count, dense=c.dense, primer=carrier)
         # What the client holds, per tool + arguments, for §10a deltas.
         self._deltas: dict[str, DeltaState] = {}
         held = (
@@ -566,7 +496,7 @@ class Rewriter:
         except (ValueError, RecursionError):  # not JSON after all: left as it came
             flat = None
         if flat is not None:
-            outcome = self._rewrite_result(flat.result, call, budget)
+            outcome = self._rewrite_result(flat.result, call, budget, flat.value)
             outcome.baseline = flat.baseline
             if outcome.result is None:
                 outcome.result = flat.result
@@ -579,7 +509,9 @@ class Rewriter:
         outcome.lazy.extend(model_view(result, call.reads)[len(text_blocks_of(result)) :])
         return outcome
 
-    def _rewrite_result(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
+    def _rewrite_result(
+        self, result: dict[str, Any], call: Call, budget: Budget, known: Any = None
+    ) -> Outcome:
         is_file = self._is_file(call)
         policy = self.config.policy.for_tool(call.tool, file=is_file)
         fmt = cap_format(policy.format, call.fmt)
@@ -603,7 +535,7 @@ class Rewriter:
                 if self._may_name_file(call):
                     outcome = self._text_answer(result, at, "file", outcome)
                 return outcome
-            return self._rewrite(result, policy, fmt, at, budget)
+            return self._rewrite(result, policy, fmt, at, budget, known)
         except NeedsExactCounts:
             raise
         except BudgetExceeded:
@@ -631,8 +563,17 @@ class Rewriter:
     # -- the steps -------------------------------------------------------------------
 
     def _rewrite(
-        self, result: dict[str, Any], policy: ToolPolicy, fmt: Format, at: Asked, budget: Budget
+        self,
+        result: dict[str, Any],
+        policy: ToolPolicy,
+        fmt: Format,
+        at: Asked,
+        budget: Budget,
+        known: Any = None,
     ) -> Outcome:
+        """The answer to a result of text blocks; ``known``: the value of its one text block,
+        which is that value's compact JSON (a flattened result: not parsed back, not dumped
+        again)."""
         content = content_of(result)
         blocks = text_blocks(content)
         texts = [block["text"] for _, block in blocks]
@@ -642,12 +583,18 @@ class Rewriter:
             return outcome
         sizes = [utf8_len(t) for t in texts]
         limit = self.config.max_text_bytes
-        values = [
-            json_value_of(t) if policy.min_bytes <= n <= limit else None
-            for t, n in zip(texts, sizes, strict=True)
-        ]
+        in_range = [policy.min_bytes <= n <= limit for n in sizes]
+        if isinstance(known, (dict, list)) and len(texts) == 1:
+            values: list[Any] = [known if in_range[0] else None]
+        else:
+            values = [
+                json_value_of(t) if ok else None for t, ok in zip(texts, in_range, strict=True)
+            ]
         budget.check()
         literals = self._literals(texts, sizes, values, policy)
+        compacts = {i: c for i, c in literals.items() if c is not None}
+        if known is not None and values[0] is known:
+            compacts[0] = texts[0]  # (its text is its compact JSON)
         budget.check()
         if all(v is None for v in values):
             self.forget(at.slot)
@@ -676,7 +623,16 @@ class Rewriter:
             original = [texts[i] for i in piece.blocks]
             literal = piece.blocks[0] in literals
             choice, before, exact, plain, json_size = self._answer(
-                piece.value, original, fmt, policy, at, delta, budget, (held, handle), literal
+                piece.value,
+                original,
+                fmt,
+                policy,
+                at,
+                delta,
+                budget,
+                (held, handle),
+                literal,
+                compacts.get(piece.blocks[0]) if len(piece.blocks) == 1 else None,
             )
             choices.append(choice)
             outcome.bytes_before += before.size
@@ -771,13 +727,15 @@ class Rewriter:
         budget: Budget,
         since: tuple[Held | None, str | None] = (None, None),
         literal: bool = False,
+        compact: str | None = None,
     ) -> tuple[Choice, Cost, bool, int, int]:
         """The answer for one value, what its original texts cost, whether that cost is exact
         (else it is a lower bound, and the ledger counts the texts later), the tokens of the
         cheaper plain form (compact JSON or the original: what naming may not exceed) and the
         bytes of its compact JSON (what the held result's size is, when it is named).
         ``since``: the held result the call named (if usable) and the handle the result gets;
-        ``literal``: the original is a Python literal (a GCF form must render back to it).
+        ``literal``: the original is a Python literal (a GCF form must render back to it);
+        ``compact``: the value's compact JSON, when it was made already.
 
         Every count that can decide the choice is exact; a form that lost a limited count
         carries ``limit + 1`` tokens, which keeps every comparison of the one answer policy
@@ -785,26 +743,29 @@ class Rewriter:
         may be named, the limits leave room for what the name costs, so that "no dearer than
         the plain form" is decided exactly too.
         """
+        if compact is None:
+            compact = dumps_compact(value)
         if self._estimate:
-            return self._answer_estimated(value, original, fmt, policy, at, delta, budget, literal)
+            return self._answer_estimated(
+                value, compact, original, fmt, policy, at, delta, budget, literal
+            )
         slot = at.slot
         since_held, handle = since
         slack = _NAMING_SLACK if handle is not None else 0
-        compact = dumps_compact(value)
         json_size = utf8_len(compact)
         original_size = sum(utf8_len(t) for t in original)
         already_compact = len(original) == 1 and compact == original[0]
         budget.check()
-        counts = _Counts(self, compact, original, already_compact, slack)
+        counts = Counts(self.count, self._limited, compact, original, already_compact, slack)
         gcf: tuple[str, Form] | None = None
         fallbacks: tuple[Fallback, ...] = ()
         # A Python literal's GCF must render back to its exact text (exact mode only).
         exact_literal = original[0] if literal and self.config.literals == "exact" else None
         if fmt == "gcf":
-            cells = gcf_cells(value, stop=int(json_size / _TOKENS_PER_CELL))
-            if cells > json_size * _DENSE_CELLS_PER_BYTE:
+            cells = gcf_cells(value, stop=int(json_size / TOKENS_PER_CELL))
+            if cells > json_size * DENSE_CELLS_PER_BYTE:
                 # A sparse table: compact JSON first; GCF only if the cells leave it a chance.
-                if cells * _TOKENS_PER_CELL < counts.json_exact():
+                if cells * TOKENS_PER_CELL < counts.json_exact():
                     gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
             else:
                 gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
@@ -861,6 +822,7 @@ class Rewriter:
     def _answer_estimated(
         self,
         value: Any,
+        compact: str,
         original: list[str],
         fmt: Format,
         policy: ToolPolicy,
@@ -872,79 +834,32 @@ class Rewriter:
         """:meth:`_answer` from token estimates (estimate mode, no handle or held result):
         the choice exact counts make, or :class:`NeedsExactCounts` where an estimate cannot
         tell (every form the winner is compared with must be clearly dearer:
-        :func:`~gcfkit.answers.estimates.decide`). It verifies what :meth:`_gcf` would: the
-        winner, and a GCF form counted before it that may beat the plain forms; a failed
-        check is left to the exact path (which says which form fell back)."""
-        count = self._estimated
-        compact = dumps_compact(value)
-        json_size = utf8_len(compact)
-        same = len(original) == 1 and compact == original[0]
+        :func:`~gcfkit.proxy.estimated.estimated_choice`)."""
         budget.check()
         # What raises cheaply goes first: a delta, then forms that need exact counts; the
         # estimates (slower per byte than an exact count) come last.
         step = self._delta_step(value, policy, at.slot) if delta else None
         if step is not None and step.wire is not None and not step.is_full:
             raise NeedsExactCounts("a delta")
-        json_tokens: int | None = None
-        refused: list[Fallback] = []
-        made: list[Text] = []
-        if fmt == "gcf":
-            cells = gcf_cells(value, stop=int(json_size / _TOKENS_PER_CELL))
-            build = cells <= json_size * _DENSE_CELLS_PER_BYTE
-            if not build:
-                json_tokens = weighed(count(compact), "json")
-                build = decide(cells * _TOKENS_PER_CELL, json_tokens)
-            if build:
-                made = self._probe_forms.texts(value, refused, compact_size=json_size)
-        if refused:
-            raise NeedsExactCounts("a form that could not be encoded")
-        budget.check()
-        if json_tokens is None:
-            json_tokens = weighed(count(compact), "json")
-        json_form = Form(compact, json_tokens, json_size)
-        # (The same text is weighed as what it is, compact JSON, whichever is counted.)
-        original_tokens = (
-            json_tokens if same else weighed(sum(count(t) for t in original), "original")
+        exact_literal = original[0] if literal and self.config.literals == "exact" else None
+        choice, before, plain, json_size = estimated_choice(
+            value,
+            compact,
+            original,
+            gcf=fmt == "gcf",
+            count=self._estimated,
+            forms=self._probe_forms,
+            selfcheck=self._selfcheck_on,
+            literal=exact_literal,
+            answers=self._answers,
+            check=budget.check,
         )
-        before = Cost(original_tokens, sum(utf8_len(t) for t in original))
-        forms = [(t, Form(t.text, weighed(count(t.text), t.kind), utf8_len(t.text))) for t in made]
-        by_kind = {t.kind: form for t, form in forms}
-        candidates = Candidates(
-            json=json_form, original=before, gcf=by_kind.get("gcf"), dense=by_kind.get("dense")
-        )
-        choice = choose(candidates, self._answers)
-        rivals = {kind: form.tokens for kind, form in by_kind.items()}
-        rivals["json"] = json_form.tokens
-        if not same:  # (the same text: the original, whichever is counted)
-            rivals["original"] = before.tokens
-        rivals.pop(choice.decision, None)
-        if same and choice.decision == "original":
-            rivals.pop("json")
-        for kind, tokens in rivals.items():
-            if close(choice.tokens, tokens, (choice.decision, kind)):
-                raise NeedsExactCounts(
-                    f"a close call ({choice.decision} {choice.tokens} vs {kind} {tokens}"
-                    " estimated tokens)"
-                )
-        if self._selfcheck_on and choice.decision in ("gcf", "dense"):
-            exact_literal = original[0] if literal and self.config.literals == "exact" else None
-            winner = next(t for t, form in forms if form.text == choice.text)
-            plain = min(json_form.tokens, before.tokens)
-            for t, form in forms:
-                if t is winner or len(t.text) > len(winner.text) or form.tokens > plain:
-                    continue  # not counted first, or clearly losing to a plain form
-                if not self._forms.verified(t, value, compact, exact_literal):
-                    raise NeedsExactCounts("a form counted first may fail its check")
-            if not self._forms.verified(winner, value, compact, exact_literal):
-                raise NeedsExactCounts("the winner failed its check")
-            budget.check()
         if delta:
             held = held_after(choice, step, self._answers) if step is not None else None
             if held is None:
                 self._deltas.pop(at.slot, None)
             else:
                 self._deltas[at.slot] = held
-        plain = min(json_form.tokens, before.tokens)
         return choice, before, False, plain, json_size
 
     def _naming_decided(self, choice: Choice, plain: int, size: int) -> None:
@@ -961,7 +876,7 @@ class Rewriter:
         self,
         value: Any,
         compact: str,
-        counts: _Counts,
+        counts: Counts,
         budget: Budget,
         literal: str | None = None,
     ) -> tuple[tuple[str, Form] | None, tuple[Fallback, ...]]:
@@ -1004,13 +919,14 @@ class Rewriter:
 
     def _literals(
         self, texts: list[str], sizes: list[int], values: list[Any], policy: ToolPolicy
-    ) -> set[int]:
+    ) -> dict[int, str | None]:
         """Read the blocks that are Python literals (:mod:`gcfkit.answers.pyliteral`) into
-        ``values``, in place; their positions. Exact literals only unless ``literals`` is
+        ``values``, in place; their positions, each with its value's compact JSON when that
+        was made (not to be made twice). Exact literals only unless ``literals`` is
         ``tuples``; an exact literal is answered only when its compact JSON renders back to
         its text too (then every form sent is proven to)."""
         mode = self.config.literals
-        found: set[int] = set()
+        found: dict[int, str | None] = {}
         if mode == "off":
             return found
         limit = self.config.max_text_bytes
@@ -1020,10 +936,11 @@ class Rewriter:
             value = literal_value(text, tuples=mode == "tuples")
             if value is None:
                 continue
-            if mode == "exact" and not literal_json_renders(dumps_compact(value), text):
+            compact = dumps_compact(value) if mode == "exact" else None
+            if compact is not None and not literal_json_renders(compact, text):
                 continue
             values[i] = value
-            found.add(i)
+            found[i] = compact
         return found
 
     def _limited(self, text: str, limit: int) -> int | None:
@@ -1032,7 +949,7 @@ class Rewriter:
     def _delta_step(self, value: Any, policy: ToolPolicy, slot: str) -> DeltaStep | None:
         """``value`` diffed against what the client holds for this call; None when it is not
         a keyed set (§10a.1), which also forgets what the client held."""
-        key = _identity_column(value, policy.key)
+        key = identity_column(value, (policy.key,) if policy.key else IDENTITY_KEYS)
         update = keyed_set(value, key) if key is not None else None
         if update is None:
             self._deltas.pop(slot, None)
@@ -1050,120 +967,6 @@ class Rewriter:
         return DeltaSession(base, reanchor=self._reanchor)
 
 
-class _Tally:
-    """Estimate mode's count: an estimate, and the texts it was asked for (what the ledger
-    owes an exact count of)."""
-
-    __slots__ = ("count", "texts")
-
-    def __init__(self, count: Callable[[str], int]) -> None:
-        self.count = count
-        self.texts: list[str] = []
-
-    def __call__(self, text: str) -> int:
-        self.texts.append(text)
-        return self.count(text)
-
-
-def _needs_exact_count(text: str) -> int:
-    """The count a dense encode gets in estimate mode: any string but the reference raises
-    :class:`NeedsExactCounts` (the reference alone decides nothing)."""
-    if text == _DEFINITION_REFERENCE:
-        return 0
-    raise NeedsExactCounts("dense definitions")
-
-
-class _Counts:
-    """Token counts of compact JSON and of the original, each taken once, and only as far
-    as a comparison needs: ``json(limit)`` / ``original(limit)`` return the exact count, or
-    ``limit + 1`` when the text has more tokens than ``limit`` (it loses to ``limit``)."""
-
-    __slots__ = (
-        "_json",
-        "_json_floor",
-        "_original",
-        "_original_floor",
-        "_rewriter",
-        "_slack",
-        "_texts",
-        "compact",
-        "same",
-    )
-
-    def __init__(
-        self, rewriter: Rewriter, compact: str, texts: list[str], same: bool, slack: int = 0
-    ) -> None:
-        self._rewriter = rewriter
-        self._slack = slack
-        self.compact = compact
-        self._texts = texts
-        self.same = same
-        self._json: int | None = None  # exact
-        self._json_floor = -1  # known: more tokens than this
-        self._original: int | None = None
-        self._original_floor = -1
-
-    def json_exact(self) -> int:
-        if self._json is None:
-            self._json = self._rewriter.count(self.compact)
-        return self._json
-
-    def json(self, limit: int | None) -> int:
-        if self._json is not None:
-            return self._json
-        if limit is None:
-            return self.json_exact()
-        limit += self._slack
-        if limit <= self._json_floor:
-            return self._json_floor + 1
-        n = self._rewriter._limited(self.compact, limit)
-        if n is None:
-            self._json_floor = max(self._json_floor, limit)
-            return limit + 1
-        self._json = n
-        return n
-
-    def original(self, limit: int | None) -> int:
-        if self.same:
-            return self.json(limit)
-        if self._original is not None:
-            return self._original
-        if limit is None:
-            self._original = sum(self._rewriter.count(t) for t in self._texts)
-            return self._original
-        limit += self._slack
-        if limit <= self._original_floor:
-            return self._original_floor + 1
-        total = 0
-        for text in self._texts:
-            n = self._rewriter._limited(text, limit - total)
-            if n is None:
-                self._original_floor = max(self._original_floor, limit)
-                return limit + 1
-            total += n
-        self._original = total
-        return total
-
-    @property
-    def original_exact(self) -> bool:
-        if self.same:
-            return self._json is not None
-        return self._original is not None
-
-
-def literal_json_renders(compact: str, text: str) -> bool:
-    """Whether compact JSON of a Python literal's value renders back to the literal's text
-    (checked once, before a literal is answered at all).
-
-    >>> literal_json_renders('[{"a":null}]', "[{'a': None}]")
-    True
-    """
-    try:
-        return renders(loads_json(compact), text)
-    except (GCFError, RecursionError, ValueError):
-        return False
-
-
 def _best_tokens(candidates: Candidates, policy: AnswerPolicy) -> int:
     """The tokens of the best full form :func:`~gcfkit.answers.choose.choose` would pick."""
     return choose(candidates, policy).tokens
@@ -1175,32 +978,3 @@ def _largest_below(bound: float) -> int:
     if n >= bound:
         n -= 1
     return max(n, -1)
-
-
-# ---------------------------------------------------------------------------------------
-# Keyed sets
-# ---------------------------------------------------------------------------------------
-
-
-def _scalar_key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, value)
-
-
-def _identity_column(value: Any, preferred: str | None) -> str | None:
-    """The identity column that makes ``value`` a keyed set (§10a.1), or None: a non-empty
-    array of objects where every row has that column, with unique string/integer values."""
-    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
-        return None
-    for key in (preferred,) if preferred else IDENTITY_KEYS:
-        seen: set[tuple[str, Any]] = set()
-        for row in value:
-            v = row.get(key)
-            if isinstance(v, bool) or not isinstance(v, (str, int)):
-                break
-            k = _scalar_key(v)
-            if k in seen:
-                break
-            seen.add(k)
-        else:
-            return key
-    return None

@@ -77,7 +77,9 @@ def _texts(result: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def model_view(result: Mapping[str, Any], reads: Reads) -> list[str]:
+def model_view(
+    result: Mapping[str, Any], reads: Reads, *, structured: str | None = None
+) -> list[str]:
     """The texts a ``reads`` client's model reads of ``result`` (as the server sent it, or as
     the proxy delivered it): compact JSON of ``structuredContent`` for a structured reader
     (when the result carries it), the text blocks for a content reader (``structuredContent``
@@ -86,11 +88,13 @@ def model_view(result: Mapping[str, Any], reads: Reads) -> list[str]:
     >>> both = {"content": [{"type": "text", "text": "ok"}], "structuredContent": {"a": 1}}
     >>> model_view(both, "both"), model_view({"content": [], "structuredContent": 1}, "content")
     (['ok', '{"a":1}'], ['1'])
+
+    ``structured``: the compact JSON of ``structuredContent``, when the caller made it.
     """
     texts = _texts(result)
     if not carries_structured(result):
         return texts
-    value = dumps_compact(result["structuredContent"])
+    value = dumps_compact(result["structuredContent"]) if structured is None else structured
     if reads == "structured" or (reads == "content" and not result.get("content")):
         return [value]
     if reads == "both":
@@ -115,10 +119,13 @@ def file_text(value: Any) -> str | None:
 class Flat:
     """A result flattened for its reader: the ``result`` to answer (``structuredContent``'s
     value as its one text block) and, when that text is not what the model would have read
-    of the original, the ``baseline`` it would have read (the ledger's "before")."""
+    of the original, the ``baseline`` it would have read (the ledger's "before"); ``value``:
+    the value whose compact JSON that text block is (None: the text is a file's), so that
+    it is not parsed back."""
 
     result: dict[str, Any]
     baseline: list[str] | None
+    value: Any = None
 
 
 def flatten(result: Mapping[str, Any], reads: Reads, *, file: bool = False) -> Flat | None:
@@ -142,6 +149,7 @@ def flatten(result: Mapping[str, Any], reads: Reads, *, file: bool = False) -> F
         return None
     value = result["structuredContent"]
     text = file_text(value) if file else None
+    dumped = text is None
     if text is None:
         text = dumps_compact(value)
     out: dict[str, Any] = {}
@@ -151,8 +159,8 @@ def flatten(result: Mapping[str, Any], reads: Reads, *, file: bool = False) -> F
         elif key != "structuredContent":
             out[key] = item
     out.setdefault("content", [{"type": "text", "text": text}])
-    baseline = model_view(result, reads)
-    return Flat(out, None if baseline == [text] else baseline)
+    baseline = model_view(result, reads, structured=text if dumped else None)
+    return Flat(out, None if baseline == [text] else baseline, value if dumped else None)
 
 
 def feeds_ui(entry: Mapping[str, Any] | None) -> bool:
