@@ -212,6 +212,9 @@ class _Worker:
     #: or counting the records of results answered in the relay (``counting``).
     booking: bool = False
     counting: tuple[Owed, ...] = ()
+    #: It has answers whose ledger counts it has not taken yet (it takes them when the pool
+    #: has no job for it: :meth:`Offload._count`).
+    owes: bool = False
     done: int = 0
     reader: asyncio.Task[None] | None = None
     starting: asyncio.TimerHandle | None = None
@@ -542,12 +545,13 @@ class Offload:
             self._tally_timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._flush)
 
     def _count(self, worker: _Worker) -> None:
-        assert self._tally is not None
-        items = self._tally.take()
+        """``worker`` counts what the ledger is owed: its own answers' and the tally's."""
+        items = self._tally.take() if self._tally is not None else ()
         if worker.send(Count(items)):
             worker.booking = True
+            worker.owes = False
             worker.counting = items
-        else:
+        elif self._tally is not None:
             for item in items:
                 self._tally.add(item, self._clock())
 
@@ -647,6 +651,7 @@ class Offload:
                     self._answered(worker, frame)
                 elif isinstance(frame, Idle):
                     worker.booking = False
+                    worker.owes = frame.owes
                     worker.done += 1
                     self._idle_exit(worker)
                     self._dispatch()
@@ -918,8 +923,13 @@ class Offload:
         if wake is not None:
             delay = max(wake - self._clock(), 0.0)
             self._wake = asyncio.get_running_loop().call_later(delay, self._dispatch)
-        if self._tally and not self._queue:
-            self._flush()  # a worker runs anyway: it counts what the ledger is owed
+        if not self._queue:
+            # No job waits: a worker counts what the ledger is owed (its own answers', the
+            # tally's); a job that comes meanwhile waits here, never killing it.
+            for worker in [w for w in self._idle() if w.ready and w.owes]:
+                self._count(worker)
+            if self._tally:
+                self._flush()
 
     def _start(self, worker: _Worker, job: _Job) -> None:
         lane = job.lane

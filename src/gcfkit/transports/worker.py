@@ -20,19 +20,20 @@ keeps a copy of those. A job of no session gets a fresh rewriter of its own (a r
 the sessionless 2026-07-28 protocol); a *stray* job (one of a session whose worker is busy,
 run elsewhere so that it need not wait) gets one that names nothing, so it never mints a
 handle the session's own worker might mint too. The ledger counts are taken after the
-answer is sent, when no job waits (or past :data:`OWED_CHARS` of text owed), and appended
-to the ledger by the worker itself; a worker killed at a deadline loses the records it had
-not counted yet (normally none). It exits when its stdin closes (counting what it owes
-first), and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the
-proxy.
+answer is sent, when the pool has no job for the worker (it sends a :class:`Count`: a job
+that comes meanwhile waits in the pool, where its deadline never kills a worker) or past
+:data:`OWED_CHARS` of text owed, and appended to the ledger by the worker itself; a worker
+killed at a deadline loses the records it had not counted yet (none unless results kept it
+busy). It exits when its stdin closes (counting what it owes first), and on Linux dies
+with its parent (PR_SET_PDEATHSIG), so it never outlives the proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
 processes of the same program) of one message, a dataclass of this module. To the worker:
 :class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (the exact ledger
 counts of results answered in the relay's process, :mod:`gcfkit.transports.tally`). From
 the worker: :class:`Ready` once warmed up, then an :class:`Answer` per job, in order, each
-followed by :class:`Idle` at once (the pool sends the next job only then), and
-:class:`Counted` with the ledger records it wrote.
+followed by :class:`Idle` (the pool sends the next job only then; it says whether the
+worker owes the ledger counts), and :class:`Counted` with the ledger records it wrote.
 
 What a session remembers outlives its worker (:mod:`gcfkit.proxy.held`): each answer of a
 session's job carries a report of its memory, and a job that moves the session here carries
@@ -52,7 +53,6 @@ import contextlib
 import dataclasses
 import os
 import pickle
-import select
 import signal
 import struct
 import sys
@@ -142,8 +142,9 @@ class Owed:
 
 @dataclass(frozen=True, slots=True)
 class Count:
-    """Count what ``items`` owe exactly, and append their records to the ledger
-    (:mod:`gcfkit.transports.tally`); answered by :class:`Counted`, then :class:`Idle`."""
+    """Count what ``items`` owe exactly (:mod:`gcfkit.transports.tally`), and what the
+    worker's own answers owe, and append their records to the ledger; answered by
+    :class:`Counted`, then :class:`Idle`."""
 
     items: tuple[Owed, ...]
 
@@ -167,7 +168,10 @@ class Answer:
 @dataclass(frozen=True, slots=True)
 class Idle:
     """The worker takes the next job (after an :class:`Answer`, or the :class:`Counted`
-    records of a :class:`Count`)."""
+    records of a :class:`Count`); ``owes``: it has answers whose ledger counts it has not
+    taken yet (an empty :class:`Count` asks for them)."""
+
+    owes: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +319,7 @@ def main() -> None:
     # Frames go to the real stdout only: anything a library prints goes to stderr instead.
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    # Unbuffered: whether a frame waits is what select says of the pipe.
-    inbox = os.fdopen(os.dup(0), "rb", buffering=0)
+    inbox = sys.stdin.buffer
     # The shell stops the proxy's group with signals; the worker goes when its pipe closes.
     with contextlib.suppress(ValueError, OSError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -333,14 +336,12 @@ def main() -> None:
 
         ledger = Ledger(init.ledger_path)
     write_frame(channel, Ready())
-    # The ledger's counts of this worker's answers, taken when no job waits (or when too
-    # much text waits): off the answers' path, which `--no-stats` no longer shortens.
+    # The ledger's counts of this worker's answers, taken when the pool has no job for it
+    # (or when too much text waits): off the answers' path, which `--no-stats` no longer
+    # shortens.
     owed: list[Owed] = []
     chars = 0
     while True:
-        if owed and (chars >= OWED_CHARS or not _waiting(inbox)):
-            write_frame(channel, Counted(_count(counter, owed, ledger)))
-            owed, chars = [], 0
         frame = read_frame(inbox)
         if frame is None:
             _count(counter, owed, ledger)  # the pool is closing: nothing owed is lost
@@ -349,7 +350,8 @@ def main() -> None:
             hosts.hosted.pop(frame.session, None)
             continue
         if isinstance(frame, Count):
-            write_frame(channel, Counted(_count(counter, frame.items, ledger)))
+            write_frame(channel, Counted(_count(counter, [*owed, *frame.items], ledger)))
+            owed, chars = [], 0
             write_frame(channel, Idle())
             continue
         if not isinstance(frame, Job):
@@ -364,16 +366,19 @@ def main() -> None:
         )
         minted, memory = hosted.answered(own)
         write_frame(channel, Answer(frame.id, out, minted, memory))
-        write_frame(channel, Idle())
         del out, frame, memory
         if ledger is not None:
             ms = (time.monotonic() - started) * 1000.0
             outcome.result = None
             owed.append(Owed(outcome, server, call.tool, ms))
             chars += owed_chars(outcome)
+            if chars >= OWED_CHARS:  # bounded: counted now, before the next job
+                write_frame(channel, Counted(_count(counter, owed, ledger)))
+                owed, chars = [], 0
+        write_frame(channel, Idle(owes=bool(owed)))
 
 
-#: Characters of owed text past which a worker counts them even while jobs wait (about
+#: Characters of owed text past which a worker counts them before its next job (about
 #: 20 ms of counting at once).
 OWED_CHARS: Final = 1_000_000
 
@@ -382,14 +387,6 @@ def owed_chars(outcome: Outcome) -> int:
     """How many characters of text ``outcome`` still owes the ledger's counts."""
     texts = (outcome.lazy, outcome.owed, outcome.owed_after, outcome.baseline or ())
     return sum(len(t) for group in texts for t in group)
-
-
-def _waiting(inbox: IO[bytes]) -> bool:
-    """Whether a frame (its first byte) waits on the unbuffered pipe ``inbox``."""
-    try:
-        return bool(select.select([inbox], [], [], 0)[0])
-    except (OSError, ValueError):
-        return True
 
 
 def _count(
