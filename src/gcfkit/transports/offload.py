@@ -5,7 +5,11 @@ hold up its relay (one mechanism for stdio and HTTP):
 
 * :class:`Offload` is a pool of worker processes: one for a stdio proxy (one session), a
   few for an HTTP server in front of many. Each worker runs one result at a time; the pool
-  holds the rest.
+  holds the rest. The shells' pools (:mod:`gcfkit.transports.pools`) start no worker
+  before a result needs one, and a worker idle :data:`IDLE_EXIT` seconds exits; small
+  results are answered in this process instead (:mod:`gcfkit.transports.local`, the rule
+  :func:`~gcfkit.transports.placement.answers_here`), and a worker takes the ledger's
+  exact counts of them later (:mod:`gcfkit.transports.tally`).
 * :class:`Lane` is one session's place in the pool (:meth:`Offload.session`); a request
   that belongs to no session (the stateless 2026-07-28 protocol) gets a fresh one of its
   own (:meth:`Offload.fresh`).
@@ -471,8 +475,8 @@ class Offload:
     async def close(self) -> None:
         """Stop every worker: its stdin closes (it exits between results, once it has
         counted what it owes the ledger), and it is killed if it has not gone within
-        :data:`_EXIT_WAIT` seconds. Returns when all are reaped. What
-        the ledger is owed is counted first (:meth:`_settle_tally`)."""
+        :data:`_EXIT_WAIT` seconds. Returns when all are reaped. What the ledger is owed
+        for results answered in this process is counted first (:meth:`_settle_tally`)."""
         with contextlib.suppress(Exception):
             await self._settle_tally()
         if self._tally_timer is not None:
