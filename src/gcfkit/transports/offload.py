@@ -166,9 +166,6 @@ _COUNT_WHEN_IDLE: Final = 0.05
 #: at most a megabyte of text, tens of milliseconds) before they are killed.
 _EXIT_WAIT: Final = 5.0
 
-#: What :meth:`Lane._here` returns for a result it leaves to the workers.
-_ELSEWHERE: Final = object()
-
 
 class Observer(Protocol):
     """What hears of the pool's results (:class:`gcfkit.transports.metrics.Metrics`): each
@@ -302,33 +299,20 @@ class Lane:
             raise OffloadFailed("no-worker")
         events = list(events)
         here = self._pool.here
-        if here is not None:
-            answered = self._here(here, line, call, server, events)
-            if answered is not _ELSEWHERE:
-                assert answered is None or isinstance(answered, bytes)
-                return answered
+        if here is not None:  # small enough to be answered in this process?
+            started = time.monotonic()
+            self._take_reset(events)
+            leave = functools.partial(self._pool._leave_home, self)
+            got = answer_here(here, self, line, call, events, leave)
+            if got is not None:
+                self._pool._answered_here(call, server, *got, started)
+                return got[1]
         job = self._pool._submit(self, line, call, server, events)
         try:
             return await job.future
         except asyncio.CancelledError:
             self._pool._abandon(job)
             raise
-
-    def _here(
-        self, here: Here, line: bytes, call: Call, server: str, events: list[SessionEvent]
-    ) -> object:
-        """The answer in the relay's process (:func:`~gcfkit.transports.local.answer_here`),
-        or :data:`_ELSEWHERE` when the pool's rule or the rewriter leaves it to a worker."""
-        started = time.monotonic()
-        self._take_reset(events)
-        got = answer_here(
-            here, self, line, call, events, functools.partial(self._pool._leave_home, self)
-        )
-        if got is None:
-            return _ELSEWHERE
-        outcome, out, ms = got
-        self._pool._answered_here(call, server, outcome, out, ms, started)
-        return out
 
     def _take_reset(self, events: list[SessionEvent]) -> None:
         if any(isinstance(event, Reset) for event in events):
