@@ -259,7 +259,7 @@ class Client:
 
 
 def kind_of(text: str) -> str:
-    if text.startswith("GCF profile=dense"):
+    if text.startswith(("GCF-dense", "GCF profile=dense")):  # the header, then and now
         return "dense"
     if text.startswith("GCF"):
         return "GCF"
