@@ -139,11 +139,14 @@ def catch_up(
     held = names.memory
     held.spend(spent)
     keep = set(memory.order)
+    present = set()
     for result in held.results():
-        if result.handle not in keep:
+        if result.handle in keep:
+            present.add(result.handle)
+        else:
             held.forget(result.handle)
     for kept in memory.new:
-        if kept.handle not in hosted.known:
+        if kept.handle not in present:
             _hold(held, kept)
     for handle in memory.order:
         held.recall(handle)  # in the pool's order of use: the same result is evicted next
@@ -199,9 +202,10 @@ def answer_here(
     """One result of ``session`` answered here (its outcome, the line to send and the
     milliseconds it took), or None when it goes to a worker: the pool's rule
     (:func:`~gcfkit.transports.placement.answers_here`) says so, or the rewriter cannot
-    decide from estimates. The session's state moves here (``leave_home``: the worker it
-    lived in forgets it), caught up first (:func:`catch_up`), and the pool's copy of what it
-    remembers is updated after."""
+    decide from estimates. The session's rewriter here is caught up first
+    (:func:`catch_up`); once it has answered, the session's state lives here
+    (``leave_home``: the worker it lived in forgets it) and the pool's copy of what it
+    remembers is updated."""
     skipped = here.skip(call.tool)
     if not answers_here(len(line), session.in_pool > 0, here.deltas(call), skipped):
         if skipped:
@@ -220,19 +224,22 @@ def answer_here(
                 catch_up(hosted, memory, session.behind, session.spent)
         if own:
             session.behind.clear()
-            session.owed.clear()  # (for the worker it leaves)
             session.synced = session.changes
-            leave_home()
         outcome, out, ms = here.answer(hosted, line, call, events)
     except NeedsExactCounts:
+        # The session stays where it lives (its worker, if any, still holds it); the
+        # events reach this host again, with the rest it is behind by.
         here.tried(call.tool, False)
-        return None  # its events reach this host again, with what it is behind by
+        return None
     except Exception:  # never break the agent: a worker answers, and this host is dropped
         session.here = None
         return None
     here.tried(call.tool, True)
     minted, report = hosted.answered(own)
     if own:
+        # The state lives here now: the worker it lived in forgets it (and what it was owed).
+        session.owed.clear()
+        leave_home()
         session.spent.extend(minted)
         if report is not None:
             session.memory.apply(report)
