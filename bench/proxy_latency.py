@@ -26,8 +26,9 @@ within the timeout is marked and left out of the larger sizes.
 Per path, too: throughput with 8 calls in flight on the 1 KB nested result (calls per
 second over ``--flight-calls`` calls, best of two passes, before the large results), the
 resident memory of the proxy's processes (the server's excluded) 1 s after its first answer,
-right after the 10 MB results and ``--idle`` seconds after its last call (gcfkit's workers
-exit after 30 s idle), and the cold start: from spawning the process to the first answer.
+``--idle`` seconds after it (gcfkit's worker, if the first answer started one, exits after
+30 s idle) and right after the 10 MB results, and the cold start: from spawning the process
+to the first answer.
 """
 
 from __future__ import annotations
@@ -377,6 +378,8 @@ async def run(args: argparse.Namespace) -> list[str]:
         cold[c.path.name] = await c.start() * 1e3
         await asyncio.sleep(1.0)
         idle[c.path.name] = c.rss_mb()
+    await asyncio.sleep(args.idle)
+    rested = {c.path.name: c.rss_mb() for c in clients}
     # Throughput before the large results, which some paths do not survive.
     flight: dict[str, float] = {}
     for _ in range(2):
@@ -415,12 +418,10 @@ async def run(args: argparse.Namespace) -> list[str]:
             lines.append(f"| {size} {shape} | {direct_ms:,.1f} | " + " | ".join(cells) + " |")
             print(lines[-1], file=sys.stderr, flush=True)
     loaded = {c.path.name: c.rss_mb() for c in clients if not c.dead}
-    await asyncio.sleep(args.idle)
-    rested = {c.path.name: c.rss_mb() for c in clients if not c.dead}
     lines += [
         "",
         "| path | calls/s, 8 in flight (1 KB) | RSS MB 1 s after the first answer "
-        f"| RSS MB after the big results | RSS MB {args.idle:.0f} s after the last call "
+        f"| RSS MB {args.idle:.0f} s after it | RSS MB after the big results "
         "| cold start to the first answer, ms |",
         "|---|---:|---:|---:|---:|---:|",
     ]
@@ -428,9 +429,9 @@ async def run(args: argparse.Namespace) -> list[str]:
         name = c.path.name
         calls = f"{flight[name]:,.0f}" if name in flight else c.dead
         after = f"{loaded[name]:,.0f}" if name in loaded else "–"
-        rest = f"{rested[name]:,.0f}" if name in rested else "–"
+        rest = f"{rested[name]:,.0f}"
         lines.append(
-            f"| {name} | {calls} | {idle[name]:,.0f} | {after} | {rest} | {cold[name]:,.0f} |"
+            f"| {name} | {calls} | {idle[name]:,.0f} | {rest} | {after} | {cold[name]:,.0f} |"
         )
     for c in clients:
         await c.stop()

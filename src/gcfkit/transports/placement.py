@@ -56,14 +56,15 @@ __all__ = [
 W = TypeVar("W", bound=Hashable)
 
 #: The most a result answered in the relay's process may cost, in bytes of its response
-#: line. Measured on the
-#: shared 2-core machine (bench/proxy_latency.py's nested and flat records, the rewrite
-#: alone): 1.6 KB 0.8 ms, 10 KB 2.5 ms, 19 KB 4.2 ms, 38 KB 6.2 ms, 75 KB 11 ms; a worker
-#: adds 2 ms of pickles and context switches at the small end. At 64 KB the relay is held
-#: up at most ~10 ms by one result (every other line waits that long at worst), which keeps
-#: a 45 KB result off the worker's round trip; larger results pay the trip and hold
-#: nothing up.
-IN_PROCESS_BYTES: Final = 64 * 1024
+#: line: every other line waits meanwhile. Measured on the shared 2-core machine (load 3-4,
+#: bench/proxy_latency.py's records, estimate mode, dense off so that estimates decide):
+#: flat records 2.1 KB 1.3 ms, 3.9 KB 1.7 ms, 7.8 KB 3.5 ms, 15 KB 8.7 ms, 31 KB 17 ms;
+#: nested 2.6 KB 1.7 ms, 4.8 KB 2.8 ms, 9.6 KB 11 ms, 38 KB 38 ms. Nine tenths of that is
+#: the token estimate (``gcfkit.tokens.estimate``, pure Python, ~1 MB/s), where a worker's
+#: exact rewrite takes 2.5 ms at 10 KB and 6 ms at 38 KB, plus ~2 ms of round trip. So 8 KiB:
+#: at most ~5 ms of hold-up, and results where the round trip would dominate; a faster
+#: estimate moves the line up (the exact path alone would allow 64 KiB for ~10 ms).
+IN_PROCESS_BYTES: Final = 8 * 1024
 
 #: After a result of a tool tried here needed exact counts, its results go straight to a
 #: worker but for one in this many, tried here again (the attempt costs 0.1-1.5 ms,
@@ -78,7 +79,7 @@ def answers_here(size: int, queued: bool, delta: bool = False, skipped: int = 0)
     of its tool's results went to a worker since one here needed exact counts (0: none did,
     or one here since was decided).
 
-    >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(100_000, False)
+    >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(10_000, False)
     (True, False, False)
     >>> answers_here(2_000, False, delta=True), answers_here(2_000, False, skipped=3)
     (False, False)
