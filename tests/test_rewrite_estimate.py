@@ -285,3 +285,20 @@ def test_a_close_call_after_the_choice_leaves_no_delta_state() -> None:
     # Had the first result's keyed set been kept, the next would be a delta against it.
     with pytest.raises(NeedsExactCounts, match="naming"):
         estimating.rewrite_line(orders(5, shift=1), call, Budget.unlimited())
+
+
+@needs_exact
+@pytest.mark.parametrize("reads", ["structured", "both"])
+def test_a_flattened_structured_result_is_answered_as_the_exact_path(reads: str) -> None:
+    rows = [{"id": i, "name": f"row {i}", "score": i * 2.5} for i in range(30)]
+    result = {
+        "content": [{"type": "text", "text": json.dumps(rows, indent=2)}],
+        "structuredContent": {"rows": rows},
+    }
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode()
+    call = Call("t", "t", reads=reads, flatten=True)  # type: ignore[arg-type]
+    exact, estimating = pair()
+    want, want_line = exact.rewrite_line(line, call, Budget.unlimited())
+    got, got_line, _ = answered(estimating, line, call)
+    assert want_line is not None and got_line == want_line
+    assert settled(got) == settled(want)
