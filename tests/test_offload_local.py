@@ -270,3 +270,18 @@ def test_a_tool_whose_result_was_a_close_call_goes_to_a_worker_for_a_while() -> 
 
     # The close call and the next result of its tool in a worker; another tool's here.
     assert asyncio.run(asyncio.wait_for(scenario(), 120)) == [0, 0, 1, 1]
+
+
+def test_the_tally_keeps_at_most_its_bound_of_owed_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gcfkit.proxy.rewrite import Outcome
+    from gcfkit.transports import tally as tally_module
+
+    monkeypatch.setattr(tally_module, "MAX_CHARS", 100)
+    tally = tally_module.Tally()
+    for i in range(3):
+        outcome = Outcome(None, "unchanged", lazy=["x" * 40])
+        tally.add(tally_module.Owed(outcome, "s", f"t{i}", 0.0), now=0.0)
+    kept = tally.take()
+    assert tally.chars == 0 and [len(item.outcome.lazy) for item in kept] == [1, 1, 0]
+    # Past the bound the record is counted by estimate at once: nothing of it is lost.
+    assert (kept[2].outcome.tokens_before, kept[2].outcome.bytes_after) == (10, 40)
