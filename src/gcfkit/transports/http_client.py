@@ -57,8 +57,9 @@ from .http import (
     redact_url,
     request_ids,
 )
-from .offload import Lane, Offload, start_or_warm
+from .offload import Lane
 from .outbox import Outbox
+from .pools import session_pool, start_or_warm
 from .process import DEFAULT_GRACE, stop_signals
 from .stdio import client_pipes
 
@@ -435,9 +436,10 @@ async def run_upstream(
     """Relay ``stdin``/``stdout`` (default: this process's) to the MCP server at ``url``;
     ``headers`` go on every HTTP request. Returns 0 once the client closed its side.
 
-    Tool results are rewritten in a worker process (:mod:`gcfkit.transports.offload`), as
-    in the stdio shell; ``capture`` records the session as there (``--capture-dir``);
-    ``codec`` replaces the codec functions (tests; it must pickle by reference)."""
+    Tool results are answered as in the stdio shell (small ones here, the rest in a worker
+    process: :mod:`gcfkit.transports.pools`); ``capture`` records the session as there
+    (``--capture-dir``); ``codec`` replaces the codec functions (tests; it must pickle by
+    reference)."""
     config = config or ProxyConfig()
     core = ProxyCore(config, codec)
     if config.stats and ledger is None:
@@ -446,7 +448,7 @@ async def run_upstream(
     loop = asyncio.get_running_loop()
     # One client, one session: one worker, as for stdio (it loads the tokenizer meanwhile);
     # without one, results are rewritten here and the core warms up in a thread.
-    offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
+    offload = session_pool(config, codec, ledger.path if ledger is not None else None)
     lane = offload.session()
     warming = await start_or_warm(offload, core)
     timeout = httpx2.Timeout(_CONNECT_TIMEOUT, read=read_timeout)

@@ -62,8 +62,9 @@ from .http import (
 )
 from .http_guard import Guard, guarded_app
 from .http_shared import SharedServer
-from .offload import Lane, Offload, server_pool, start_pool
+from .offload import Lane, Offload
 from .outbox import Outbox
+from .pools import server_pool, start_pool
 from .process import DEFAULT_GRACE, ServerProcess
 from .state import open_state
 from .stdio import split_lines

@@ -76,7 +76,8 @@ from .http_guard import Guard, guarded_app
 from .http_limits import DEFAULT_LIMITS, HttpLimits, Refusals
 from .http_listen import listen_socket, raise_descriptor_limit, uvicorn_config
 from .http_sessions import SessionTable
-from .offload import Lane, Offload, server_pool, start_pool
+from .offload import Lane, Offload
+from .pools import server_pool, start_pool
 from .relay import relay_one
 from .state import (
     LocalState,

@@ -5,7 +5,11 @@ hold up its relay (one mechanism for stdio and HTTP):
 
 * :class:`Offload` is a pool of worker processes: one for a stdio proxy (one session), a
   few for an HTTP server in front of many. Each worker runs one result at a time; the pool
-  holds the rest.
+  holds the rest. The shells' pools (:mod:`gcfkit.transports.pools`) start no worker
+  before a result needs one, and a worker idle :data:`IDLE_EXIT` seconds exits; small
+  results are answered in this process instead (:mod:`gcfkit.transports.local`, the rule
+  :func:`~gcfkit.transports.placement.answers_here`), and a worker takes the ledger's
+  exact counts of them later (:mod:`gcfkit.transports.tally`).
 * :class:`Lane` is one session's place in the pool (:meth:`Offload.session`); a request
   that belongs to no session (the stateless 2026-07-28 protocol) gets a fresh one of its
   own (:meth:`Offload.fresh`).
@@ -86,17 +90,22 @@ from typing import Any, Final, Protocol
 
 from ..answers.choose import FailureReason
 from ..proxy.config import Codec, ProxyConfig
-from ..proxy.core import ProxyCore
 from ..proxy.held import MemoryReport, SessionMemory
 from ..proxy.record import LedgerRecord
-from ..proxy.rewrite import Call, Forget, Reset, SessionEvent
+from ..proxy.rewrite import Call, Forget, Outcome, Reset, SessionEvent
+from .local import Here, answer_here
 from .placement import Waiting, place
+from .tally import FLUSH_SECONDS, Tally, count_here
 from .worker import (
     HEADER_SIZE,
     Answer,
+    Count,
+    Counted,
     Drop,
+    Hosted,
     Idle,
     Init,
+    Owed,
     Ready,
     ToWorker,
     decode_frame_length,
@@ -105,15 +114,13 @@ from .worker import (
 from .worker import Job as JobFrame
 
 __all__ = [
+    "IDLE_EXIT",
     "MAX_WORKERS",
     "PATIENCE",
     "Lane",
     "Observer",
     "Offload",
     "OffloadFailed",
-    "server_pool",
-    "start_or_warm",
-    "start_pool",
 ]
 
 #: Seconds a starting worker may take to be ready (imports and tokenizer) before results
@@ -139,8 +146,25 @@ PATIENCE: Final = 0.05
 #: more while several large results are in flight at once.
 MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 
-#: Seconds a worker beyond the pool's minimum may stay idle before it is stopped.
-_RETIRE_AFTER: Final = 60.0
+#: Seconds a worker beyond the pool's minimum (none, for the shells' lazy pools) may stay
+#: idle before it exits: its memory (the tokenizer's ranks, ~60 MB) is given back, and the
+#: next result that needs a worker starts one again (a few hundred milliseconds, not
+#: charged to that result's time budget).
+IDLE_EXIT: Final = 30.0
+
+#: Seconds the pool's close waits for a worker to count what the ledger is owed
+#: (:mod:`gcfkit.transports.tally`) before counting it itself.
+_COUNT_AT_CLOSE: Final = 15.0
+
+#: Seconds a worker that owes the ledger counts must have stayed idle before it is asked to
+#: take them: under a steady flow of results it takes them in batches instead, before its
+#: next job once a megabyte of text is owed (``worker.OWED_CHARS``), a few ms per hundreds
+#: of results, not a round trip per result.
+_COUNT_WHEN_IDLE: Final = 0.05
+
+#: Seconds a closing pool's workers get to exit (one counts what it owes the ledger first:
+#: at most a megabyte of text, tens of milliseconds) before they are killed.
+_EXIT_WAIT: Final = 5.0
 
 
 class Observer(Protocol):
@@ -191,8 +215,13 @@ class _Worker:
     #: The keys of the sessions whose state lives here.
     homes: set[int] = field(default_factory=set)
     killed: bool = False
-    #: Answered its last job, still writing that job's ledger record (counting its tokens).
+    #: Answered its last job, still writing that job's ledger record (counting its tokens),
+    #: or counting the records of results answered in the relay (``counting``).
     booking: bool = False
+    counting: tuple[Owed, ...] = ()
+    #: It has answers whose ledger counts it has not taken yet (it takes them when the pool
+    #: has no job for it: :meth:`Offload._count`).
+    owes: bool = False
     done: int = 0
     reader: asyncio.Task[None] | None = None
     starting: asyncio.TimerHandle | None = None
@@ -237,6 +266,15 @@ class Lane:
         #: Changes to :attr:`memory` so far (a report kept, a reset): a shell that copies it
         #: elsewhere (:mod:`gcfkit.transports.state`) writes only when this moved.
         self.changes = 0
+        #: The session's rewriter in the relay's process (:mod:`gcfkit.transports.local`),
+        #: what it must hear of before its next result (the events of results answered
+        #: elsewhere, and a forget of each of their calls), and :attr:`changes` when it was
+        #: last in step with :attr:`memory`.
+        self.here: Hosted | None = None  # (a worker's Hosted, here)
+        self.behind: list[SessionEvent] = []
+        self.synced = 0
+        #: The session's results with the workers (queued or being rewritten).
+        self.in_pool = 0
 
     @property
     def available(self) -> bool:
@@ -259,12 +297,28 @@ class Lane:
         """
         if not self.available:
             raise OffloadFailed("no-worker")
-        job = self._pool._submit(self, line, call, server, list(events))
+        events = list(events)
+        here = self._pool.here
+        if here is not None:  # small enough to be answered in this process?
+            started = time.monotonic()
+            self._take_reset(events)
+            leave = functools.partial(self._pool._leave_home, self)
+            got = answer_here(here, self, line, call, events, leave)
+            if got is not None:
+                self._pool._answered_here(call, server, *got, started)
+                return got[1]
+        job = self._pool._submit(self, line, call, server, events)
         try:
             return await job.future
         except asyncio.CancelledError:
             self._pool._abandon(job)
             raise
+
+    def _take_reset(self, events: list[SessionEvent]) -> None:
+        if any(isinstance(event, Reset) for event in events):
+            self.memory.clear()  # a new session: nothing it held is held any more
+            self.epoch += 1
+            self.changes += 1
 
     def adopt(self, memory: MemoryReport, spent: Iterable[str]) -> None:
         """Take the session's state from a copy kept elsewhere (another gateway replica's,
@@ -276,6 +330,8 @@ class Lane:
         known = set(self.spent)
         self.spent.extend(h for h in spent if h not in known)
         self.owed.clear()
+        self.here = None
+        self.behind.clear()
         self._pool._leave_home(self)
 
     def close(self) -> None:
@@ -283,6 +339,8 @@ class Lane:
         if self.closed:
             return
         self.closed = True
+        self.here = None
+        self.behind.clear()
         self._pool._close_lane(self)
 
 
@@ -290,7 +348,11 @@ class Offload:
     """A pool of ``workers`` to ``max_workers`` worker processes (see the module docstring).
 
     ``codec`` replaces the codec functions (tests: it must pickle, by reference, to reach
-    the workers); ``ledger_path`` is where the workers append their records.
+    the workers); ``ledger_path`` is where the workers append their records. With
+    ``in_process``, small results are answered in this process (:mod:`.local`), by the
+    default codec (``codec`` must be None), and the ledger's exact counts of them are taken
+    by a worker later (:mod:`.tally`). ``workers``: the workers kept running (0: started
+    when a result needs one, and gone after :data:`IDLE_EXIT` seconds idle).
     """
 
     def __init__(
@@ -303,6 +365,7 @@ class Offload:
         workers: int = 1,
         max_workers: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        in_process: bool = False,
     ) -> None:
         self.config = config
         # Deadlines go to the workers on it: another process's time.monotonic is the same
@@ -311,8 +374,15 @@ class Offload:
         self.codec = codec or Codec()
         self._ledger_path = str(ledger_path) if ledger_path is not None else None
         self._python = python or sys.executable
-        self.min_workers = max(1, workers)
-        self.max_workers = max(self.min_workers, max_workers or self.min_workers)
+        self.min_workers = max(0, workers)
+        self.max_workers = max(1, self.min_workers, max_workers or self.min_workers)
+        #: The relay process's side (None: every result goes to a worker).
+        self.here = Here(config) if in_process and codec is None else None
+        #: The ledger records owed by results answered here (None without a ledger).
+        self._tally = Tally() if self.here is not None and ledger_path is not None else None
+        self._tally_timer: asyncio.TimerHandle | None = None
+        #: Results answered in this process.
+        self.answered_here = 0
         self.patience = min(PATIENCE, config.time_budget / 4)
         self._init: bytes | None = None
         self._workers: list[_Worker] = []
@@ -360,9 +430,9 @@ class Offload:
         return [w.pid for w in self._workers]
 
     async def start(self) -> bool:
-        """Start the first workers (their warm-up runs while the server starts); False when
-        none can be: the options or codec do not pickle (test doubles), or no interpreter
-        runs."""
+        """Start the first workers (``workers`` of them: none for a lazy pool, whose first
+        worker starts with the first result that needs one); False when none can be: the
+        options or codec do not pickle (test doubles), or no interpreter runs."""
         try:
             self._init = encode_frame(Init(self.config, self.codec, self._ledger_path))
         except (pickle.PicklingError, AttributeError, TypeError):
@@ -390,8 +460,14 @@ class Offload:
         return Lane(self, None)
 
     async def close(self) -> None:
-        """Stop every worker: its stdin closes (it exits at once between results), and it
-        is killed if it has not gone within a second. Returns when all are reaped."""
+        """Stop every worker: its stdin closes (it exits between results, once it has
+        counted what it owes the ledger), and it is killed if it has not gone within
+        :data:`_EXIT_WAIT` seconds. Returns when all are reaped. What the ledger is owed
+        for results answered in this process is counted first (:meth:`_settle_tally`)."""
+        with contextlib.suppress(Exception):
+            await self._settle_tally()
+        if self._tally_timer is not None:
+            self._tally_timer.cancel()
         self._closed = True
         if self._wake is not None:
             self._wake.cancel()
@@ -409,7 +485,7 @@ class Offload:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(
                 asyncio.gather(*(_exited(w.process) for w in workers), return_exceptions=True),
-                1.0,
+                _EXIT_WAIT,
             )
         for worker in workers:
             _sigkill(worker.process)
@@ -418,6 +494,88 @@ class Offload:
             await asyncio.wait(readers, timeout=5)
         for task in list(self._background):
             task.cancel()
+
+    # -- results answered in this process (gcfkit.transports.local, .tally) -----------
+
+    def _answered_here(
+        self,
+        call: Call,
+        server: str,
+        outcome: Outcome,
+        out: bytes | None,
+        ms: float,
+        started: float,
+    ) -> None:
+        self.answered_here += 1
+        kind = "original" if out is None else "rewritten"
+        seconds = time.monotonic() - started
+        self._observe(lambda seen: seen.settled(server, call.tool, kind, seconds))
+        tally = self._tally
+        if tally is None:
+            return
+        first = not tally
+        tally.add(Owed(outcome, server, call.tool, ms), self._clock())
+        if tally.due(self._clock()):
+            self._flush()
+        elif first:
+            if self._tally_timer is not None:
+                self._tally_timer.cancel()
+            loop = asyncio.get_running_loop()
+            self._tally_timer = loop.call_later(FLUSH_SECONDS, self._flush)
+
+    def _flush(self) -> None:
+        """What the ledger is owed goes to an idle worker, or, when it is due
+        (:meth:`Tally.due`) and none runs, a worker is started for it."""
+        tally = self._tally
+        if tally is None or not tally or self._closed:
+            return
+        idle = [w for w in self._idle() if w.ready]
+        if idle:
+            self._count(idle[0])
+        elif tally.due(self._clock()) and not self._size() and self.available:
+            self._grow()
+        elif (
+            self._tally_timer is None
+            or self._tally_timer.when() <= asyncio.get_running_loop().time()
+        ):
+            # Not due yet, or a worker is on its way: look again when it will be.
+            self._tally_timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._flush)
+
+    def _count_if_idle(self, worker: _Worker, done: int) -> None:
+        if worker.done == done and worker.owes and worker in self._idle() and not self._closed:
+            self._count(worker)
+
+    def _count(self, worker: _Worker) -> None:
+        """``worker`` counts what the ledger is owed: its own answers' and the tally's."""
+        items = self._tally.take() if self._tally is not None else ()
+        if worker.send(Count(items)):
+            worker.booking = True
+            worker.owes = False
+            worker.counting = items
+        elif self._tally is not None:
+            for item in items:
+                self._tally.add(item, self._clock())
+
+    async def _settle_tally(self) -> None:
+        """At close: what the ledger is owed is counted by a worker (one is started when
+        none runs), within :data:`_COUNT_AT_CLOSE` seconds; else here, so nothing is lost."""
+        tally = self._tally
+        if tally is None or not tally:
+            return
+        if not self._size() and self.available:
+            self._grow()
+        deadline = time.monotonic() + _COUNT_AT_CLOSE
+        while (tally or any(w.counting for w in self._workers)) and self.available:
+            idle = [w for w in self._idle() if w.ready]
+            if tally and idle:
+                self._count(idle[0])
+            if time.monotonic() > deadline or not self._size():
+                break
+            await asyncio.sleep(0.01)
+        if tally:
+            records = count_here(tally.take(), self.codec, self.config.encoding, self._ledger_path)
+            for record in records:
+                self._observe(functools.partial(_report_record, record))
 
     # -- workers -----------------------------------------------------------------------
 
@@ -494,9 +652,14 @@ class Offload:
                     self._answered(worker, frame)
                 elif isinstance(frame, Idle):
                     worker.booking = False
-                    if frame.record is not None:
-                        self._observe(functools.partial(_report_record, frame.record))
+                    worker.owes = frame.owes
+                    worker.done += 1
+                    self._idle_exit(worker)
                     self._dispatch()
+                elif isinstance(frame, Counted):
+                    worker.counting = ()
+                    for record in frame.records:
+                        self._observe(functools.partial(_report_record, record))
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass
         finally:
@@ -516,6 +679,7 @@ class Offload:
             for job in self._queue:
                 if job.deadline is None:
                     self._start_clock(job)
+        self._idle_exit(worker)
         self._dispatch()
 
     def _answered(self, worker: _Worker, answer: Answer) -> None:
@@ -529,21 +693,29 @@ class Offload:
         lane = job.lane
         if not job.stray:
             lane.spent.extend(answer.minted)
-            if answer.memory is not None and job.epoch == lane.epoch and not lane.closed:
+            # (A session that left this worker meanwhile, for the relay's process, keeps
+            # what it has: this report is of a state it no longer lives in.)
+            fresh = job.epoch == lane.epoch and not lane.closed and lane.home is worker
+            if answer.memory is not None and fresh:
                 lane.memory.apply(answer.memory)
                 lane.changes += 1
         if job.timer is not None:
             job.timer.cancel()
         if not job.future.done():
             job.future.set_result(answer.line)
-        if len(self._workers) > self.min_workers:
+        self._dispatch()
+
+    def _idle_exit(self, worker: _Worker) -> None:
+        """A worker beyond the pool's minimum that stays idle :data:`IDLE_EXIT` seconds
+        from now exits (:meth:`_retire`)."""
+        if len(self._workers) > self.min_workers and not self._closed:
             if worker.retiring is not None:
                 worker.retiring.cancel()
             loop = asyncio.get_running_loop()
-            worker.retiring = loop.call_later(_RETIRE_AFTER, self._retire, worker, worker.done)
-        self._dispatch()
+            worker.retiring = loop.call_later(IDLE_EXIT, self._retire, worker, worker.done)
 
     def _settled(self, job: _Job, future: asyncio.Future[bytes | None]) -> None:
+        job.lane.in_pool -= 1
         if future.cancelled():
             return  # the caller went away: nothing was answered
         failed = future.exception() is not None
@@ -559,7 +731,9 @@ class Offload:
             report(self.observer)
 
     def _retire(self, worker: _Worker, done: int) -> None:
-        if worker.job is None and worker.done == done and len(self._workers) > self.min_workers:
+        if worker.job is not None or worker.booking:
+            return
+        if worker.done == done and len(self._workers) > self.min_workers:
             worker.killed = True
             self._unhome(worker)
             with contextlib.suppress(Exception):
@@ -576,6 +750,10 @@ class Offload:
         if not worker.killed:
             self._crashes += 1
         self._unhome(worker)
+        if worker.counting and self._tally is not None:  # counted again by the next one
+            for item in worker.counting:
+                self._tally.add(item, self._clock())
+            worker.counting = ()
         job, worker.job = worker.job, None
         if job is not None:
             self._fail(job, "worker-exited")
@@ -622,10 +800,12 @@ class Offload:
     ) -> _Job:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bytes | None] = loop.create_future()
-        if any(isinstance(event, Reset) for event in events):
-            lane.memory.clear()  # a new session: nothing it held is held any more
-            lane.epoch += 1
-            lane.changes += 1
+        lane._take_reset(events)
+        if lane.here is not None:
+            # What the session's rewriter in the relay must hear before it answers again.
+            lane.behind.extend(events)
+            lane.behind.append(Forget(call.slot))
+        lane.in_pool += 1
         job = _Job(
             next(self._ids), lane, line, call, server, events, future, self._clock(), lane.epoch
         )
@@ -744,6 +924,14 @@ class Offload:
         if wake is not None:
             delay = max(wake - self._clock(), 0.0)
             self._wake = asyncio.get_running_loop().call_later(delay, self._dispatch)
+        if not self._queue:
+            # No job waits: a worker idle a moment counts what the ledger is owed (its own
+            # answers', the tally's); a job that comes meanwhile waits here, never killing it.
+            loop = asyncio.get_running_loop()
+            for worker in [w for w in self._idle() if w.ready and w.owes]:
+                loop.call_later(_COUNT_WHEN_IDLE, self._count_if_idle, worker, worker.done)
+            if self._tally:
+                self._flush()
 
     def _start(self, worker: _Worker, job: _Job) -> None:
         lane = job.lane
@@ -817,33 +1005,3 @@ async def _exited(process: asyncio.subprocess.Process) -> Any:
     while process.returncode is None:
         await asyncio.sleep(0.01)
     return process.returncode
-
-
-def server_pool(
-    config: ProxyConfig, codec: Codec | None = None, ledger_path: Path | str | None = None
-) -> Offload:
-    """The pool of a server of many sessions (the HTTP shells): :data:`MAX_WORKERS` at
-    most; its workers append their records to ``ledger_path``."""
-    return Offload(config, codec, ledger_path=ledger_path, max_workers=MAX_WORKERS)
-
-
-async def start_or_warm(offload: Offload, core: ProxyCore) -> asyncio.Future[None]:
-    """Start ``offload``'s first worker (it loads the tokenizer meanwhile), for a shell with
-    one session; when none can start, results are rewritten in the event loop, so ``core``
-    warms up in a thread meanwhile. Returns what the first such rewrite waits for (done at
-    once when the pool runs)."""
-    loop = asyncio.get_running_loop()
-    if await offload.start():
-        done: asyncio.Future[None] = loop.create_future()
-        done.set_result(None)
-        return done
-    return loop.run_in_executor(None, core.warm_up)
-
-
-async def start_pool(offload: Offload) -> None:
-    """Start ``offload``'s first worker (it loads the tokenizer meanwhile). When none can
-    start, results are rewritten in the event loop, so the tokenizer is loaded now, in a
-    thread, and the first result is not charged for it."""
-    if not await offload.start():
-        warm = ProxyCore(offload.config, offload.codec).warm_up
-        await asyncio.get_running_loop().run_in_executor(None, warm)

@@ -24,9 +24,11 @@ reads, so a message of any size (64 MB and beyond) flows without hitting a Strea
 and without quadratic buffering.
 
 What the sans-I/O core leaves to its shell, this shell does: it owns the clock the core
-reads (``time.perf_counter``), warms the core up in a thread while the server starts and
-awaits that before relaying the first tool result (so the core needs no lock), and stamps
-each ledger record with the wall time as it appends it.
+reads (``time.perf_counter``), warms the core up in a thread while the server starts (when
+no worker can ever run: otherwise small results are answered from estimates and the rest
+in a worker, :mod:`gcfkit.transports.pools`) and awaits that before relaying the first
+tool result (so the core needs no lock), and stamps each ledger record with the wall time
+as it appends it.
 
 >>> import asyncio, sys
 >>> status = asyncio.run(run_proxy([sys.executable, "examples/demo_server.py"]))  # doctest: +SKIP
@@ -48,8 +50,8 @@ from ..ledger import Ledger, utc_now_iso
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
-from .offload import Offload, start_or_warm
 from .outbox import Outbox
+from .pools import session_pool, start_or_warm
 from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, widen_pipe
 
 if TYPE_CHECKING:
@@ -253,11 +255,12 @@ async def run_proxy(
         server.hurry()
 
     restore_signals = stop_signals(loop, on_signal)
-    # Tool results are rewritten in a worker process, so that nothing they cost can hold up
-    # the relay (or the signal handlers); it loads the tokenizer (about a second) while the
-    # server starts up. Without one (it cannot start), they are rewritten here, and the
-    # warm-up runs in a thread meanwhile; the first tool result waits for it.
-    offload = Offload(config, codec, ledger_path=ledger.path if ledger is not None else None)
+    # Small tool results are answered here, from token estimates (no tokenizer); the rest
+    # go to a worker process, so that nothing they cost can hold up the relay (or the
+    # signal handlers), started when the first needs one and gone when idle (pools.py).
+    # Without one (none can ever start: a codec that does not pickle), results are
+    # rewritten here, and the warm-up runs in a thread meanwhile; the first waits for it.
+    offload = session_pool(config, codec, ledger.path if ledger is not None else None)
     lane = offload.session()
     warming = await start_or_warm(offload, core)
     for pipe in (client_in, client_out):

@@ -21,16 +21,21 @@ the sessionless 2026-07-28 protocol), which starts from the one result the call 
 the shell found it, and names its results unguessably; a *stray* job (one of a session
 whose worker is busy, run elsewhere so that it need not wait) gets one that names nothing,
 so it never mints a handle the session's own worker might mint too. The ledger counts are
-taken after the answer is sent, and appended to the ledger by the worker itself. It exits
-when its stdin closes, and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never
-outlives the proxy.
+taken after the answer is sent, when the pool has no job for the worker (it sends a
+:class:`Count`: a job that comes meanwhile waits in the pool, where its deadline never
+kills a worker) or past :data:`OWED_CHARS` of text owed, and appended to the ledger by the
+worker itself; a worker killed at a deadline loses the records it had not counted yet (none
+unless results kept it busy). It exits when its stdin closes (counting what it owes
+first), and on Linux dies with its parent (PR_SET_PDEATHSIG), so it never outlives the
+proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
 processes of the same program) of one message, a dataclass of this module. To the worker:
-:class:`Init` first, then :class:`Job` and :class:`Drop`. From the worker: :class:`Ready`
-once warmed up, then an :class:`Answer` per job, in order, each followed by :class:`Idle`
-once its ledger record is written (the pool sends the next job only then; it carries
-that record, for the server's metrics).
+:class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (the exact ledger
+counts of results answered in the relay's process, :mod:`gcfkit.transports.tally`). From
+the worker: :class:`Ready` once warmed up, then an :class:`Answer` per job, in order, each
+followed by :class:`Idle` (the pool sends the next job only then; it says whether the
+worker owes the ledger counts), and :class:`Counted` with the ledger records it wrote.
 
 What a session remembers outlives its worker (:mod:`gcfkit.proxy.held`): each answer of a
 session's job carries a report of its memory, and a job that moves the session here carries
@@ -54,22 +59,30 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, report, restore
 from ..proxy.record import LedgerRecord
-from ..proxy.rewrite import Budget, Call, Rewriter, SessionEvent
+from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, SessionEvent
 from ..relative import ResultMemory
+
+if TYPE_CHECKING:
+    from ..ledger import Ledger
 
 __all__ = [
     "Answer",
+    "Count",
+    "Counted",
     "Drop",
     "FromWorker",
+    "Hosted",
     "Idle",
     "Init",
     "Job",
+    "Owed",
     "Ready",
     "ToWorker",
     "decode_frame_length",
@@ -119,6 +132,27 @@ class Drop:
 
 
 @dataclass(frozen=True, slots=True)
+class Owed:
+    """A result answered elsewhere (in the relay's process) whose ledger record is still
+    to be counted: its ``outcome`` (without the result itself), and what the record says
+    of it besides."""
+
+    outcome: Outcome
+    server: str
+    tool: str
+    encode_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """Count what ``items`` owe exactly (:mod:`gcfkit.transports.tally`), and what the
+    worker's own answers owe, and append their records to the ledger; answered by
+    :class:`Counted`, then :class:`Idle`."""
+
+    items: tuple[Owed, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
     """The worker has warmed up."""
 
@@ -136,14 +170,23 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    """The last answer's ledger record is written: the worker takes the next job.
-    ``record``: that record, for the server's metrics (None without a ledger)."""
+    """The worker takes the next job (after an :class:`Answer`, or the :class:`Counted`
+    records of a :class:`Count`); ``owes``: it has answers whose ledger counts it has not
+    taken yet (an empty :class:`Count` asks for them)."""
 
-    record: LedgerRecord | None = None
+    owes: bool = False
 
 
-ToWorker = Init | Job | Drop
-FromWorker = Ready | Answer | Idle
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """Ledger records the worker has written (its own answers' counted when no job waited,
+    or a :class:`Count`'s), for the server's metrics."""
+
+    records: tuple[LedgerRecord, ...]
+
+
+ToWorker = Init | Job | Drop | Count
+FromWorker = Ready | Answer | Idle | Counted
 
 _HEADER: Final = struct.Struct(">Q")
 HEADER_SIZE: Final = _HEADER.size
@@ -205,13 +248,47 @@ def _die_with_parent(parent: int) -> None:
 
 
 @dataclass(slots=True)
-class _Hosted:
-    """One session's rewriter here, the handles it issued that were reported, and the
-    remembered results the pool's copy has (:func:`gcfkit.proxy.held.report`)."""
+class Hosted:
+    """One session's rewriter (in a worker, or in the relay's process:
+    :mod:`gcfkit.transports.local`), the handles it issued that were reported, and the
+    remembered results the pool's copy has (:func:`gcfkit.proxy.held.report`).
+
+    >>> from gcfkit.proxy.config import ProxyConfig
+    >>> Hosted.start(ProxyConfig(), Codec(), ("r1",), None).answered(own=True)
+    ((), MemoryReport(order=(), new=(), latest={}, unasked={}))
+    """
 
     rewriter: Rewriter
     reported: int = 0
     known: set[str] = field(default_factory=set)
+
+    @classmethod
+    def start(
+        cls,
+        config: ProxyConfig,
+        codec: Codec,
+        spent: Iterable[str],
+        memory: MemoryReport | None,
+    ) -> Hosted:
+        """A session's rewriter where it starts (or moves to): the handles its earlier
+        hosts issued are never issued again, and it remembers what ``memory`` holds."""
+        rewriter = Rewriter(config, codec)
+        held = rewriter.names.memory
+        # Handles earlier hosts of this session issued: a reader may still hold them.
+        held.spend(spent)
+        known: set[str] = set()
+        if memory is not None:
+            restore(rewriter.names, memory)
+            known = {h.handle for h in held.results()}
+        return cls(rewriter, len(held.issued), known)
+
+    def answered(self, own: bool) -> tuple[tuple[str, ...], MemoryReport | None]:
+        """After a result: the handles it minted, and (``own``: the session's own rewriter,
+        not a stray or fresh one) what the session remembers now, for the pool's copy."""
+        issued = self.rewriter.names.memory.issued
+        minted = tuple(issued[self.reported :])
+        self.reported = len(issued)
+        return minted, report(self.rewriter.names, self.known) if own else None
 
 
 class _Hosts:
@@ -223,30 +300,22 @@ class _Hosts:
         self.codec = codec
         # A stray job names nothing (see the module docstring).
         self.stray_config = dataclasses.replace(config, refs="off")
-        self.hosted: dict[int, _Hosted] = {}
+        self.hosted: dict[int, Hosted] = {}
 
-    def for_job(self, job: Job) -> tuple[_Hosted, bool]:
+    def for_job(self, job: Job) -> tuple[Hosted, bool]:
         """The session state for one job, and whether its memory is reported to the pool (a
-        session's own job, or one of no session: see :func:`_fresh`)."""
+        session's own job, or one of no session: see :meth:`_fresh`)."""
         if job.stray:
-            return _Hosted(Rewriter(self.stray_config, self.codec)), False
+            return Hosted(Rewriter(self.stray_config, self.codec)), False
         if job.session is None:
             return self._fresh(job), True
         found = self.hosted.get(job.session)
         if found is None or job.spent is not None:
-            rewriter = Rewriter(self.config, self.codec)
-            memory = rewriter.names.memory
-            # Handles earlier workers of this session issued: a reader may still hold them.
-            memory.spend(job.spent or ())
-            known: set[str] = set()
-            if job.memory is not None:
-                restore(rewriter.names, job.memory)
-                known = {h.handle for h in memory.results()}
-            found = _Hosted(rewriter, len(memory.issued), known)
+            found = Hosted.start(self.config, self.codec, job.spent or (), job.memory)
             self.hosted[job.session] = found
         return found, True
 
-    def _fresh(self, job: Job) -> _Hosted:
+    def _fresh(self, job: Job) -> Hosted:
         """A rewriter for one job of no session (the sessionless 2026-07-28 protocol): it
         starts from the result the call names, when the shell found it (``job.memory``),
         and names its results unguessably, as the shell keeps them under their handle alone
@@ -261,7 +330,7 @@ class _Hosts:
         if job.memory is not None:
             restore(rewriter.names, job.memory)
             known = {h.handle for h in rewriter.names.memory.results()}
-        return _Hosted(rewriter, 0, known)
+        return Hosted(rewriter, 0, known)
 
 
 def main() -> None:
@@ -280,19 +349,31 @@ def main() -> None:
         return
     config = init.config
     hosts = _Hosts(config, init.codec)
-    Rewriter(config, init.codec).warm_up()  # the tokenizer and codec, once for every session
+    counter = Rewriter(config, init.codec)
+    counter.warm_up()  # the tokenizer and codec, once for every session
     ledger = None
     if init.ledger_path is not None:
         from ..ledger import Ledger
 
         ledger = Ledger(init.ledger_path)
     write_frame(channel, Ready())
+    # The ledger's counts of this worker's answers, taken when the pool has no job for it
+    # (or when too much text waits): off the answers' path, which `--no-stats` no longer
+    # shortens.
+    owed: list[Owed] = []
+    chars = 0
     while True:
         frame = read_frame(inbox)
         if frame is None:
+            _count(counter, owed, ledger)  # the pool is closing: nothing owed is lost
             return
         if isinstance(frame, Drop):
             hosts.hosted.pop(frame.session, None)
+            continue
+        if isinstance(frame, Count):
+            write_frame(channel, Counted(_count(counter, [*owed, *frame.items], ledger)))
+            owed, chars = [], 0
+            write_frame(channel, Idle())
             continue
         if not isinstance(frame, Job):
             continue
@@ -304,24 +385,50 @@ def main() -> None:
         outcome, out = rewriter.rewrite_line(
             frame.line, call, Budget(time.monotonic, frame.deadline)
         )
-        issued = rewriter.names.memory.issued
-        minted = tuple(issued[hosted.reported :])
-        hosted.reported = len(issued)
-        memory = report(rewriter.names, hosted.known) if reports else None
+        minted, memory = hosted.answered(reports)
         write_frame(channel, Answer(frame.id, out, minted, memory))
         del out, frame, memory
-        record = None
         if ledger is not None:
-            record = outcome.ledger_record(
-                rewriter.count,
-                server=server,
-                tool=call.tool,
-                encoding=config.encoding,
-                encode_ms=(time.monotonic() - started) * 1000.0,
-            )
+            ms = (time.monotonic() - started) * 1000.0
+            outcome.result = None
+            owed.append(Owed(outcome, server, call.tool, ms))
+            chars += owed_chars(outcome)
+            if chars >= OWED_CHARS:  # bounded: counted now, before the next job
+                write_frame(channel, Counted(_count(counter, owed, ledger)))
+                owed, chars = [], 0
+        write_frame(channel, Idle(owes=bool(owed)))
+
+
+#: Characters of owed text past which a worker counts them before its next job (about
+#: 20 ms of counting at once).
+OWED_CHARS: Final = 1_000_000
+
+
+def owed_chars(outcome: Outcome) -> int:
+    """How many characters of text ``outcome`` still owes the ledger's counts."""
+    texts = (outcome.lazy, outcome.owed, outcome.owed_after, outcome.baseline or ())
+    return sum(len(t) for group in texts for t in group)
+
+
+def _count(
+    counter: Rewriter, items: Iterable[Owed], ledger: Ledger | None
+) -> tuple[LedgerRecord, ...]:
+    """The records of answered results (this worker's, or those answered in the relay's
+    process: :mod:`gcfkit.transports.tally`), their owed texts counted exactly here,
+    appended to the ledger."""
+    records = []
+    for item in items:
+        record = item.outcome.ledger_record(
+            counter.count,
+            server=item.server,
+            tool=item.tool,
+            encoding=counter.config.encoding,
+            encode_ms=item.encode_ms,
+        )
+        if ledger is not None:
             ledger.append(record)
-        # Free for the next job only now: its clock must not run during this bookkeeping.
-        write_frame(channel, Idle(record))
+        records.append(record)
+    return tuple(records)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,287 @@
+"""Small results answered in the relay's process, a worker only for what needs one
+(gcfkit.transports.local, .placement's answers_here, .tally, .pools).
+
+* A small result starts no worker; a large one, or a close call (estimates cannot tell),
+  does, and gets the answer exact counts give.
+* The relay process never loads the tokenizer (a subprocess, so that nothing else in the
+  test run has loaded it before).
+* The ledger's records of results answered in process are exact and complete once the
+  pool is closed (a worker counts them then, if none ran before).
+* A session whose results alternate between the relay and a worker keeps its handles: a
+  ``_since`` call answers ``@@ unchanged`` for a result named on either side.
+* An idle worker exits.
+
+Real worker processes, no network; every wait is bounded and each pool is closed by the
+test that started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gcfkit import relative
+from gcfkit.ledger import read_entries
+from gcfkit.proxy.config import Codec, ProxyConfig
+from gcfkit.proxy.core import SINCE_ARGUMENT, Output, ProxyCore
+from gcfkit.proxy.rewrite import Budget, Call, Rewriter
+from gcfkit.transports import offload as offload_module
+from gcfkit.transports.offload import Offload
+from gcfkit.transports.placement import IN_PROCESS_BYTES
+from gcfkit.transports.pools import server_pool, session_pool
+from gcfkit.transports.relay import relay_one
+from tests.proxy_support import request, response, text_result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Handles are random: equal answers are compared without them. (No dense form: its
+#: definitions are chosen by exact counts, so a worker would answer every result.)
+PLAIN = ProxyConfig(primer=False, refs="off", time_budget=60.0, dense=())
+NAMED = ProxyConfig(primer=False, time_budget=60.0, dense=())
+
+
+def rows(n: int, tag: str = "r") -> str:
+    """``n`` uniform records, pretty: GCF's table wins clearly (no close call)."""
+    records = [{"id": i, "name": f"{tag}-{i}", "qty": i * 3, "ok": i % 2 == 0} for i in range(n)]
+    return json.dumps(records, indent=2)
+
+
+def line(msg_id: int, text: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": text_result(text)}).encode()
+
+
+SMALL = line(1, rows(20))
+LARGE = line(2, rows(2_000))
+CLOSE = line(3, "[1, 2, 3]")  # compact JSON or the original: equal by estimate
+
+
+def exact(config: ProxyConfig, data: bytes, call: Call) -> bytes | None:
+    """The answer a worker (exact counts) gives."""
+    return Rewriter(config, Codec()).rewrite_line(data, call, Budget.unlimited())[1]
+
+
+def test_the_sizes_are_on_both_sides_of_the_rule() -> None:
+    assert len(SMALL) < IN_PROCESS_BYTES < len(LARGE)
+
+
+@pytest.mark.parametrize("shape", ["stdio", "server", "server-fresh"])
+def test_a_small_result_starts_no_worker(shape: str) -> None:
+    async def scenario() -> tuple[bytes | None, list[int], int]:
+        pool = session_pool(PLAIN, None, None) if shape == "stdio" else server_pool(PLAIN)
+        assert await pool.start()
+        try:
+            lane = pool.fresh() if shape == "server-fresh" else pool.session()
+            got = await lane.rewrite(SMALL, Call("t", "t"), "s")
+            return got, pool.pids, pool.answered_here
+        finally:
+            await pool.close()
+
+    got, pids, here = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert (pids, here) == ([], 1)
+    assert got is not None and got == exact(PLAIN, SMALL, Call("t", "t"))
+
+
+@pytest.mark.parametrize("data", [LARGE, CLOSE], ids=["large", "close-call"])
+def test_a_large_result_or_a_close_call_starts_a_worker(data: bytes) -> None:
+    async def scenario() -> tuple[bytes | None, int, int]:
+        pool = session_pool(PLAIN, None, None)
+        assert await pool.start()
+        try:
+            got = await pool.session().rewrite(data, Call("t", "t"), "s")
+            return got, len(pool.pids), pool.answered_here
+        finally:
+            await pool.close()
+
+    got, workers, here = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert (workers, here) == (1, 0)
+    assert got == exact(PLAIN, data, Call("t", "t"))
+
+
+_NO_TOKENIZER = """
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+from gcfkit.proxy.rewrite import Call
+from gcfkit.transports.pools import session_pool
+from tests.test_offload_local import NAMED, SMALL, CLOSE, line, rows
+
+def loaded() -> bool:
+    return any(name.split(".")[0] == "bpe_openai" for name in sys.modules)
+
+async def main() -> dict:
+    pool = session_pool(NAMED, None, sys.argv[2])
+    await pool.start()
+    lane = pool.session()
+    for i in range(5):
+        await lane.rewrite(line(10 + i, rows(10 + i, f"t{i}")), Call(f"t{i}", f"t{i}"), "s")
+    after_small = loaded()
+    await lane.rewrite(CLOSE, Call("c", "c"), "s")  # a worker answers it
+    here = pool.answered_here
+    await pool.close()  # the ledger's counts: taken by the worker
+    return {"small": after_small, "closed": loaded(), "here": here}
+
+print(json.dumps(asyncio.run(asyncio.wait_for(main(), 120))))
+"""
+
+
+def test_the_relay_process_never_loads_the_tokenizer(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_TOKENIZER, str(ROOT), str(ledger)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=str(ROOT),
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == {"small": False, "closed": False, "here": 5}
+    assert len(read_entries(ledger)) == 6  # five counted by the worker, and its own
+
+
+def test_ledger_records_are_exact_and_complete_after_shutdown(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    config = dataclasses.replace(PLAIN, stats=True)
+    results = {f"tool{i}": line(20 + i, rows(5 + 3 * i, f"x{i}")) for i in range(12)}
+    results["pretty"] = line(40, json.dumps({"a": [1, 2, {"b": "c"}]}, indent=2))
+    results["text"] = line(41, "plain words, not JSON at all")
+
+    async def scenario() -> tuple[list[int], int]:
+        pool = session_pool(config, None, ledger)
+        assert await pool.start()
+        try:
+            lane = pool.session()
+            for tool, data in results.items():
+                await lane.rewrite(data, Call(tool, tool), "srv")
+            return pool.pids, pool.answered_here
+        finally:
+            await pool.close()
+
+    pids, here = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert pids == [] and here == len(results)  # no worker ran before the close
+    got = {e.record.tool: e.record for e in read_entries(ledger)}
+    assert sorted(got) == sorted(results)
+    for tool, data in results.items():
+        outcome, _ = Rewriter(config, Codec()).rewrite_line(
+            data, Call(tool, tool), Budget.unlimited()
+        )
+        want = outcome.ledger_record(
+            Rewriter(config).count, server="srv", tool=tool, encoding="o200k_base", encode_ms=0
+        )
+        fields = ("decision", "bytes_before", "bytes_after", "tokens_before", "tokens_after")
+        assert [getattr(got[tool], f) for f in fields] == [getattr(want, f) for f in fields]
+        assert got[tool].server == "srv"
+
+
+def _call(msg_id: int, tool: str, since: str | None = None) -> bytes:
+    args: dict[str, Any] = {"n": msg_id}
+    if since is not None:
+        args[SINCE_ARGUMENT] = since
+    return request(msg_id, "tools/call", {"name": tool, "arguments": args})
+
+
+def _texts(outputs: list[Output]) -> list[str]:
+    (out,) = outputs
+    return [block["text"] for block in json.loads(out.data)["result"]["content"]]
+
+
+def test_a_session_alternating_small_and_big_results_keeps_since_on_both_sides() -> None:
+    small, big, other = rows(20, "s"), rows(2_000, "b"), rows(25, "o")
+
+    async def scenario() -> list[tuple[str, list[str], int, int]]:
+        pool = session_pool(NAMED, None, None)
+        assert await pool.start()
+        core, lane = ProxyCore(NAMED), pool.session()
+        seen: list[tuple[str, list[str], int, int]] = []
+
+        async def call(msg_id: int, tool: str, text: str, since: str | None = None) -> str:
+            core.from_client(_call(msg_id, tool, since))
+            got = _texts(await relay_one(core, lane, response(msg_id, text_result(text))))
+            seen.append((tool, got, pool.answered_here, len(pool.pids)))
+            handle = relative.ref_of(got[-1])
+            return handle or ""
+
+        try:
+            h_small = await call(1, "small", small)  # here: no worker yet
+            h_big = await call(2, "big", big)  # a worker
+            await call(3, "small", small, h_small)  # named here, recalled there
+            await call(4, "big", big, h_big)
+            h_other = await call(5, "other", other)  # back here
+            await call(6, "other", other, h_other)  # named here after the visit, recalled there
+            return seen
+        finally:
+            await pool.close()
+
+    seen = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert [(here, workers) for _, _, here, workers in seen][:2] == [(1, 0), (1, 1)]
+    assert seen[4][2] == 2  # the session came back to the relay
+    for tool, got, _, _ in (seen[0], seen[1], seen[4]):
+        assert relative.ref_of(got[-1]) is not None, (tool, got[-1][:80])
+    for tool, got, _, _ in (seen[2], seen[3], seen[5]):
+        assert len(got) == 1 and got[0].startswith(f"@@ unchanged tool={tool} "), got[0][:80]
+
+
+def test_an_idle_worker_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(offload_module, "IDLE_EXIT", 0.2)
+
+    async def scenario() -> tuple[int, list[int], bytes | None]:
+        pool: Offload = session_pool(PLAIN, None, None)
+        assert await pool.start()
+        try:
+            await pool.session().rewrite(LARGE, Call("t", "t"), "s")
+            started = len(pool.pids)
+            for _ in range(400):  # bounded: 20 s at most
+                if not pool.pids:
+                    break
+                await asyncio.sleep(0.05)
+            gone = pool.pids
+            # The next large result starts a worker again.
+            again = await pool.session().rewrite(LARGE, Call("t", "t"), "s")
+            return started, gone, again
+        finally:
+            await pool.close()
+
+    started, gone, again = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert (started, gone) == (1, [])
+    assert again == exact(PLAIN, LARGE, Call("t", "t"))
+
+
+def test_a_tool_whose_result_was_a_close_call_goes_to_a_worker_for_a_while() -> None:
+    async def scenario() -> list[int]:
+        pool = session_pool(PLAIN, None, None)
+        assert await pool.start()
+        try:
+            lane, seen = pool.session(), []
+            for tool, data in [("c", CLOSE), ("c", SMALL), ("d", SMALL), ("c", SMALL)]:
+                await lane.rewrite(data, Call(tool, tool), "s")
+                seen.append(pool.answered_here)
+            return seen
+        finally:
+            await pool.close()
+
+    # The close call and the next result of its tool in a worker; another tool's here.
+    assert asyncio.run(asyncio.wait_for(scenario(), 120)) == [0, 0, 1, 1]
+
+
+def test_the_tally_keeps_at_most_its_bound_of_owed_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gcfkit.proxy.rewrite import Outcome
+    from gcfkit.transports import tally as tally_module
+
+    monkeypatch.setattr(tally_module, "MAX_CHARS", 100)
+    tally = tally_module.Tally()
+    for i in range(3):
+        outcome = Outcome(None, "unchanged", lazy=["x" * 40])
+        tally.add(tally_module.Owed(outcome, "s", f"t{i}", 0.0), now=0.0)
+    kept = tally.take()
+    assert tally.chars == 0 and [len(item.outcome.lazy) for item in kept] == [1, 1, 0]
+    # Past the bound the record is counted by estimate at once: nothing of it is lost.
+    assert (kept[2].outcome.tokens_before, kept[2].outcome.bytes_after) == (10, 40)
