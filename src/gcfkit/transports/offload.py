@@ -79,7 +79,6 @@ import functools
 import itertools
 import os
 import pickle
-import signal
 import sys
 import time
 from collections import deque
@@ -95,6 +94,7 @@ from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Call, Forget, Outcome, Reset, SessionEvent
 from .local import Here, answer_here
 from .placement import Waiting, place
+from .process import exited, sigkill
 from .tally import FLUSH_SECONDS, Tally, count_here
 from .worker import (
     HEADER_SIZE,
@@ -484,11 +484,11 @@ class Offload:
                     worker.process.stdin.close()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(
-                asyncio.gather(*(_exited(w.process) for w in workers), return_exceptions=True),
+                asyncio.gather(*(exited(w.process) for w in workers), return_exceptions=True),
                 _EXIT_WAIT,
             )
         for worker in workers:
-            _sigkill(worker.process)
+            sigkill(worker.process)
         readers = [w.reader for w in workers if w.reader is not None]
         if readers:
             await asyncio.wait(readers, timeout=5)
@@ -608,7 +608,7 @@ class Offload:
         self._respawn_wait = _RESPAWN_AFTER[0]
         worker = _Worker(process)
         if self._closed:
-            _sigkill(process)
+            sigkill(process)
             await process.wait()
             return False
         self._workers.append(worker)
@@ -664,7 +664,7 @@ class Offload:
             pass
         finally:
             self._gone(worker)
-            _sigkill(worker.process)
+            sigkill(worker.process)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(worker.process.wait(), 5)
 
@@ -695,8 +695,10 @@ class Offload:
             lane.spent.extend(answer.minted)
             # (A session that left this worker meanwhile, for the relay's process, keeps
             # what it has: this report is of a state it no longer lives in.)
-            fresh = job.epoch == lane.epoch and not lane.closed and lane.home is worker
-            if answer.memory is not None and fresh:
+            # A lane of no session has no home: its answer's report is all it remembers.
+            home = lane.key is None or lane.home is worker
+            current = job.epoch == lane.epoch and not lane.closed and home
+            if answer.memory is not None and current:
                 lane.memory.apply(answer.memory)
                 lane.changes += 1
         if job.timer is not None:
@@ -781,7 +783,7 @@ class Offload:
 
     def _kill(self, worker: _Worker) -> None:
         worker.killed = True  # by the proxy: not a crash
-        _sigkill(worker.process)
+        sigkill(worker.process)
 
     def _size(self) -> int:
         return len(self._workers) + self._spawning
@@ -990,18 +992,3 @@ class Offload:
 
 def _report_record(record: LedgerRecord, observer: Observer) -> None:
     observer.record(record)
-
-
-def _sigkill(process: asyncio.subprocess.Process) -> None:
-    """SIGKILL, by pid: ``Process.kill`` polls first, and a poll that reaps a worker that
-    has just died races the child watcher (which then logs "Unknown child process" to
-    stderr). Until the watcher reaps it, a dead worker keeps its pid."""
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-
-
-async def _exited(process: asyncio.subprocess.Process) -> Any:
-    while process.returncode is None:
-        await asyncio.sleep(0.01)
-    return process.returncode

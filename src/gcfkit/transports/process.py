@@ -53,6 +53,8 @@ __all__ = [
     "ServerProcess",
     "Watchdog",
     "exit_status",
+    "exited",
+    "sigkill",
     "start_watchdog",
     "stop_signals",
     "widen_pipe",
@@ -452,3 +454,19 @@ def stop_signals(
                 signal.signal(signal.SIGINT, signal.default_int_handler)
 
     return restore
+
+
+def sigkill(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL, by pid: ``Process.kill`` polls first, and a poll that reaps a worker that
+    has just died races the child watcher (which then logs "Unknown child process" to
+    stderr). Until the watcher reaps it, a dead worker keeps its pid."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+
+
+async def exited(process: asyncio.subprocess.Process) -> Any:
+    """The process's return code, once the child watcher has reaped it."""
+    while process.returncode is None:
+        await asyncio.sleep(0.01)
+    return process.returncode
