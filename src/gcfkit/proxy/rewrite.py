@@ -328,9 +328,13 @@ class Rewriter:
         #: for (``_estimate``: this result is); a close call raises, and every count the
         #: ledger needs is owed (names' counts through the tally).
         self._estimate_mode = codec.estimate
+        #: Settled-estimate mode (:attr:`Codec.settles <gcfkit.answers.codec.Codec.settles>`):
+        #: estimates as above, but what they cannot answer is answered with exact counts
+        #: here, so nothing is raised.
+        self._settle_mode = codec.settles
         self._estimate = False
         self._estimate_fn = codec.estimate_count
-        self._tally = Tally(self._estimated) if codec.estimate else None
+        self._tally = Tally(self._estimated) if codec.estimate or codec.settles else None
         self._dumps = codec.dumps
         self._loads = codec.loads
         self._count_fn = codec.count
@@ -473,7 +477,7 @@ class Rewriter:
         rewritten with ``exact=True`` (here, or by a rewriter with exact counts holding the
         same session) then gets the answer exact counts give."""
         names = self.names
-        self._estimate = self._estimate_mode and not exact
+        self._estimate = (self._estimate_mode or self._settle_mode) and not exact
         names.count = self._tally if self._estimate and self._tally is not None else self.count
         if not self._estimate:
             return self._rewrite_any(result, call, budget)
@@ -486,7 +490,12 @@ class Rewriter:
             self._deltas.clear()
             self._deltas.update(deltas)
             names.uses_since, names.preview = uses_since, preview
-            raise
+            if not self._settle_mode:
+                raise
+        # Settled-estimate mode: what estimates could not answer is answered exactly here.
+        self._estimate = False
+        names.count = self.count
+        return self._rewrite_any(result, call, budget)
 
     def _rewrite_any(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         if (call.reads == "content" and not call.flatten) or not carries_structured(result):
@@ -848,7 +857,8 @@ class Rewriter:
             original,
             gcf=fmt == "gcf",
             count=self._estimated,
-            forms=self._probe_forms,
+            # (Settled: dense definitions counted exactly, as on the exact path.)
+            forms=self._forms if self._settle_mode else self._probe_forms,
             selfcheck=self._selfcheck_on,
             literal=exact_literal,
             answers=self._answers,
