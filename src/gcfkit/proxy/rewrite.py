@@ -69,13 +69,14 @@ from ..answers.forms import FullForms, Text
 from ..answers.pyliteral import literal_json_renders, literal_value
 from ..answers.since import Asked, Names
 from ..errors import GCFError
-from ..jsonio import dumps_compact
+from ..jsonio import compact_of, dumps_compact
 from ..keyed import DeltaSession, FixedN, KeyedSet
 from ..readers import Reads
 from ..relative import Held, ResultMemory
 from ..relative.memory import Kind
 from .config import Codec, ProxyConfig
 from .content import (
+    Piece,
     content_of,
     edited_line,
     json_value_of,
@@ -89,6 +90,7 @@ from .counts import (
     TOKENS_PER_CELL,
     Counts,
     Tally,
+    definition_cost,
     gcf_cells,
     needs_exact_count,
 )
@@ -345,7 +347,10 @@ class Rewriter:
         self._reanchor = FixedN(c.reanchor)
         self._selfcheck_on = c.selfcheck
         carrier = c.primer_carrier if c.primer else "off"
-        self._forms = FullForms(codec, count=self.count, dense=c.dense, primer=carrier)
+        # (One cost function per process and encoding: definitions' counts kept across
+        # sessions.)
+        cost = definition_cost(codec.count, c.encoding) or self.count
+        self._forms = FullForms(codec, count=cost, dense=c.dense, primer=carrier)
         # Dense definitions are chosen by exact counts (D9.2): estimating, a value with a
         # string that may be defined is left to exact counts.
         self._probe_forms = FullForms(codec, count=needs_exact_count, dense=c.dense, primer=carrier)
@@ -600,10 +605,14 @@ class Rewriter:
                 json_value_of(t) if ok else None for t, ok in zip(texts, in_range, strict=True)
             ]
         budget.check()
+        # Which values were parsed from their one text: their compact JSON is written from
+        # that text (compact_of), not dumped from the value.
+        parsed = {i for i, v in enumerate(values) if v is not None}
         literals = self._literals(texts, sizes, values, policy)
-        compacts = {i: c for i, c in literals.items() if c is not None}
+        compacts: dict[int, str | None] = {i: c for i, c in literals.items() if c is not None}
         if known is not None and values[0] is known:
             compacts[0] = texts[0]  # (its text is its compact JSON)
+            parsed.discard(0)
         budget.check()
         if all(v is None for v in values):
             self.forget(at.slot)
@@ -641,7 +650,7 @@ class Rewriter:
                 budget,
                 (held, handle),
                 literal,
-                compacts.get(piece.blocks[0]) if len(piece.blocks) == 1 else None,
+                self._compact(piece, texts, compacts, parsed),
             )
             choices.append(choice)
             outcome.bytes_before += before.size
@@ -926,6 +935,20 @@ class Rewriter:
             return None, tuple(refused)
         form, tokens = best
         return (form.kind, Form(form.text, tokens, utf8_len(form.text))), tuple(refused)
+
+    @staticmethod
+    def _compact(
+        piece: Piece, texts: list[str], compacts: dict[int, str | None], parsed: set[int]
+    ) -> str | None:
+        """The compact JSON of a piece's value when it is known or can be written from its
+        one text (:func:`~gcfkit.jsonio.compact_of`); None: dumped from the value (a joined
+        piece, a Python literal in ``tuples`` mode)."""
+        if len(piece.blocks) != 1:
+            return None
+        i = piece.blocks[0]
+        if i in compacts:
+            return compacts[i]
+        return compact_of(texts[i], piece.value) if i in parsed else None
 
     def _literals(
         self, texts: list[str], sizes: list[int], values: list[Any], policy: ToolPolicy
