@@ -20,6 +20,11 @@ from typing import Any, Final
 from ..errors import GCFError
 from ..jsonio import dumps_compact, loads_json
 
+try:  # the C string scanner json's own decoder uses
+    from json.decoder import c_scanstring as _scanstring  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a Python without json's C speedups
+    from json.decoder import py_scanstring as _scanstring  # type: ignore[attr-defined]
+
 __all__ = [
     "CONNECTION_CLOSED",
     "Envelope",
@@ -31,6 +36,7 @@ __all__ = [
     "parse_envelope",
     "request_key",
     "sniff_envelope",
+    "splice_texts",
 ]
 
 #: The JSON-RPC error code the SDKs use for a connection that closed under a request.
@@ -103,6 +109,117 @@ def dump_edited(new: Any, old: Any, line: bytes) -> bytes:
     for i, text in enumerate(numbers):
         out = out.replace(b'"' + _sentinel(i).encode() + b'"', text.encode(), 1)
     return out
+
+
+#: A member named "text" as JSON writes it, up to its string value's opening quote.
+_TEXT_MEMBER: Final = re.compile(r'"text"[ \t\n\r]*:[ \t\n\r]*"')
+
+
+def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes | None:
+    """The response ``line`` (``msg`` parsed from it, without duplicate keys) with its
+    result replaced by ``new``, when ``new`` differs from ``old`` only in the texts of its
+    content blocks: each new text written, as :func:`dump_message` writes a string, where
+    the old one stood, and every other byte as the server wrote it. No parse or dump of the
+    whole message: at 1 MB this is a few milliseconds where :func:`dump_edited` takes 15-20.
+
+    None when that cannot be done exactly (then :func:`dump_edited`): blocks added, removed
+    or otherwise changed; a member named ``text`` not spelled plainly in ``line``; an old
+    text that is the value of more than one ``text`` member.
+
+    >>> line = b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1, 2]"}]}}'
+    >>> msg = json.loads(line)
+    >>> old = msg["result"]
+    >>> new = {**old, "content": [{**old["content"][0], "text": "[1,2]"}]}
+    >>> splice_texts(line, msg, new)
+    b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1,2]"}]}}\\n'
+    """
+    old = msg.get("result")
+    edits = _text_edits(old, new) if type(old) is dict else []
+    if not edits:
+        return None
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # Every member named "text" (found exactly: in valid JSON an unescaped quote followed by
+    # `text"` opens a string, and that string followed by a colon is a member's name), with
+    # where its value is; all of them, so that no old text is also another member's value.
+    spans: dict[str, list[tuple[int, int]]] = {}
+    found = 0
+    for m in _TEXT_MEMBER.finditer(text):
+        start = m.start()
+        slashes = 0
+        while start - slashes > 0 and text[start - slashes - 1] == "\\":
+            slashes += 1
+        if slashes % 2:
+            continue  # an escaped quote: inside a string
+        try:
+            value, end = _scanstring(text, m.end(), True)
+        except ValueError:
+            return None
+        found += 1
+        spans.setdefault(value, []).append((m.end() - 1, end))
+    if found != _text_members(msg):
+        return None  # one is spelled with escapes: which member is which is not known
+    cuts: list[tuple[int, int, str]] = []
+    for before, after in edits:
+        where = spans.get(before, [])
+        if len(where) != 1:
+            return None
+        start, end = where[0]
+        cuts.append((start, end, dumps_compact(after)))
+    cuts.sort()
+    parts: list[str] = []
+    at = 0
+    for start, end, literal in cuts:
+        if start < at:
+            return None
+        parts += (text[at:start], literal)
+        at = end
+    parts.append(text[at:].rstrip(" \t\r\n"))
+    parts.append("\n")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:  # pragma: no cover - dumps_compact escapes lone surrogates
+        return None
+
+
+def _text_members(value: Any) -> int:
+    """How many members named ``text`` ``value`` has, at any depth."""
+    n = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            n += "text" in v
+            stack.extend(x for x in v.values() if type(x) is dict or type(x) is list)
+        elif type(v) is list:
+            stack.extend(x for x in v if type(x) is dict or type(x) is list)
+    return n
+
+
+def _text_edits(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str]]:
+    """(old text, new text) of each content block ``new`` changes only the text of, when
+    that is all it changes; else []."""
+    if new.keys() != old.keys():
+        return []
+    if any(new[k] is not old[k] for k in old if k != "content"):
+        return []
+    was, now = old.get("content"), new.get("content")
+    if type(was) is not list or type(now) is not list or len(was) != len(now):
+        return []
+    edits: list[tuple[str, str]] = []
+    for a, b in zip(was, now, strict=True):
+        if a is b:
+            continue
+        if type(a) is not dict or type(b) is not dict or a.keys() != b.keys():
+            return []
+        if any(b[k] is not a[k] for k in a if k != "text"):
+            return []
+        if type(a.get("text")) is not str or type(b.get("text")) is not str:
+            return []
+        edits.append((a["text"], b["text"]))
+    return edits
 
 
 class _Number(str):

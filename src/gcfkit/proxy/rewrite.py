@@ -95,7 +95,7 @@ from .counts import (
     needs_exact_count,
 )
 from .estimated import estimated_choice
-from .jsonrpc import parse_envelope
+from .jsonrpc import parse_envelope, splice_texts
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
 from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
 from .structured import carries_structured, flatten, model_view
@@ -307,8 +307,8 @@ class Rewriter:
     >>> line = lambda text: json.dumps({"id": 1, "result": result(text)}).encode()
     >>> pretty = json.dumps([1, 2, 3], indent=2)
     >>> out, new = r.rewrite_line(line(pretty), Call("t", "t"), Budget.unlimited())
-    >>> new
-    b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2,3]"}]}}\\n'
+    >>> new  # (the new text spliced in: every other byte as the server wrote it)
+    b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1,2,3]"}]}}\\n'
     >>> out.owed, out.owed_after, out.tokens_before
     (['[\\n  1,\\n  2,\\n  3\\n]'], ['[1,2,3]'], 0)
     >>> r.rewrite_line(line("[1, 2, 3]"), Call("t", "t"), Budget.unlimited())
@@ -448,8 +448,9 @@ class Rewriter:
         read), and the line to send (None: the line as it is): the one road of a tool
         result, whether it runs in a worker (:mod:`gcfkit.transports.worker`) or in process
         (:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>`). The new
-        text goes back into the message here (:func:`_reassemble`, then
-        :func:`~gcfkit.proxy.jsonrpc.dump_edited`: every other byte as the server wrote it).
+        text goes back into the message here: spliced into the line where only block texts
+        changed (:func:`~gcfkit.proxy.jsonrpc.splice_texts`), else the message dumped again
+        (:func:`~gcfkit.proxy.jsonrpc.dump_edited`); every other byte as the server wrote it.
         In estimate mode it may raise :class:`NeedsExactCounts` (see :meth:`rewrite`).
 
         >>> from gcfkit.proxy.config import ProxyConfig
@@ -470,7 +471,8 @@ class Rewriter:
         outcome = self.rewrite(result, call, budget, exact=exact)
         if outcome.result is None:
             return outcome, None
-        return outcome, edited_line(msg, outcome.result, line)
+        spliced = splice_texts(line, msg, outcome.result)
+        return outcome, spliced if spliced is not None else edited_line(msg, outcome.result, line)
 
     def rewrite(
         self, result: dict[str, Any], call: Call, budget: Budget, *, exact: bool = False
