@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _encode_string
+from json.encoder import encode_basestring_ascii as _encode_string_ascii
 from typing import Any, Final
 
 from ..errors import GCFError
@@ -144,7 +146,11 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
     # Every member named "text" (found exactly: in valid JSON an unescaped quote followed by
     # `text"` opens a string, and that string followed by a colon is a member's name), with
     # where its value is; all of them, so that no old text is also another member's value.
-    spans: dict[str, list[tuple[int, int]]] = {}
+    # A value spelled as json spells the old text is that text (its literal ends at its
+    # first unescaped quote) and is not decoded: a 1 MB text costs one comparison.
+    olds = {before: i for i, (before, _) in enumerate(edits)}
+    spellings = [_spellings(before) for before, _ in edits]
+    where: list[list[tuple[int, int]]] = [[] for _ in edits]
     found = 0
     for m in _TEXT_MEMBER.finditer(text):
         start = m.start()
@@ -153,20 +159,34 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
             slashes += 1
         if slashes % 2:
             continue  # an escaped quote: inside a string
-        try:
-            value, end = _scanstring(text, m.end(), True)
-        except ValueError:
-            return None
         found += 1
-        spans.setdefault(value, []).append((m.end() - 1, end))
+        quote = m.end() - 1
+        spelled = next(
+            (
+                (i, quote + len(lit))
+                for i, lits in enumerate(spellings)
+                for lit in lits
+                if text.startswith(lit, quote)
+            ),
+            None,
+        )
+        if spelled is None:
+            try:
+                value, end = _scanstring(text, m.end(), True)
+            except ValueError:
+                return None
+            i = olds.get(value, -1)
+            if i < 0:
+                continue
+            spelled = (i, end)
+        where[spelled[0]].append((quote, spelled[1]))
     if found != _text_members(msg):
         return None  # one is spelled with escapes: which member is which is not known
     cuts: list[tuple[int, int, str]] = []
-    for before, after in edits:
-        where = spans.get(before, [])
-        if len(where) != 1:
+    for (_, after), spans in zip(edits, where, strict=True):
+        if len(spans) != 1:
             return None
-        start, end = where[0]
+        start, end = spans[0]
         cuts.append((start, end, dumps_compact(after)))
     cuts.sort()
     parts: list[str] = []
@@ -182,6 +202,13 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
         return "".join(parts).encode("utf-8")
     except UnicodeEncodeError:  # pragma: no cover - dumps_compact escapes lone surrogates
         return None
+
+
+def _spellings(text: str) -> tuple[str, ...]:
+    """How json (and most servers) write ``text`` as a JSON string: with its characters, or
+    with every non-ASCII one escaped."""
+    plain = _encode_string(text)
+    return (plain,) if text.isascii() else (plain, _encode_string_ascii(text))
 
 
 def _text_members(value: Any) -> int:
