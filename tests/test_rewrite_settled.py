@@ -161,3 +161,28 @@ def test_a_close_call_is_counted_exactly_not_raised() -> None:
     assert got_line == want_line
     assert got.tokens_after == want.tokens_after > 0  # counted on the exact road, not owed
     assert counted(got) == counted(want)
+
+
+@needs_exact
+@pytest.mark.slow
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_text_the_ledger_counts_by_its_size(indent: int | None) -> None:
+    """Over 4 M characters the ledger counts an owed text by its size: the settled answer
+    keeps the exact path's figures (a winning original counted exactly, compact JSON left to
+    the exact path)."""
+    import random
+
+    rng = random.Random(5)
+    rows = [
+        {"id": i, "name": f"user {rng.randint(0, 10**6)}", "score": rng.random()}
+        for i in range(70_000)
+    ]
+    text = json.dumps(rows, indent=indent)
+    assert len(text) > 4 * 1024 * 1024
+    for body in (text, json.dumps(text)):  # a table, and one huge JSON string
+        exact, settled = pair()
+        line = entry_line({"content": [{"type": "text", "text": body}]})
+        want, want_line = exact.rewrite_line(line, Call("t", "t"), Budget.unlimited())
+        got, got_line = settled.rewrite_line(line, Call("t", "t"), Budget.unlimited())
+        assert got_line == want_line
+        assert counted(got) == counted(want)

@@ -277,6 +277,11 @@ class Call:
     preview: int | None = None
 
 
+def _huge(texts: list[str]) -> bool:
+    """Whether the ledger counts any of ``texts`` by its size."""
+    return any(len(t) > _LEDGER_EXACT_CHARS for t in texts)
+
+
 def _ledger_count(text: str, count: Callable[[str], int]) -> int:
     if len(text) > _LEDGER_EXACT_CHARS:
         return utf8_len(text) // 4
@@ -542,7 +547,7 @@ class Rewriter:
         if self._estimate:
             if since is not None:
                 raise NeedsExactCounts("a call naming a held result")
-            if any(len(t) > _LEDGER_EXACT_CHARS for t in texts):
+            if not self._settle_mode and any(len(t) > _LEDGER_EXACT_CHARS for t in texts):
                 raise NeedsExactCounts("a text the ledger counts by its size")
         try:
             if self._file_passthrough(call):
@@ -616,6 +621,11 @@ class Rewriter:
             compacts[0] = texts[0]  # (its text is its compact JSON)
             parsed.discard(0)
         budget.check()
+        if self._estimate and any(
+            len(t) > _LEDGER_EXACT_CHARS and v is None for t, v in zip(texts, values, strict=True)
+        ):
+            # (Settled mode: a huge text that is not a JSON value is answered as a text.)
+            raise NeedsExactCounts("a text the ledger counts by its size")
         if all(v is None for v in values):
             self.forget(at.slot)
             if fmt == "gcf":
@@ -656,13 +666,18 @@ class Rewriter:
             )
             choices.append(choice)
             outcome.bytes_before += before.size
+            if self._estimate and choice.text is None and _huge(original):
+                # The exact path counts an original that wins exactly, where the ledger
+                # would count a text this large by its size: so here.
+                before = Cost(sum(self.count(t) for t in original), before.size)
+                exact = True
             if exact:
                 outcome.tokens_before += before.tokens
             else:
                 outcome.owed.extend(original)
             if choice.text is None:
                 outcome.bytes_after += before.size
-                if self._estimate:
+                if self._estimate and not exact:
                     outcome.owed_after.extend(original)
                 else:
                     outcome.tokens_after += before.tokens
@@ -856,6 +871,10 @@ class Rewriter:
         tell (every form the winner is compared with must be clearly dearer:
         :func:`~gcfkit.proxy.estimated.estimated_choice`)."""
         budget.check()
+        if len(original) == 1 and compact == original[0] and _huge(original):
+            # The exact path may count compact JSON exactly, and so the original: a text the
+            # ledger would otherwise count by its size.
+            raise NeedsExactCounts("a text the ledger counts by its size")
         # What raises cheaply goes first: a delta, then forms that need exact counts; the
         # estimates (slower per byte than an exact count) come last.
         step = self._delta_step(value, policy, at.slot) if delta else None
