@@ -340,6 +340,8 @@ class Rewriter:
         #: here, so nothing is raised.
         self._settle_mode = codec.settles
         self._estimate = False
+        #: Whether the value just answered was counted exactly (its winner's count is exact).
+        self._counted = True
         self._estimate_fn = codec.estimate_count
         self._tally = Tally(self._estimated) if codec.estimate or codec.settles else None
         self._dumps = codec.dumps
@@ -647,6 +649,9 @@ class Rewriter:
         # Estimate mode mints once the choice is made (a close call leaves nothing spent).
         handle = names.memory.mint() if named and not self._estimate else None
         held = names.held(at, "json") if handle is not None else None
+        # (Settled mode names after the choice; a value counted exactly leaves the name's
+        # room in its limits as the exact path does, which a handle's shape stands for.)
+        room = _ANY_HANDLE if named and self._settle_mode and handle is None else handle
         choices: list[Choice] = []
         plain = json_size = 0
         for piece in pieces:
@@ -660,13 +665,13 @@ class Rewriter:
                 at,
                 delta,
                 budget,
-                (held, handle),
+                (held, room),
                 literal,
                 self._compact(piece, texts, compacts, parsed),
             )
             choices.append(choice)
             outcome.bytes_before += before.size
-            if self._estimate and choice.text is None and _huge(original):
+            if not exact and self._estimate and choice.text is None and _huge(original):
                 # The exact path counts an original that wins exactly, where the ledger
                 # would count a text this large by its size: so here.
                 before = Cost(sum(self.count(t) for t in original), before.size)
@@ -675,15 +680,16 @@ class Rewriter:
                 outcome.tokens_before += before.tokens
             else:
                 outcome.owed.extend(original)
+            estimated = not self._counted  # (estimate mode, and not counted exactly)
             if choice.text is None:
                 outcome.bytes_after += before.size
-                if self._estimate and not exact:
+                if estimated and not exact:
                     outcome.owed_after.extend(original)
                 else:
                     outcome.tokens_after += before.tokens
             else:
                 outcome.bytes_after += utf8_len(choice.text)
-                if self._estimate:
+                if estimated:
                     outcome.owed_after.append(choice.text)
                 else:
                     outcome.tokens_after += choice.tokens
@@ -780,10 +786,23 @@ class Rewriter:
         """
         if compact is None:
             compact = dumps_compact(value)
+        self._counted = not self._estimate
         if self._estimate:
-            return self._answer_estimated(
-                value, compact, original, fmt, policy, at, delta, budget, literal
-            )
+            prior = self._deltas.get(at.slot)
+            try:
+                return self._answer_estimated(
+                    value, compact, original, fmt, policy, at, delta, budget, literal
+                )
+            except NeedsExactCounts:
+                if not self._settle_mode:
+                    raise
+            # Settled mode: this value's close call (or delta) counted exactly, as the
+            # exact path counts it, from the delta state it had.
+            if prior is None:
+                self._deltas.pop(at.slot, None)
+            else:
+                self._deltas[at.slot] = prior
+            self._counted = True
         slot = at.slot
         since_held, handle = since
         slack = _NAMING_SLACK if handle is not None else 0
