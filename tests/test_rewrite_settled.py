@@ -41,10 +41,12 @@ def entry_call(entry: dict[str, Any]) -> Call:
 
 
 def pair(config: ProxyConfig | None = None, seed: int = 1) -> tuple[Rewriter, Rewriter]:
-    """An exact rewriter and a settled one (the default codec), handles seeded alike."""
+    """An exact rewriter and a settled one (the default codec), handles seeded alike; the
+    settled one answers small results from estimates too (else counted exactly: faster)."""
     config = config or ProxyConfig()
     exact = Rewriter(config, Codec.exact(), memory=lambda: ResultMemory(seed=seed))
     settled = Rewriter(config, Codec(), memory=lambda: ResultMemory(seed=seed))
+    settled.settle_min_chars = 0
     return exact, settled
 
 
@@ -151,6 +153,7 @@ def same_estimate(text: str, encoding: str) -> int:
 def test_a_close_call_is_counted_exactly_not_raised() -> None:
     exact, _ = pair()
     settled = Rewriter(ProxyConfig(), Codec(), memory=lambda: ResultMemory(seed=1))
+    settled.settle_min_chars = 0
     # (tokens.estimate is what settles; an estimator that calls everything close is the
     # same road: every choice is left to the exact counts.)
     object.__setattr__(settled, "_estimate_fn", same_estimate)
@@ -188,3 +191,19 @@ def test_a_text_the_ledger_counts_by_its_size(indent: int | None) -> None:
         got, got_line = settled.rewrite_line(line, Call("t", "t"), Budget.unlimited())
         assert got_line == want_line
         assert counted(got) == counted(want)
+
+
+@needs_exact
+@needs_corpus
+@pytest.mark.parametrize("server", SERVERS)
+def test_sessions_with_the_default_threshold(server: str) -> None:
+    """As a worker runs them: small results counted exactly, the others settled."""
+    exact, settled = pair()
+    settled.settle_min_chars = Rewriter(ProxyConfig()).settle_min_chars
+    for msg_id, path in enumerate(sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        line, call = entry_line(entry["result"], msg_id), entry_call(entry)
+        want, want_line = exact.rewrite_line(line, call, Budget.unlimited())
+        got, got_line = settled.rewrite_line(line, call, Budget.unlimited())
+        assert got_line == want_line, path.name
+        assert counted(got) == counted(want), path.name

@@ -120,6 +120,11 @@ _LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 
 _DEPTH: Final = 512
 
+#: Settled mode counts a result with less text than this exactly from the start: below it
+#: the estimates and a close call's exact counts cost more than exact counts alone
+#: (bench/answer_path.py: even at 8-10 KB, faster from 10 KB of nested records on).
+_SETTLE_MIN_CHARS: Final = 8 * 1024
+
 #: What a response may hold around its text blocks and still be tried (``max_text_bytes``).
 ENVELOPE_SLACK: Final = 64 * 1024
 
@@ -339,6 +344,8 @@ class Rewriter:
         #: estimates as above, but what they cannot answer is answered with exact counts
         #: here, so nothing is raised.
         self._settle_mode = codec.settles
+        #: Less text than this is counted exactly from the start (tests set 0).
+        self.settle_min_chars = _SETTLE_MIN_CHARS
         self._estimate = False
         #: Whether the value just answered was counted exactly (its winner's count is exact).
         self._counted = True
@@ -491,6 +498,8 @@ class Rewriter:
         rewritten with ``exact=True`` (here, or by a rewriter with exact counts holding the
         same session) then gets the answer exact counts give."""
         names = self.names
+        if self._settle_mode and not exact:
+            exact = sum(len(t) for t in text_blocks_of(result)) < self.settle_min_chars
         self._estimate = (self._estimate_mode or self._settle_mode) and not exact
         names.count = self._tally if self._estimate and self._tally is not None else self.count
         if not self._estimate:
@@ -787,11 +796,12 @@ class Rewriter:
         if compact is None:
             compact = dumps_compact(value)
         self._counted = not self._estimate
+        built: list[Text] = []
         if self._estimate:
             prior = self._deltas.get(at.slot)
             try:
                 return self._answer_estimated(
-                    value, compact, original, fmt, policy, at, delta, budget, literal
+                    value, compact, original, fmt, policy, at, delta, budget, literal, built
                 )
             except NeedsExactCounts:
                 if not self._settle_mode:
@@ -820,9 +830,9 @@ class Rewriter:
             if cells > json_size * DENSE_CELLS_PER_BYTE:
                 # A sparse table: compact JSON first; GCF only if the cells leave it a chance.
                 if cells * TOKENS_PER_CELL < counts.json_exact():
-                    gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
+                    gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal, built)
             else:
-                gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
+                gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal, built)
         budget.check()
         best_full = gcf[1].tokens if gcf is not None else None
         json_form = Form(compact, counts.json(best_full), json_size)
@@ -884,6 +894,7 @@ class Rewriter:
         delta: bool,
         budget: Budget,
         literal: bool,
+        built: list[Text] | None = None,
     ) -> tuple[Choice, Cost, bool, int, int]:
         """:meth:`_answer` from token estimates (estimate mode, no handle or held result):
         the choice exact counts make, or :class:`NeedsExactCounts` where an estimate cannot
@@ -912,6 +923,7 @@ class Rewriter:
             literal=exact_literal,
             answers=self._answers,
             check=budget.check,
+            built=built if self._settle_mode else None,
         )
         if delta:
             held = held_after(choice, step, self._answers) if step is not None else None
@@ -938,12 +950,17 @@ class Rewriter:
         counts: Counts,
         budget: Budget,
         literal: str | None = None,
+        built: list[Text] | None = None,
     ) -> tuple[tuple[str, Form] | None, tuple[Fallback, ...]]:
         """The best full GCF form (``gcf`` or ``dense``, :mod:`gcfkit.answers.forms`) if one can
-        win: built, the shorter counted in full and the other only up to it, and (when it
-        beats the plain forms) decoded and compared with the value; else None and why not."""
+        win: built (unless ``built`` has them already), the shorter counted in full and the
+        other only up to it, and (when it beats the plain forms) decoded and compared with the
+        value; else None and why not."""
         refused: list[Fallback] = []
-        made = self._forms.texts(value, refused, compact_size=utf8_len(compact))
+        if built:  # (made already: settled mode's estimates, before a close call)
+            made = list(built)
+        else:
+            made = self._forms.texts(value, refused, compact_size=utf8_len(compact))
         budget.check()
         # The likely winner first: the shorter form in characters.
         made.sort(key=lambda t: len(t.text))
