@@ -38,9 +38,8 @@ Three rules keep a result cheap to answer:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from ..answers.choose import (
@@ -96,8 +95,9 @@ from .counts import (
 )
 from .estimated import estimated_choice
 from .jsonrpc import parse_envelope, splice_texts
+from .outcome import LEDGER_EXACT_CHARS, Budget, BudgetExceeded, Outcome, huge
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
-from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
+from .record import LedgerWord, ledger_decision
 from .structured import carries_structured, flatten, model_view
 
 __all__ = [
@@ -113,10 +113,6 @@ __all__ = [
     "SessionEvent",
     "gcf_cells",
 ]
-
-#: Ledger counts of texts over this many characters are estimated (bytes / 4): before ==
-#: after for them, and an exact pass over a 64 MB blob buys nothing.
-_LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
 
 _DEPTH: Final = 512
 
@@ -157,105 +153,6 @@ class Reset:
 SessionEvent = Forget | Reset
 
 
-class BudgetExceeded(Exception):
-    """The deadline passed between two steps."""
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """A deadline on a clock (``time.monotonic`` is one clock for every process).
-
-    >>> Budget.unlimited().check()
-    """
-
-    clock: Callable[[], float]
-    deadline: float
-
-    @classmethod
-    def unlimited(cls) -> Budget:
-        """A budget that never runs out."""
-        return cls(time.monotonic, float("inf"))
-
-    def check(self) -> None:
-        """Raise :class:`BudgetExceeded` when the deadline has passed."""
-        if self.clock() > self.deadline:
-            raise BudgetExceeded
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What became of one result: ``result`` (None: the original goes out), the ledger's
-    ``decision`` and numbers so far, and the texts whose tokens are still owed to the
-    ledger: ``lazy`` were delivered unchanged (they count before and after), ``owed`` were
-    replaced after losing a limited count, or were never counted exactly (estimate mode:
-    :class:`NeedsExactCounts`), and count before only; ``owed_after`` are what went out in
-    their place and was not counted exactly (estimate mode), counted in full, after only.
-    Plain data: picklable, so another process may count what is owed.
-
-    >>> out = Outcome(None, "json-minified", owed=["[1, 2]"], owed_after=["[1,2]"])
-    >>> out.count_owed(len); (out.tokens_before, out.tokens_after)
-    (6, 5)
-    """
-
-    result: dict[str, Any] | None
-    decision: LedgerDecision
-    bytes_before: int = 0
-    bytes_after: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    lazy: list[str] = field(default_factory=list)
-    owed: list[str] = field(default_factory=list)
-    owed_after: list[str] = field(default_factory=list)
-    #: What the model would have read of the original, when that is not the text the result
-    #: was answered from (a result delivered as its ``structuredContent``'s value,
-    #: :mod:`gcfkit.proxy.structured`): the "before" is then theirs alone.
-    baseline: list[str] | None = None
-
-    def count_owed(self, count: Callable[[str], int]) -> None:
-        """Count what is owed (after the answer is out: not on the relay's path)."""
-        for text in self.lazy:
-            n = _ledger_count(text, count)
-            size = utf8_len(text)
-            self.tokens_before += n
-            self.tokens_after += n
-            self.bytes_before += size
-            self.bytes_after += size
-        for text in self.owed:
-            self.tokens_before += _ledger_count(text, count)
-        for text in self.owed_after:
-            self.tokens_after += count(text)  # as the choice counts a winner: in full
-        if self.baseline is not None:
-            self.tokens_before = sum(_ledger_count(t, count) for t in self.baseline)
-            self.bytes_before = sum(utf8_len(t) for t in self.baseline)
-        self.lazy = []
-        self.owed = []
-        self.owed_after = []
-        self.baseline = None
-
-    def ledger_record(
-        self,
-        count: Callable[[str], int],
-        *,
-        server: str,
-        tool: str,
-        encoding: str,
-        encode_ms: float,
-    ) -> LedgerRecord:
-        """The ledger's record of this outcome, what is owed counted first (:meth:`count_owed`)."""
-        self.count_owed(count)
-        return LedgerRecord(
-            server=server,
-            tool=tool,
-            bytes_before=self.bytes_before,
-            bytes_after=self.bytes_after,
-            tokens_before=self.tokens_before,
-            tokens_after=self.tokens_after,
-            encoding=encoding,
-            decision=self.decision,
-            encode_ms=encode_ms,
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class Call:
     """What the core knows of the call a result answers: the ``tool``, the ``slot`` (tool and
@@ -280,17 +177,6 @@ class Call:
     #: The bytes past which the client shows its model a preview of a result, not the result
     #: (Claude Code's offload to a file): such a result gets no ``ref=`` name.
     preview: int | None = None
-
-
-def _huge(texts: list[str]) -> bool:
-    """Whether the ledger counts any of ``texts`` by its size."""
-    return any(len(t) > _LEDGER_EXACT_CHARS for t in texts)
-
-
-def _ledger_count(text: str, count: Callable[[str], int]) -> int:
-    if len(text) > _LEDGER_EXACT_CHARS:
-        return utf8_len(text) // 4
-    return count(text)
 
 
 # ---------------------------------------------------------------------------------------
@@ -558,7 +444,7 @@ class Rewriter:
         if self._estimate:
             if since is not None:
                 raise NeedsExactCounts("a call naming a held result")
-            if not self._settle_mode and any(len(t) > _LEDGER_EXACT_CHARS for t in texts):
+            if not self._settle_mode and any(len(t) > LEDGER_EXACT_CHARS for t in texts):
                 raise NeedsExactCounts("a text the ledger counts by its size")
         try:
             if self._file_passthrough(call):
@@ -633,7 +519,7 @@ class Rewriter:
             parsed.discard(0)
         budget.check()
         if self._estimate and any(
-            len(t) > _LEDGER_EXACT_CHARS and v is None for t, v in zip(texts, values, strict=True)
+            len(t) > LEDGER_EXACT_CHARS and v is None for t, v in zip(texts, values, strict=True)
         ):
             # (Settled mode: a huge text that is not a JSON value is answered as a text.)
             raise NeedsExactCounts("a text the ledger counts by its size")
@@ -680,7 +566,7 @@ class Rewriter:
             )
             choices.append(choice)
             outcome.bytes_before += before.size
-            if not exact and self._estimate and choice.text is None and _huge(original):
+            if not exact and self._estimate and choice.text is None and huge(original):
                 # The exact path counts an original that wins exactly, where the ledger
                 # would count a text this large by its size: so here.
                 before = Cost(sum(self.count(t) for t in original), before.size)
@@ -901,7 +787,7 @@ class Rewriter:
         tell (every form the winner is compared with must be clearly dearer:
         :func:`~gcfkit.proxy.estimated.estimated_choice`)."""
         budget.check()
-        if len(original) == 1 and compact == original[0] and _huge(original):
+        if len(original) == 1 and compact == original[0] and huge(original):
             # The exact path may count compact JSON exactly, and so the original: a text the
             # ledger would otherwise count by its size.
             raise NeedsExactCounts("a text the ledger counts by its size")
