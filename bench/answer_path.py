@@ -21,6 +21,7 @@ same ledger figures once what is owed is counted.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import shutil
@@ -89,6 +90,15 @@ def main() -> None:
     ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     args = ap.parse_args()
     old = load_before(args.before)
+    rows = []
+    for kind in ("nested", "flat"):
+        for size in (int(s) for s in args.sizes.split(",")):
+            rows.append(measure(old, kind, size, args.reps))
+    report(rows, args.reps, args.out)
+
+
+def rewriters_of(old: Any) -> dict[str, tuple[Any, Any, Any]]:
+    """Fresh rewriters (nothing held from the sizes before), the tokenizers loaded."""
     held = importlib.import_module("gcfkit_before.relative").ResultMemory
     # Handles seeded alike: every rewriter names its results with the same handles.
     rewriters: dict[str, tuple[Any, Any, Any]] = {
@@ -110,36 +120,47 @@ def main() -> None:
     }
     for rewriter, _, _ in rewriters.values():
         rewriter.count("{}")  # the tokenizer loaded before the first round
-    rows = []
-    for kind in ("nested", "flat"):
-        for size in (int(s) for s in args.sizes.split(",")):
-            line = line_of(kind, size)
-            reps = args.reps if size < 1_000_000 else max(3, args.reps // (5 if size < 5e6 else 10))
-            times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in rewriters}
-            seen: dict[str, tuple[Any, Any]] = {}
-            for i in range(reps + 1):
-                for name, (rewriter, budget, call_type) in rewriters.items():
-                    # A fresh slot each round: every round answers a first result.
-                    call = call_type("orders", f"orders {i}")
-                    answer, owed, outcome, new = run(rewriter, budget, call, line)
-                    if i:  # (round 0 warms up)
-                        times[name][0].append(answer)
-                        times[name][1].append(owed)
-                    seen[name] = (figures(outcome), None if new is None else json.loads(new))
-            same = all(seen[name] == seen["before"] for name in rewriters)
-            for name in rewriters:
-                if seen[name] != seen["before"]:
-                    print(name, seen[name][0], seen["before"][0], file=sys.stderr)
-            ms = {
-                name: (statistics.median(a) * 1e3, statistics.median(b) * 1e3)
-                for name, (a, b) in times.items()
-            }
-            rows.append((kind, len(line), seen["settled"][0][0], ms, same, reps))
-            print(kind, len(line), ms, "same" if same else "DIFFERENT", flush=True)
+    return rewriters
+
+
+Row = tuple[str, int, str, dict[str, tuple[float, float]], bool, int]
+
+
+def measure(old: Any, kind: str, size: int, reps: int) -> Row:
+    rewriters = rewriters_of(old)
+    line = line_of(kind, size)
+    if size >= 1_000_000:
+        reps = max(3, reps // (5 if size < 5_000_000 else 10))
+    times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in rewriters}
+    seen: dict[str, tuple[Any, Any]] = {}
+    for i in range(reps + 1):
+        for name, (rewriter, budget, call_type) in rewriters.items():
+            # A fresh slot each round: every round answers a first result. The garbage of
+            # the run before is collected first, so that no run pays for another's.
+            call = call_type("orders", f"orders {i}")
+            gc.collect()
+            answer, owed, outcome, new = run(rewriter, budget, call, line)
+            if i:  # (round 0 warms up)
+                times[name][0].append(answer)
+                times[name][1].append(owed)
+            seen[name] = (figures(outcome), None if new is None else json.loads(new))
+    same = all(seen[name] == seen["before"] for name in rewriters)
+    for name in rewriters:
+        if seen[name] != seen["before"]:
+            print(name, seen[name][0], seen["before"][0], file=sys.stderr)
+    ms = {
+        name: (statistics.median(a) * 1e3, statistics.median(b) * 1e3)
+        for name, (a, b) in times.items()
+    }
+    print(kind, len(line), ms, "same" if same else "DIFFERENT", flush=True)
+    return kind, len(line), seen["settled"][0][0], ms, same, reps
+
+
+def report(rows: list[Row], reps: int, out: Path | None) -> None:
     lines = [
         "# The answer path: before and after (bench/answer_path.py)",
         "",
-        f"`python bench/answer_path.py --before DIR --reps {args.reps}`: one process, rounds"
+        f"`python bench/answer_path.py --before DIR --reps {reps}`: one process, rounds"
         " interleaved, medians. *answer*: `Rewriter.rewrite_line` (what the client waits"
         " for); *ledger*: `Outcome.count_owed` after the answer is out. `before` is the"
         " `--before` tree's default rewriter, `exact` this tree's exact path"
@@ -159,8 +180,8 @@ def main() -> None:
         )
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
 
 
 def _size(n: int) -> str:
