@@ -196,6 +196,12 @@ class Rewriter:
     to answer. What such an answer owes the ledger is all in :attr:`Outcome.owed` and
     :attr:`Outcome.owed_after`.
 
+    The default codec is in settled-estimate mode (:attr:`Codec.settles
+    <gcfkit.answers.codec.Codec.settles>`): estimates choose as above, and what they cannot
+    decide is counted exactly here (a close call for that value alone, a delta, a relative
+    answer, a dense form's definitions), so the answer is the exact path's and nothing is
+    raised; what the ledger needs and was not counted is owed, for after the answer.
+
     >>> import json
     >>> from gcfkit.answers.codec import Codec
     >>> r = Rewriter(ProxyConfig(), Codec.estimating())
@@ -382,7 +388,8 @@ class Rewriter:
         In estimate mode, unless ``exact``, it is chosen from estimates, or
         :class:`NeedsExactCounts` is raised with the session as it was: the same result
         rewritten with ``exact=True`` (here, or by a rewriter with exact counts holding the
-        same session) then gets the answer exact counts give."""
+        same session) then gets the answer exact counts give. In settled-estimate mode it is
+        chosen the same way, and what estimates cannot decide is counted exactly here."""
         names = self.names
         if self._settle_mode and not exact:
             exact = sum(len(t) for t in text_blocks_of(result)) < self.settle_min_chars
