@@ -3,8 +3,9 @@
 Where remembered results are kept, and who evicts them:
 
 * A session's named results are a bounded LRU, :class:`~gcfkit.relative.ResultMemory` (at
-  most ``ref_results`` results and ``ref_bytes`` of them: ``--ref-results``,
-  ``--ref-bytes``), owned by the session's :class:`~gcfkit.answers.since.Names`, inside the
+  most ``ref_results`` results and ``ref_bytes`` of them, :class:`ProxyConfig
+  <gcfkit.proxy.config.ProxyConfig>`'s 64 and 8 MiB: no flag sets them), owned by the
+  session's :class:`~gcfkit.answers.since.Names`, inside the
   :class:`~gcfkit.proxy.rewrite.Rewriter` that answers its results. The LRU evicts
   (remembering or recalling a result uses it); ``initialize`` clears it
   (:meth:`Rewriter.reset <gcfkit.proxy.rewrite.Rewriter.reset>`).
