@@ -133,7 +133,7 @@ def speed(corpus: Path, reps: int) -> None:
 
 
 def sizes(config: ProxyConfig, reps: int) -> None:
-    exact = Rewriter(config, Codec())
+    exact = Rewriter(config, Codec.exact())
     estimating = Rewriter(config, Codec.estimating())
     exact.warm_up()
     estimating.warm_up()
@@ -157,7 +157,7 @@ def sizes(config: ProxyConfig, reps: int) -> None:
 
 
 def corpus_speed(corpus: Path, reps: int) -> None:
-    exact = Rewriter(ProxyConfig(), Codec())
+    exact = Rewriter(ProxyConfig(), Codec.exact())
     estimating = Rewriter(ProxyConfig(), Codec.estimating())
     exact.warm_up()
     lines = corpus_lines(corpus)

@@ -193,7 +193,7 @@ def test_a_losing_text_is_counted_only_up_to_the_winner() -> None:
         seen.append((len(text), limit))
         return tokens.count_till_limit(text, limit, encoding)
 
-    codec = Codec(count_till_limit=count_till_limit)
+    codec = Codec(count_till_limit=count_till_limit, settle=False)  # the exact path
     # Unnamed (refs off): a named result's limits leave room for what the name costs.
     core = ProxyCore(ProxyConfig(dense=(), primer=False, time_budget=600, refs="off"), codec)
     text = delivered(tool_call(core, 1, original))

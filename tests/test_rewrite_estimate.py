@@ -46,7 +46,7 @@ def entry_call(entry: dict[str, Any]) -> Call:
 def pair(config: ProxyConfig | None = None) -> tuple[Rewriter, Rewriter]:
     """An exact rewriter (today's path) and one in estimate mode, handles seeded alike."""
     config = config or ProxyConfig()
-    exact = Rewriter(config, Codec(), memory=lambda: ResultMemory(seed=1))
+    exact = Rewriter(config, Codec.exact(), memory=lambda: ResultMemory(seed=1))
     estimating = Rewriter(config, Codec.estimating(), memory=lambda: ResultMemory(seed=1))
     return exact, estimating
 
@@ -185,7 +185,7 @@ def same_estimate(text: str, encoding: str) -> int:
 
 @needs_exact
 def test_a_close_call_raises_and_leaves_the_session_as_it_was() -> None:
-    exact = Rewriter(DELTA_CONFIG, Codec(), memory=lambda: ResultMemory(seed=3))
+    exact = Rewriter(DELTA_CONFIG, Codec.exact(), memory=lambda: ResultMemory(seed=3))
     codec = Codec(estimate=True, estimate_count=same_estimate)
     estimating = Rewriter(DELTA_CONFIG, codec, memory=lambda: ResultMemory(seed=3))
     call = Call("list_orders", "list_orders {}")
@@ -245,7 +245,7 @@ def _refuse(text: str) -> int:
 @pytest.mark.pure
 def test_dense_definitions_needing_counts_raise() -> None:
     value = [{"id": i, "note": "authored 2026-08-07 by Dayna Blackwell"} for i in range(6)]
-    probe = FullForms(Codec(), count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
+    probe = FullForms(Codec.exact(), count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
     with pytest.raises(NeedsExactCounts, match="dense definitions"):
         probe.texts(value, [])
 
@@ -253,8 +253,8 @@ def test_dense_definitions_needing_counts_raise() -> None:
 @pytest.mark.pure
 def test_values_without_definitions_make_the_exact_dense_form() -> None:
     value = [{"id": i, "ok": True} for i in range(6)]
-    probe = FullForms(Codec(), count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
-    exact = FullForms(Codec(), count=len, dense=DENSE_CONSTRUCTS, primer="off")
+    probe = FullForms(Codec.exact(), count=_refuse, dense=DENSE_CONSTRUCTS, primer="off")
+    exact = FullForms(Codec.exact(), count=len, dense=DENSE_CONSTRUCTS, primer="off")
     made = probe.texts(value, [])
     assert [t.kind for t in made] == ["dense", "gcf"]
     assert made == exact.texts(value, [])

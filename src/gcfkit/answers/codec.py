@@ -80,6 +80,33 @@ class Codec:
     #: is used only when exact counts are asked for.
     estimate: bool = False
     estimate_count: Callable[[str, str], int] = tokens.estimate
+    #: Settled-estimate mode (the default; :attr:`settles`): whole texts are compared by
+    #: ``estimate_count``, a close call is counted exactly, dense definitions and deltas
+    #: get exact counts as on the exact path, and what the ledger needs is counted after
+    #: the answer is out. The answers are the exact path's; nothing is raised.
+    settle: bool = True
+
+    @classmethod
+    def exact(cls) -> Codec:
+        """The default codec counting every choice exactly (the reference path).
+
+        >>> Codec.exact().settles, Codec().settles
+        (False, True)
+        """
+        return cls(settle=False)
+
+    @property
+    def settles(self) -> bool:
+        """Whether answers are chosen in settled-estimate mode: asked for, not in estimate
+        mode, and counting with :func:`gcfkit.tokens.count` (the counter
+        :data:`~gcfkit.answers.estimates.MARGIN` was measured against; an injected counter
+        is compared by itself)."""
+        return (
+            self.settle
+            and not self.estimate
+            and self.count is tokens.count
+            and self.estimate_count is tokens.estimate
+        )
 
     @classmethod
     def estimating(cls) -> Codec:

@@ -18,9 +18,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Final
 
-from .. import speedups
+from .. import speedups, tokens
 from ..answers.estimates import NeedsExactCounts
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "TOKENS_PER_CELL",
     "Counts",
     "Tally",
+    "definition_cost",
     "gcf_cells",
     "needs_exact_count",
 ]
@@ -104,6 +106,29 @@ def _union_width(rows: Sequence[dict[str, Any]]) -> int:
         previous = keys
         seen.update(keys)
     return len(seen)
+
+
+_DEFINITION_COSTS: dict[str, Callable[[str], int]] = {}
+
+
+def definition_cost(count: Callable[[str, str], int], encoding: str) -> Callable[[str], int] | None:
+    """The one cost function dense definitions are chosen with in this process for
+    ``encoding`` when ``count`` is :func:`gcfkit.tokens.count` (None for any other counter):
+    :func:`gcfkit.generic.definitions.select` keeps its counts per cost function object, so
+    every rewriter (every session) sharing it finds the strings counted before. Nothing is
+    loaded until a string is counted.
+
+    >>> definition_cost(tokens.count, "o200k_base") is definition_cost(tokens.count, "o200k_base")
+    True
+    >>> definition_cost(lambda t, e: len(t), "o200k_base") is None
+    True
+    """
+    if count is not tokens.count:
+        return None
+    cost = _DEFINITION_COSTS.get(encoding)
+    if cost is None:
+        cost = _DEFINITION_COSTS.setdefault(encoding, partial(tokens.count, encoding=encoding))
+    return cost
 
 
 class Tally:

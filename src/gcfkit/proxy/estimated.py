@@ -52,6 +52,7 @@ def estimated_choice(
     literal: str | None,
     answers: AnswerPolicy,
     check: Callable[[], None],
+    built: list[Text] | None = None,
 ) -> tuple[Choice, Cost, int, int]:
     """The choice for ``value`` (``compact``: its compact JSON; ``original``: the texts the
     tool wrote) from the estimates of ``count``, what the original costs by estimate, the
@@ -64,6 +65,8 @@ def estimated_choice(
     what the exact path would (the winner, and a GCF form counted before it, shorter, that
     may beat the plain forms); a failed check is left to the exact path, which says which
     form fell back. The choice carries estimates: the ledger counts its text later.
+    ``built``: the forms made are added to it (a caller that goes on to count exactly after
+    a close call needs not make them again).
     """
     json_size = utf8_len(compact)
     same = len(original) == 1 and compact == original[0]
@@ -78,6 +81,8 @@ def estimated_choice(
             build = decide(cells * TOKENS_PER_CELL, json_tokens)
         if build:
             made = forms.texts(value, refused, compact_size=json_size)
+            if built is not None and not refused:
+                built.extend(made)
     if refused:
         raise NeedsExactCounts("a form that could not be encoded")
     check()

@@ -15,10 +15,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _encode_string
+from json.encoder import encode_basestring_ascii as _encode_string_ascii
 from typing import Any, Final
 
 from ..errors import GCFError
 from ..jsonio import dumps_compact, loads_json
+
+try:  # the C string scanner json's own decoder uses
+    from json.decoder import c_scanstring as _scanstring  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a Python without json's C speedups
+    from json.decoder import py_scanstring as _scanstring  # type: ignore[attr-defined]
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -31,6 +38,7 @@ __all__ = [
     "parse_envelope",
     "request_key",
     "sniff_envelope",
+    "splice_texts",
 ]
 
 #: The JSON-RPC error code the SDKs use for a connection that closed under a request.
@@ -103,6 +111,142 @@ def dump_edited(new: Any, old: Any, line: bytes) -> bytes:
     for i, text in enumerate(numbers):
         out = out.replace(b'"' + _sentinel(i).encode() + b'"', text.encode(), 1)
     return out
+
+
+#: A member named "text" as JSON writes it, up to its string value's opening quote.
+_TEXT_MEMBER: Final = re.compile(r'"text"[ \t\n\r]*:[ \t\n\r]*"')
+
+
+def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes | None:
+    """The response ``line`` (``msg`` parsed from it, without duplicate keys) with its
+    result replaced by ``new``, when ``new`` differs from ``old`` only in the texts of its
+    content blocks: each new text written, as :func:`dump_message` writes a string, where
+    the old one stood, and every other byte as the server wrote it. No parse or dump of the
+    whole message: at 1 MB this is a few milliseconds where :func:`dump_edited` takes 15-20.
+
+    None when that cannot be done exactly (then :func:`dump_edited`): blocks added, removed
+    or otherwise changed; a member named ``text`` not spelled plainly in ``line``; an old
+    text that is the value of more than one ``text`` member.
+
+    >>> line = b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1, 2]"}]}}'
+    >>> msg = json.loads(line)
+    >>> old = msg["result"]
+    >>> new = {**old, "content": [{**old["content"][0], "text": "[1,2]"}]}
+    >>> splice_texts(line, msg, new)
+    b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1,2]"}]}}\\n'
+    """
+    old = msg.get("result")
+    edits = _text_edits(old, new) if type(old) is dict else []
+    if not edits:
+        return None
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # Every member named "text" (found exactly: in valid JSON an unescaped quote followed by
+    # `text"` opens a string, and that string followed by a colon is a member's name), with
+    # where its value is; all of them, so that no old text is also another member's value.
+    # A value spelled as json spells the old text is that text (its literal ends at its
+    # first unescaped quote) and is not decoded: a 1 MB text costs one comparison.
+    olds = {before: i for i, (before, _) in enumerate(edits)}
+    spellings = [_spellings(before) for before, _ in edits]
+    where: list[list[tuple[int, int]]] = [[] for _ in edits]
+    found = 0
+    for m in _TEXT_MEMBER.finditer(text):
+        start = m.start()
+        slashes = 0
+        while start - slashes > 0 and text[start - slashes - 1] == "\\":
+            slashes += 1
+        if slashes % 2:
+            continue  # an escaped quote: inside a string
+        found += 1
+        quote = m.end() - 1
+        spelled = next(
+            (
+                (i, quote + len(lit))
+                for i, lits in enumerate(spellings)
+                for lit in lits
+                if text.startswith(lit, quote)
+            ),
+            None,
+        )
+        if spelled is None:
+            try:
+                value, end = _scanstring(text, m.end(), True)
+            except ValueError:
+                return None
+            i = olds.get(value, -1)
+            if i < 0:
+                continue
+            spelled = (i, end)
+        where[spelled[0]].append((quote, spelled[1]))
+    if found != _text_members(msg):
+        return None  # one is spelled with escapes: which member is which is not known
+    cuts: list[tuple[int, int, str]] = []
+    for (_, after), spans in zip(edits, where, strict=True):
+        if len(spans) != 1:
+            return None
+        start, end = spans[0]
+        cuts.append((start, end, dumps_compact(after)))
+    cuts.sort()
+    parts: list[str] = []
+    at = 0
+    for start, end, literal in cuts:
+        if start < at:
+            return None
+        parts += (text[at:start], literal)
+        at = end
+    parts.append(text[at:].rstrip(" \t\r\n"))
+    parts.append("\n")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:  # pragma: no cover - dumps_compact escapes lone surrogates
+        return None
+
+
+def _spellings(text: str) -> tuple[str, ...]:
+    """How json (and most servers) write ``text`` as a JSON string: with its characters, or
+    with every non-ASCII one escaped."""
+    plain = _encode_string(text)
+    return (plain,) if text.isascii() else (plain, _encode_string_ascii(text))
+
+
+def _text_members(value: Any) -> int:
+    """How many members named ``text`` ``value`` has, at any depth."""
+    n = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            n += "text" in v
+            stack.extend(x for x in v.values() if type(x) is dict or type(x) is list)
+        elif type(v) is list:
+            stack.extend(x for x in v if type(x) is dict or type(x) is list)
+    return n
+
+
+def _text_edits(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str]]:
+    """(old text, new text) of each content block ``new`` changes only the text of, when
+    that is all it changes; else []."""
+    if new.keys() != old.keys():
+        return []
+    if any(new[k] is not old[k] for k in old if k != "content"):
+        return []
+    was, now = old.get("content"), new.get("content")
+    if type(was) is not list or type(now) is not list or len(was) != len(now):
+        return []
+    edits: list[tuple[str, str]] = []
+    for a, b in zip(was, now, strict=True):
+        if a is b:
+            continue
+        if type(a) is not dict or type(b) is not dict or a.keys() != b.keys():
+            return []
+        if any(b[k] is not a[k] for k in a if k != "text"):
+            return []
+        if type(a.get("text")) is not str or type(b.get("text")) is not str:
+            return []
+        edits.append((a["text"], b["text"]))
+    return edits
 
 
 class _Number(str):

@@ -38,9 +38,8 @@ Three rules keep a result cheap to answer:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from ..answers.choose import (
@@ -69,13 +68,14 @@ from ..answers.forms import FullForms, Text
 from ..answers.pyliteral import literal_json_renders, literal_value
 from ..answers.since import Asked, Names
 from ..errors import GCFError
-from ..jsonio import dumps_compact
+from ..jsonio import compact_of, dumps_compact
 from ..keyed import DeltaSession, FixedN, KeyedSet
 from ..readers import Reads
 from ..relative import Held, ResultMemory
 from ..relative.memory import Kind
 from .config import Codec, ProxyConfig
 from .content import (
+    Piece,
     content_of,
     edited_line,
     json_value_of,
@@ -89,13 +89,15 @@ from .counts import (
     TOKENS_PER_CELL,
     Counts,
     Tally,
+    definition_cost,
     gcf_cells,
     needs_exact_count,
 )
 from .estimated import estimated_choice
-from .jsonrpc import parse_envelope
+from .jsonrpc import parse_envelope, splice_texts
+from .outcome import LEDGER_EXACT_CHARS, Budget, BudgetExceeded, Outcome, huge
 from .policy import IDENTITY_KEYS, Format, ToolPolicy, cap_format
-from .record import LedgerDecision, LedgerRecord, LedgerWord, ledger_decision
+from .record import LedgerWord, ledger_decision
 from .structured import carries_structured, flatten, model_view
 
 __all__ = [
@@ -112,11 +114,12 @@ __all__ = [
     "gcf_cells",
 ]
 
-#: Ledger counts of texts over this many characters are estimated (bytes / 4): before ==
-#: after for them, and an exact pass over a 64 MB blob buys nothing.
-_LEDGER_EXACT_CHARS: Final = 4 * 1024 * 1024
-
 _DEPTH: Final = 512
+
+#: Settled mode counts a result with less text than this exactly from the start: below it
+#: the estimates and a close call's exact counts cost more than exact counts alone
+#: (bench/answer_path.py: even at 8-10 KB, faster from 10 KB of nested records on).
+_SETTLE_MIN_CHARS: Final = 8 * 1024
 
 #: What a response may hold around its text blocks and still be tried (``max_text_bytes``).
 ENVELOPE_SLACK: Final = 64 * 1024
@@ -150,105 +153,6 @@ class Reset:
 SessionEvent = Forget | Reset
 
 
-class BudgetExceeded(Exception):
-    """The deadline passed between two steps."""
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """A deadline on a clock (``time.monotonic`` is one clock for every process).
-
-    >>> Budget.unlimited().check()
-    """
-
-    clock: Callable[[], float]
-    deadline: float
-
-    @classmethod
-    def unlimited(cls) -> Budget:
-        """A budget that never runs out."""
-        return cls(time.monotonic, float("inf"))
-
-    def check(self) -> None:
-        """Raise :class:`BudgetExceeded` when the deadline has passed."""
-        if self.clock() > self.deadline:
-            raise BudgetExceeded
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What became of one result: ``result`` (None: the original goes out), the ledger's
-    ``decision`` and numbers so far, and the texts whose tokens are still owed to the
-    ledger: ``lazy`` were delivered unchanged (they count before and after), ``owed`` were
-    replaced after losing a limited count, or were never counted exactly (estimate mode:
-    :class:`NeedsExactCounts`), and count before only; ``owed_after`` are what went out in
-    their place and was not counted exactly (estimate mode), counted in full, after only.
-    Plain data: picklable, so another process may count what is owed.
-
-    >>> out = Outcome(None, "json-minified", owed=["[1, 2]"], owed_after=["[1,2]"])
-    >>> out.count_owed(len); (out.tokens_before, out.tokens_after)
-    (6, 5)
-    """
-
-    result: dict[str, Any] | None
-    decision: LedgerDecision
-    bytes_before: int = 0
-    bytes_after: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    lazy: list[str] = field(default_factory=list)
-    owed: list[str] = field(default_factory=list)
-    owed_after: list[str] = field(default_factory=list)
-    #: What the model would have read of the original, when that is not the text the result
-    #: was answered from (a result delivered as its ``structuredContent``'s value,
-    #: :mod:`gcfkit.proxy.structured`): the "before" is then theirs alone.
-    baseline: list[str] | None = None
-
-    def count_owed(self, count: Callable[[str], int]) -> None:
-        """Count what is owed (after the answer is out: not on the relay's path)."""
-        for text in self.lazy:
-            n = _ledger_count(text, count)
-            size = utf8_len(text)
-            self.tokens_before += n
-            self.tokens_after += n
-            self.bytes_before += size
-            self.bytes_after += size
-        for text in self.owed:
-            self.tokens_before += _ledger_count(text, count)
-        for text in self.owed_after:
-            self.tokens_after += count(text)  # as the choice counts a winner: in full
-        if self.baseline is not None:
-            self.tokens_before = sum(_ledger_count(t, count) for t in self.baseline)
-            self.bytes_before = sum(utf8_len(t) for t in self.baseline)
-        self.lazy = []
-        self.owed = []
-        self.owed_after = []
-        self.baseline = None
-
-    def ledger_record(
-        self,
-        count: Callable[[str], int],
-        *,
-        server: str,
-        tool: str,
-        encoding: str,
-        encode_ms: float,
-    ) -> LedgerRecord:
-        """The ledger's record of this outcome, what is owed counted first (:meth:`count_owed`)."""
-        self.count_owed(count)
-        return LedgerRecord(
-            server=server,
-            tool=tool,
-            bytes_before=self.bytes_before,
-            bytes_after=self.bytes_after,
-            tokens_before=self.tokens_before,
-            tokens_after=self.tokens_after,
-            encoding=encoding,
-            decision=self.decision,
-            encode_ms=encode_ms,
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class Call:
     """What the core knows of the call a result answers: the ``tool``, the ``slot`` (tool and
@@ -275,12 +179,6 @@ class Call:
     preview: int | None = None
 
 
-def _ledger_count(text: str, count: Callable[[str], int]) -> int:
-    if len(text) > _LEDGER_EXACT_CHARS:
-        return utf8_len(text) // 4
-    return count(text)
-
-
 # ---------------------------------------------------------------------------------------
 # The rewriter
 # ---------------------------------------------------------------------------------------
@@ -298,6 +196,12 @@ class Rewriter:
     to answer. What such an answer owes the ledger is all in :attr:`Outcome.owed` and
     :attr:`Outcome.owed_after`.
 
+    The default codec is in settled-estimate mode (:attr:`Codec.settles
+    <gcfkit.answers.codec.Codec.settles>`): estimates choose as above, and what they cannot
+    decide is counted exactly here (a close call for that value alone, a delta, a relative
+    answer, a dense form's definitions), so the answer is the exact path's and nothing is
+    raised; what the ledger needs and was not counted is owed, for after the answer.
+
     >>> import json
     >>> from gcfkit.answers.codec import Codec
     >>> r = Rewriter(ProxyConfig(), Codec.estimating())
@@ -305,8 +209,8 @@ class Rewriter:
     >>> line = lambda text: json.dumps({"id": 1, "result": result(text)}).encode()
     >>> pretty = json.dumps([1, 2, 3], indent=2)
     >>> out, new = r.rewrite_line(line(pretty), Call("t", "t"), Budget.unlimited())
-    >>> new
-    b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2,3]"}]}}\\n'
+    >>> new  # (the new text spliced in: every other byte as the server wrote it)
+    b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1,2,3]"}]}}\\n'
     >>> out.owed, out.owed_after, out.tokens_before
     (['[\\n  1,\\n  2,\\n  3\\n]'], ['[1,2,3]'], 0)
     >>> r.rewrite_line(line("[1, 2, 3]"), Call("t", "t"), Budget.unlimited())
@@ -328,9 +232,17 @@ class Rewriter:
         #: for (``_estimate``: this result is); a close call raises, and every count the
         #: ledger needs is owed (names' counts through the tally).
         self._estimate_mode = codec.estimate
+        #: Settled-estimate mode (:attr:`Codec.settles <gcfkit.answers.codec.Codec.settles>`):
+        #: estimates as above, but what they cannot answer is answered with exact counts
+        #: here, so nothing is raised.
+        self._settle_mode = codec.settles
+        #: Less text than this is counted exactly from the start (tests set 0).
+        self.settle_min_chars = _SETTLE_MIN_CHARS
         self._estimate = False
+        #: Whether the value just answered was counted exactly (its winner's count is exact).
+        self._counted = True
         self._estimate_fn = codec.estimate_count
-        self._tally = Tally(self._estimated) if codec.estimate else None
+        self._tally = Tally(self._estimated) if codec.estimate or codec.settles else None
         self._dumps = codec.dumps
         self._loads = codec.loads
         self._count_fn = codec.count
@@ -341,7 +253,10 @@ class Rewriter:
         self._reanchor = FixedN(c.reanchor)
         self._selfcheck_on = c.selfcheck
         carrier = c.primer_carrier if c.primer else "off"
-        self._forms = FullForms(codec, count=self.count, dense=c.dense, primer=carrier)
+        # (One cost function per process and encoding: definitions' counts kept across
+        # sessions.)
+        cost = definition_cost(codec.count, c.encoding) or self.count
+        self._forms = FullForms(codec, count=cost, dense=c.dense, primer=carrier)
         # Dense definitions are chosen by exact counts (D9.2): estimating, a value with a
         # string that may be defined is left to exact counts.
         self._probe_forms = FullForms(codec, count=needs_exact_count, dense=c.dense, primer=carrier)
@@ -439,8 +354,9 @@ class Rewriter:
         read), and the line to send (None: the line as it is): the one road of a tool
         result, whether it runs in a worker (:mod:`gcfkit.transports.worker`) or in process
         (:meth:`ProxyCore.from_server <gcfkit.proxy.core.ProxyCore.from_server>`). The new
-        text goes back into the message here (:func:`_reassemble`, then
-        :func:`~gcfkit.proxy.jsonrpc.dump_edited`: every other byte as the server wrote it).
+        text goes back into the message here: spliced into the line where only block texts
+        changed (:func:`~gcfkit.proxy.jsonrpc.splice_texts`), else the message dumped again
+        (:func:`~gcfkit.proxy.jsonrpc.dump_edited`); every other byte as the server wrote it.
         In estimate mode it may raise :class:`NeedsExactCounts` (see :meth:`rewrite`).
 
         >>> from gcfkit.proxy.config import ProxyConfig
@@ -461,7 +377,8 @@ class Rewriter:
         outcome = self.rewrite(result, call, budget, exact=exact)
         if outcome.result is None:
             return outcome, None
-        return outcome, edited_line(msg, outcome.result, line)
+        spliced = splice_texts(line, msg, outcome.result)
+        return outcome, spliced if spliced is not None else edited_line(msg, outcome.result, line)
 
     def rewrite(
         self, result: dict[str, Any], call: Call, budget: Budget, *, exact: bool = False
@@ -471,9 +388,12 @@ class Rewriter:
         In estimate mode, unless ``exact``, it is chosen from estimates, or
         :class:`NeedsExactCounts` is raised with the session as it was: the same result
         rewritten with ``exact=True`` (here, or by a rewriter with exact counts holding the
-        same session) then gets the answer exact counts give."""
+        same session) then gets the answer exact counts give. In settled-estimate mode it is
+        chosen the same way, and what estimates cannot decide is counted exactly here."""
         names = self.names
-        self._estimate = self._estimate_mode and not exact
+        if self._settle_mode and not exact:
+            exact = sum(len(t) for t in text_blocks_of(result)) < self.settle_min_chars
+        self._estimate = (self._estimate_mode or self._settle_mode) and not exact
         names.count = self._tally if self._estimate and self._tally is not None else self.count
         if not self._estimate:
             return self._rewrite_any(result, call, budget)
@@ -486,7 +406,12 @@ class Rewriter:
             self._deltas.clear()
             self._deltas.update(deltas)
             names.uses_since, names.preview = uses_since, preview
-            raise
+            if not self._settle_mode:
+                raise
+        # Settled-estimate mode: what estimates could not answer is answered exactly here.
+        self._estimate = False
+        names.count = self.count
+        return self._rewrite_any(result, call, budget)
 
     def _rewrite_any(self, result: dict[str, Any], call: Call, budget: Budget) -> Outcome:
         if (call.reads == "content" and not call.flatten) or not carries_structured(result):
@@ -526,7 +451,7 @@ class Rewriter:
         if self._estimate:
             if since is not None:
                 raise NeedsExactCounts("a call naming a held result")
-            if any(len(t) > _LEDGER_EXACT_CHARS for t in texts):
+            if not self._settle_mode and any(len(t) > LEDGER_EXACT_CHARS for t in texts):
                 raise NeedsExactCounts("a text the ledger counts by its size")
         try:
             if self._file_passthrough(call):
@@ -591,11 +516,20 @@ class Rewriter:
                 json_value_of(t) if ok else None for t, ok in zip(texts, in_range, strict=True)
             ]
         budget.check()
+        # Which values were parsed from their one text: their compact JSON is written from
+        # that text (compact_of), not dumped from the value.
+        parsed = {i for i, v in enumerate(values) if v is not None}
         literals = self._literals(texts, sizes, values, policy)
-        compacts = {i: c for i, c in literals.items() if c is not None}
+        compacts: dict[int, str | None] = {i: c for i, c in literals.items() if c is not None}
         if known is not None and values[0] is known:
             compacts[0] = texts[0]  # (its text is its compact JSON)
+            parsed.discard(0)
         budget.check()
+        if self._estimate and any(
+            len(t) > LEDGER_EXACT_CHARS and v is None for t, v in zip(texts, values, strict=True)
+        ):
+            # (Settled mode: a huge text that is not a JSON value is answered as a text.)
+            raise NeedsExactCounts("a text the ledger counts by its size")
         if all(v is None for v in values):
             self.forget(at.slot)
             if fmt == "gcf":
@@ -617,6 +551,9 @@ class Rewriter:
         # Estimate mode mints once the choice is made (a close call leaves nothing spent).
         handle = names.memory.mint() if named and not self._estimate else None
         held = names.held(at, "json") if handle is not None else None
+        # (Settled mode names after the choice; a value counted exactly leaves the name's
+        # room in its limits as the exact path does, which a handle's shape stands for.)
+        room = _ANY_HANDLE if named and self._settle_mode and handle is None else handle
         choices: list[Choice] = []
         plain = json_size = 0
         for piece in pieces:
@@ -630,25 +567,31 @@ class Rewriter:
                 at,
                 delta,
                 budget,
-                (held, handle),
+                (held, room),
                 literal,
-                compacts.get(piece.blocks[0]) if len(piece.blocks) == 1 else None,
+                self._compact(piece, texts, compacts, parsed),
             )
             choices.append(choice)
             outcome.bytes_before += before.size
+            if not exact and self._estimate and choice.text is None and huge(original):
+                # The exact path counts an original that wins exactly, where the ledger
+                # would count a text this large by its size: so here.
+                before = Cost(sum(self.count(t) for t in original), before.size)
+                exact = True
             if exact:
                 outcome.tokens_before += before.tokens
             else:
                 outcome.owed.extend(original)
+            estimated = not self._counted  # (estimate mode, and not counted exactly)
             if choice.text is None:
                 outcome.bytes_after += before.size
-                if self._estimate:
+                if estimated and not exact:
                     outcome.owed_after.extend(original)
                 else:
                     outcome.tokens_after += before.tokens
             else:
                 outcome.bytes_after += utf8_len(choice.text)
-                if self._estimate:
+                if estimated:
                     outcome.owed_after.append(choice.text)
                 else:
                     outcome.tokens_after += choice.tokens
@@ -745,10 +688,24 @@ class Rewriter:
         """
         if compact is None:
             compact = dumps_compact(value)
+        self._counted = not self._estimate
+        built: list[Text] = []
         if self._estimate:
-            return self._answer_estimated(
-                value, compact, original, fmt, policy, at, delta, budget, literal
-            )
+            prior = self._deltas.get(at.slot)
+            try:
+                return self._answer_estimated(
+                    value, compact, original, fmt, policy, at, delta, budget, literal, built
+                )
+            except NeedsExactCounts:
+                if not self._settle_mode:
+                    raise
+            # Settled mode: this value's close call (or delta) counted exactly, as the
+            # exact path counts it, from the delta state it had.
+            if prior is None:
+                self._deltas.pop(at.slot, None)
+            else:
+                self._deltas[at.slot] = prior
+            self._counted = True
         slot = at.slot
         since_held, handle = since
         slack = _NAMING_SLACK if handle is not None else 0
@@ -766,9 +723,9 @@ class Rewriter:
             if cells > json_size * DENSE_CELLS_PER_BYTE:
                 # A sparse table: compact JSON first; GCF only if the cells leave it a chance.
                 if cells * TOKENS_PER_CELL < counts.json_exact():
-                    gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
+                    gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal, built)
             else:
-                gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal)
+                gcf, fallbacks = self._gcf(value, compact, counts, budget, exact_literal, built)
         budget.check()
         best_full = gcf[1].tokens if gcf is not None else None
         json_form = Form(compact, counts.json(best_full), json_size)
@@ -830,12 +787,17 @@ class Rewriter:
         delta: bool,
         budget: Budget,
         literal: bool,
+        built: list[Text] | None = None,
     ) -> tuple[Choice, Cost, bool, int, int]:
         """:meth:`_answer` from token estimates (estimate mode, no handle or held result):
         the choice exact counts make, or :class:`NeedsExactCounts` where an estimate cannot
         tell (every form the winner is compared with must be clearly dearer:
         :func:`~gcfkit.proxy.estimated.estimated_choice`)."""
         budget.check()
+        if len(original) == 1 and compact == original[0] and huge(original):
+            # The exact path may count compact JSON exactly, and so the original: a text the
+            # ledger would otherwise count by its size.
+            raise NeedsExactCounts("a text the ledger counts by its size")
         # What raises cheaply goes first: a delta, then forms that need exact counts; the
         # estimates (slower per byte than an exact count) come last.
         step = self._delta_step(value, policy, at.slot) if delta else None
@@ -848,11 +810,13 @@ class Rewriter:
             original,
             gcf=fmt == "gcf",
             count=self._estimated,
-            forms=self._probe_forms,
+            # (Settled: dense definitions counted exactly, as on the exact path.)
+            forms=self._forms if self._settle_mode else self._probe_forms,
             selfcheck=self._selfcheck_on,
             literal=exact_literal,
             answers=self._answers,
             check=budget.check,
+            built=built if self._settle_mode else None,
         )
         if delta:
             held = held_after(choice, step, self._answers) if step is not None else None
@@ -879,12 +843,17 @@ class Rewriter:
         counts: Counts,
         budget: Budget,
         literal: str | None = None,
+        built: list[Text] | None = None,
     ) -> tuple[tuple[str, Form] | None, tuple[Fallback, ...]]:
         """The best full GCF form (``gcf`` or ``dense``, :mod:`gcfkit.answers.forms`) if one can
-        win: built, the shorter counted in full and the other only up to it, and (when it
-        beats the plain forms) decoded and compared with the value; else None and why not."""
+        win: built (unless ``built`` has them already), the shorter counted in full and the
+        other only up to it, and (when it beats the plain forms) decoded and compared with the
+        value; else None and why not."""
         refused: list[Fallback] = []
-        made = self._forms.texts(value, refused, compact_size=utf8_len(compact))
+        if built:  # (made already: settled mode's estimates, before a close call)
+            made = list(built)
+        else:
+            made = self._forms.texts(value, refused, compact_size=utf8_len(compact))
         budget.check()
         # The likely winner first: the shorter form in characters.
         made.sort(key=lambda t: len(t.text))
@@ -916,6 +885,20 @@ class Rewriter:
             return None, tuple(refused)
         form, tokens = best
         return (form.kind, Form(form.text, tokens, utf8_len(form.text))), tuple(refused)
+
+    @staticmethod
+    def _compact(
+        piece: Piece, texts: list[str], compacts: dict[int, str | None], parsed: set[int]
+    ) -> str | None:
+        """The compact JSON of a piece's value when it is known or can be written from its
+        one text (:func:`~gcfkit.jsonio.compact_of`); None: dumped from the value (a joined
+        piece, a Python literal in ``tuples`` mode)."""
+        if len(piece.blocks) != 1:
+            return None
+        i = piece.blocks[0]
+        if i in compacts:
+            return compacts[i]
+        return compact_of(texts[i], piece.value) if i in parsed else None
 
     def _literals(
         self, texts: list[str], sizes: list[int], values: list[Any], policy: ToolPolicy

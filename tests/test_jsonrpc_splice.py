@@ -1,0 +1,112 @@
+"""splice_texts: a rewritten result's new block texts written into the server's line, every
+other byte kept, and None wherever that could not be done exactly (dump_edited then)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gcfkit.proxy.content import edited_line
+from gcfkit.proxy.jsonrpc import parse_envelope, splice_texts
+
+
+def edit(line: bytes, texts: dict[int, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    msg, safe = parse_envelope(line)
+    assert safe
+    old = msg["result"]
+    content = [
+        {**block, "text": texts[i]} if i in texts else block
+        for i, block in enumerate(old["content"])
+    ]
+    return msg, {**old, "content": content}
+
+
+def same_as_dumped(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes:
+    out = splice_texts(line, msg, new)
+    assert out is not None
+    assert out.endswith(b"\n") and out.count(b"\n") == 1
+    assert json.loads(out) == json.loads(edited_line(msg, new, line))
+    return out
+
+
+def test_every_other_byte_is_the_servers() -> None:
+    line = (
+        b'{ "jsonrpc" : "2.0", "id": 7, "result": {"content": [{"type": "text",\t"text" :'
+        b' "[1, 2]"}, {"type": "image", "data": "x"}], "n": -0, "m": 1E2, "s": "\\u00e9"}}\r\n'
+    )
+    msg, new = edit(line, {0: "[1,2]"})
+    out = same_as_dumped(line, msg, new)
+    assert out == line.replace(b'"[1, 2]"', b'"[1,2]"').rstrip() + b"\n"
+
+
+def test_new_text_is_written_as_the_dump_writes_strings() -> None:
+    line = json.dumps({"id": 1, "result": {"content": [{"type": "text", "text": "a"}]}}).encode()
+    msg, new = edit(line, {0: 'GCF "é"\n\\ \udc80'})
+    out = same_as_dumped(line, msg, new)
+    assert b'"GCF \\"\xc3\xa9\\"\\n\\\\ \\udc80"' in out
+
+
+def test_several_blocks() -> None:
+    blocks = [{"type": "text", "text": f"[{i}, {i}]"} for i in range(3)]
+    line = json.dumps({"id": 1, "result": {"content": blocks}}).encode()
+    msg, new = edit(line, {0: "[0,0]", 2: "[2,2]"})
+    out = same_as_dumped(line, msg, new)
+    assert json.loads(out)["result"]["content"][1]["text"] == "[1, 1]"
+
+
+def test_text_members_inside_strings_are_not_members() -> None:
+    inner = json.dumps({"text": "[1, 2]"})  # the old text as a member inside a string
+    line = json.dumps(
+        {"id": 1, "result": {"content": [{"type": "text", "text": "[1, 2]"}], "note": inner}}
+    ).encode()
+    msg, new = edit(line, {0: "[1,2]"})
+    assert b'"note": "{\\"text\\": \\"[1, 2]\\"}"' in same_as_dumped(line, msg, new)
+
+
+def test_a_text_ending_in_a_backslash() -> None:
+    line = json.dumps(
+        {
+            "id": 1,
+            "result": {
+                "content": [{"type": "text", "text": "a\\"}, {"type": "text", "text": "[1, 2]"}]
+            },
+        }
+    ).encode()
+    msg, new = edit(line, {1: "[1,2]"})
+    same_as_dumped(line, msg, new)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # The old text is another member's value too: which one is the block's is unknown.
+        b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}],'
+        b'"structuredContent":{"text":"[1, 2]"}}}',
+        # A member named "text" spelled with an escape.
+        b'{"id":1,"result":{"content":[{"type":"text","te\\u0078t":"[1, 2]"}]}}',
+        b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}],'
+        b'"structuredContent":{"\\u0074ext":"[1, 2]"}}}',
+    ],
+)
+def test_left_to_the_dump_when_not_exact(line: bytes) -> None:
+    msg, new = edit(line, {0: "[1,2]"})
+    assert splice_texts(line, msg, new) is None
+
+
+def test_left_to_the_dump_when_more_than_texts_change() -> None:
+    line = b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
+    msg, _ = parse_envelope(line)
+    old = msg["result"]
+    block = old["content"][0]
+    for new in (
+        {**old, "content": [{**block, "text": "[1,2]"}, {"type": "text", "text": "ref=1"}]},
+        {**old, "content": [{**block, "text": "[1,2]", "annotations": {}}]},
+        {**old, "content": [{**block, "text": "[1,2]"}], "isError": False},
+        {**old, "content": [{**block, "type": "image", "text": "[1,2]"}]},
+        {**old, "content": [block]},  # nothing changed
+        {**old, "content": [{**block, "text": 1}]},
+    ):
+        assert splice_texts(line, msg, new) is None, new
+    assert splice_texts(line, msg, {**old, "content": [{**block, "text": "[1,2]"}]}) is not None
