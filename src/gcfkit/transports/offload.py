@@ -95,7 +95,7 @@ from ..proxy.rewrite import Call, Forget, Outcome, Reset, SessionEvent
 from .local import Here, answer_here
 from .placement import Waiting, place
 from .process import exited, sigkill
-from .tally import FLUSH_SECONDS, Tally, count_here
+from .tally import Tally, count_here
 from .worker import (
     HEADER_SIZE,
     Answer,
@@ -151,10 +151,6 @@ MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 #: next result that needs a worker starts one again (a few hundred milliseconds, not
 #: charged to that result's time budget).
 IDLE_EXIT: Final = 30.0
-
-#: Seconds the pool's close waits for a worker to count what the ledger is owed
-#: (:mod:`gcfkit.transports.tally`) before counting it itself.
-_COUNT_AT_CLOSE: Final = 15.0
 
 #: Seconds a worker that owes the ledger counts must have stayed idle before it is asked to
 #: take them: under a steady flow of results it takes them in batches instead, before its
@@ -215,10 +211,8 @@ class _Worker:
     #: The keys of the sessions whose state lives here.
     homes: set[int] = field(default_factory=set)
     killed: bool = False
-    #: Answered its last job, still writing that job's ledger record (counting its tokens),
-    #: or counting the records of results answered in the relay (``counting``).
+    #: Answered its last job, still writing that job's ledger record (counting its tokens).
     booking: bool = False
-    counting: tuple[Owed, ...] = ()
     #: It has answers whose ledger counts it has not taken yet (it takes them when the pool
     #: has no job for it: :meth:`Offload._count`).
     owes: bool = False
@@ -380,7 +374,8 @@ class Offload:
         self.here = Here(config) if in_process and codec is None else None
         #: The ledger records owed by results answered here (None without a ledger).
         self._tally = Tally() if self.here is not None and ledger_path is not None else None
-        self._tally_timer: asyncio.TimerHandle | None = None
+        #: A count of :attr:`_tally` is scheduled (after the answer being written).
+        self._counting_soon = False
         #: Results answered in this process.
         self.answered_here = 0
         self.patience = min(PATIENCE, config.time_budget / 4)
@@ -466,8 +461,6 @@ class Offload:
         for results answered in this process is counted first (:meth:`_settle_tally`)."""
         with contextlib.suppress(Exception):
             await self._settle_tally()
-        if self._tally_timer is not None:
-            self._tally_timer.cancel()
         self._closed = True
         if self._wake is not None:
             self._wake.cancel()
@@ -513,69 +506,40 @@ class Offload:
         tally = self._tally
         if tally is None:
             return
-        first = not tally
-        tally.add(Owed(outcome, server, call.tool, ms), self._clock())
-        if tally.due(self._clock()):
-            self._flush()
-        elif first:
-            if self._tally_timer is not None:
-                self._tally_timer.cancel()
-            loop = asyncio.get_running_loop()
-            self._tally_timer = loop.call_later(FLUSH_SECONDS, self._flush)
+        tally.add(Owed(outcome, server, call.tool, ms))
+        if not self._counting_soon:
+            # After the answer's line is written: the caller writes it before it yields.
+            self._counting_soon = True
+            asyncio.get_running_loop().call_soon(self._count_owed)
 
-    def _flush(self) -> None:
-        """What the ledger is owed goes to an idle worker, or, when it is due
-        (:meth:`Tally.due`) and none runs, a worker is started for it."""
-        tally = self._tally
-        if tally is None or not tally or self._closed:
+    def _count_owed(self) -> None:
+        """What the ledger is owed for results answered here, counted here (exactly: the
+        relay's codec) and appended."""
+        self._counting_soon = False
+        tally, here = self._tally, self.here
+        if tally is None or here is None or not tally:
             return
-        idle = [w for w in self._idle() if w.ready]
-        if idle:
-            self._count(idle[0])
-        elif tally.due(self._clock()) and not self._size() and self.available:
-            self._grow()
-        elif (
-            self._tally_timer is None
-            or self._tally_timer.when() <= asyncio.get_running_loop().time()
-        ):
-            # Not due yet, or a worker is on its way: look again when it will be.
-            self._tally_timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._flush)
+        try:
+            records = count_here(tally.take(), here.codec, self.config.encoding, self._ledger_path)
+        except Exception:  # the ledger is bookkeeping: never the agent's failure
+            return
+        for record in records:
+            self._observe(functools.partial(_report_record, record))
 
     def _count_if_idle(self, worker: _Worker, done: int) -> None:
         if worker.done == done and worker.owes and worker in self._idle() and not self._closed:
             self._count(worker)
 
     def _count(self, worker: _Worker) -> None:
-        """``worker`` counts what the ledger is owed: its own answers' and the tally's."""
-        items = self._tally.take() if self._tally is not None else ()
-        if worker.send(Count(items)):
+        """``worker`` counts what the ledger is owed for its own answers (the relay's are
+        counted here: :meth:`_count_owed`)."""
+        if worker.send(Count(())):
             worker.booking = True
             worker.owes = False
-            worker.counting = items
-        elif self._tally is not None:
-            for item in items:
-                self._tally.add(item, self._clock())
 
     async def _settle_tally(self) -> None:
-        """At close: what the ledger is owed is counted by a worker (one is started when
-        none runs), within :data:`_COUNT_AT_CLOSE` seconds; else here, so nothing is lost."""
-        tally = self._tally
-        if tally is None or not tally:
-            return
-        if not self._size() and self.available:
-            self._grow()
-        deadline = time.monotonic() + _COUNT_AT_CLOSE
-        while (tally or any(w.counting for w in self._workers)) and self.available:
-            idle = [w for w in self._idle() if w.ready]
-            if tally and idle:
-                self._count(idle[0])
-            if time.monotonic() > deadline or not self._size():
-                break
-            await asyncio.sleep(0.01)
-        if tally:
-            records = count_here(tally.take(), self.codec, self.config.encoding, self._ledger_path)
-            for record in records:
-                self._observe(functools.partial(_report_record, record))
+        """At close: what the ledger is owed for results answered here is counted."""
+        self._count_owed()
 
     # -- workers -----------------------------------------------------------------------
 
@@ -657,7 +621,6 @@ class Offload:
                     self._idle_exit(worker)
                     self._dispatch()
                 elif isinstance(frame, Counted):
-                    worker.counting = ()
                     for record in frame.records:
                         self._observe(functools.partial(_report_record, record))
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
@@ -752,10 +715,6 @@ class Offload:
         if not worker.killed:
             self._crashes += 1
         self._unhome(worker)
-        if worker.counting and self._tally is not None:  # counted again by the next one
-            for item in worker.counting:
-                self._tally.add(item, self._clock())
-            worker.counting = ()
         job, worker.job = worker.job, None
         if job is not None:
             self._fail(job, "worker-exited")
@@ -932,8 +891,6 @@ class Offload:
             loop = asyncio.get_running_loop()
             for worker in [w for w in self._idle() if w.ready and w.owes]:
                 loop.call_later(_COUNT_WHEN_IDLE, self._count_if_idle, worker, worker.done)
-            if self._tally:
-                self._flush()
 
     def _start(self, worker: _Worker, job: _Job) -> None:
         lane = job.lane

@@ -87,6 +87,7 @@ __all__ = [
     "ToWorker",
     "decode_frame_length",
     "encode_frame",
+    "fresh",
     "main",
     "read_frame",
     "write_frame",
@@ -316,21 +317,32 @@ class _Hosts:
         return found, True
 
     def _fresh(self, job: Job) -> Hosted:
-        """A rewriter for one job of no session (the sessionless 2026-07-28 protocol): it
-        starts from the result the call names, when the shell found it (``job.memory``),
-        and names its results unguessably, as the shell keeps them under their handle alone
-        (:mod:`gcfkit.transports.state`); what it remembers goes back with the answer."""
-        c = self.config
+        return fresh(self.config, self.codec, job.memory)
 
-        def memory() -> ResultMemory:
-            return ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes, unguessable=True)
 
-        rewriter = Rewriter(c, self.codec, memory=memory)
-        known: set[str] = set()
-        if job.memory is not None:
-            restore(rewriter.names, job.memory)
-            known = {h.handle for h in rewriter.names.memory.results()}
-        return Hosted(rewriter, 0, known)
+def fresh(config: ProxyConfig, codec: Codec, memory: MemoryReport | None) -> Hosted:
+    """A rewriter for one result of no session (the sessionless 2026-07-28 protocol), in a
+    worker or in the relay's process (:mod:`gcfkit.transports.local`): it starts from the
+    result the call names, when the shell found it (``memory``), and names its results
+    unguessably, as the shell keeps them under their handle alone
+    (:mod:`gcfkit.transports.state`); what it remembers goes back with the answer
+    (:meth:`Hosted.answered` with ``own``).
+
+    >>> fresh(ProxyConfig(), Codec(), None).rewriter.names.memory.unguessable
+    True
+    """
+
+    def held() -> ResultMemory:
+        return ResultMemory(
+            max_results=config.ref_results, max_bytes=config.ref_bytes, unguessable=True
+        )
+
+    rewriter = Rewriter(config, codec, memory=held)
+    known: set[str] = set()
+    if memory is not None:
+        restore(rewriter.names, memory)
+        known = {h.handle for h in rewriter.names.memory.results()}
+    return Hosted(rewriter, 0, known)
 
 
 def main() -> None:
