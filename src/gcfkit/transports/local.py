@@ -172,16 +172,16 @@ def answer_here(
         session.synced = session.changes
         outcome, out, ms = here.answer(hosted, line, call, events)
     except Exception:  # never break the agent: a worker answers, and this host is dropped
+        session.memory.settle()  # what it reported last, taken before the host goes
         session.here = None
         return None
-    minted, report = hosted.answered(True)
     # The state lives here now: the worker it lived in forgets it (and what it was owed).
     session.owed.clear()
     leave_home()
-    session.spent.extend(minted)
-    if report is not None:
-        session.memory.apply(report)
-        session.changes += 1
+    session.spent.extend(hosted.minted())
+    # The pool's copy reads the report when it is first read: most often never.
+    session.memory.later(hosted.report)
+    session.changes += 1
     session.synced = session.changes
     return outcome, out, ms
 

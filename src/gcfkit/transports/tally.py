@@ -94,12 +94,12 @@ def count_here(
     def count(text: str) -> int:
         return codec.count(text, encoding)
 
-    records = []
-    for item in items:
-        record = item.outcome.ledger_record(
+    records = [
+        item.outcome.ledger_record(
             count, server=item.server, tool=item.tool, encoding=encoding, encode_ms=item.encode_ms
         )
-        if ledger is not None:
-            ledger.append(record)
-        records.append(record)
+        for item in items
+    ]
+    if ledger is not None:
+        ledger.append_all(records)
     return records

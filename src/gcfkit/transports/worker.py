@@ -286,10 +286,19 @@ class Hosted:
     def answered(self, own: bool) -> tuple[tuple[str, ...], MemoryReport | None]:
         """After a result: the handles it minted, and (``own``: the session's own rewriter,
         not a stray or fresh one) what the session remembers now, for the pool's copy."""
+        return self.minted(), self.report() if own else None
+
+    def minted(self) -> tuple[str, ...]:
+        """The handles minted since the last call."""
         issued = self.rewriter.names.memory.issued
         minted = tuple(issued[self.reported :])
         self.reported = len(issued)
-        return minted, report(self.rewriter.names, self.known) if own else None
+        return minted
+
+    def report(self) -> MemoryReport:
+        """What the session remembers now, for the pool's copy: every result it holds that
+        the copy lacks (since the last report)."""
+        return report(self.rewriter.names, self.known)
 
 
 class _Hosts:
