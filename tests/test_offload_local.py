@@ -294,3 +294,26 @@ def test_the_tally_keeps_at_most_its_bound_of_owed_text(monkeypatch: pytest.Monk
     assert tally.chars == 0 and [len(item.outcome.lazy) for item in kept] == [1, 1, 0]
     # Past the bound the record is counted by estimate at once: nothing of it is lost.
     assert (kept[2].outcome.tokens_before, kept[2].outcome.bytes_after) == (10, 40)
+
+
+def test_the_ledger_is_counted_in_a_pause_without_a_close(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+
+    async def scenario() -> tuple[int, int]:
+        pool = session_pool(PLAIN, None, ledger)
+        assert await pool.start()
+        try:
+            lane = pool.session()
+            for i in range(3):
+                await lane.rewrite(line(60 + i, rows(5 + i)), Call("t", "t"), "s")
+            before = len(read_entries(ledger)) if ledger.exists() else 0
+            for _ in range(200):  # bounded: 10 s at most
+                if ledger.exists() and len(read_entries(ledger)) == 3:
+                    break
+                await asyncio.sleep(0.05)
+            return before, len(read_entries(ledger))
+        finally:
+            await pool.close()
+
+    before, after = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert (before, after) == (0, 3)  # none counted while results came, all in the pause

@@ -160,14 +160,15 @@ class Ledger:
         """
         try:
             stamp = utc_now_iso() if time is None else time
-            lines = [LedgerEntry(stamp, record).to_json() + "\n" for record in records]
-            if not lines:
+            data = "".join(LedgerEntry(stamp, r).to_json() + "\n" for r in records).encode()
+            if not data:
                 return True
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                for line in lines:
-                    _append_line(fd, line.encode("utf-8"))
+                # One write: an O_APPEND write to a regular file is not interleaved with
+                # another process's, whatever its size.
+                _append_line(fd, data)
             finally:
                 os.close(fd)
         except Exception as e:  # the proxy must survive any ledger failure, whatever it is

@@ -114,9 +114,11 @@ from .worker import (
 from .worker import Job as JobFrame
 
 __all__ = [
+    "COUNT_CHARS",
     "IDLE_EXIT",
     "MAX_WORKERS",
     "PATIENCE",
+    "QUIET_SECONDS",
     "Lane",
     "Observer",
     "Offload",
@@ -151,6 +153,15 @@ MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 #: next result that needs a worker starts one again (a few hundred milliseconds, not
 #: charged to that result's time budget).
 IDLE_EXIT: Final = 30.0
+
+#: Seconds without a result answered in the relay after which the ledger's records of the
+#: results it answered are counted (:meth:`Offload._count_owed`): under a burst of calls the
+#: counting waits for a pause, and costs none of them time.
+QUIET_SECONDS: Final = 0.05
+
+#: Characters of owed text past which they are counted at once, pause or not (~10-20 ms of
+#: counting; the tally keeps at most ``tally.MAX_CHARS``).
+COUNT_CHARS: Final = 1_000_000
 
 #: Seconds a worker that owes the ledger counts must have stayed idle before it is asked to
 #: take them: under a steady flow of results it takes them in batches instead, before its
@@ -374,8 +385,10 @@ class Offload:
         self.here = Here(config) if in_process and codec is None else None
         #: The ledger records owed by results answered here (None without a ledger).
         self._tally = Tally() if self.here is not None and ledger_path is not None else None
-        #: A count of :attr:`_tally` is scheduled (after the answer being written).
-        self._counting_soon = False
+        #: When :attr:`_tally` is counted next (None: nothing owed), and when the last
+        #: result was answered here (the event loop's time).
+        self._count_timer: asyncio.Handle | None = None
+        self._answered_at = 0.0
         #: Results answered in this process.
         self.answered_here = 0
         self.patience = min(PATIENCE, config.time_budget / 4)
@@ -507,15 +520,33 @@ class Offload:
         if tally is None:
             return
         tally.add(Owed(outcome, server, call.tool, ms))
-        if not self._counting_soon:
-            # After the answer's line is written: the caller writes it before it yields.
-            self._counting_soon = True
-            asyncio.get_running_loop().call_soon(self._count_owed)
+        loop = asyncio.get_running_loop()
+        self._answered_at = loop.time()
+        if tally.chars >= COUNT_CHARS:
+            # Too much waits: counted now, after this answer's line is written (the caller
+            # writes it before it yields).
+            if self._count_timer is not None:
+                self._count_timer.cancel()
+            self._count_timer = loop.call_soon(self._count_owed)
+        elif self._count_timer is None:
+            self._count_timer = loop.call_later(QUIET_SECONDS, self._count_when_quiet)
+
+    def _count_when_quiet(self) -> None:
+        """Count what the ledger is owed once no result was answered here for
+        :data:`QUIET_SECONDS`: a burst of calls is answered first, its records after."""
+        loop = asyncio.get_running_loop()
+        wait = self._answered_at + QUIET_SECONDS - loop.time()
+        if wait > 0:
+            self._count_timer = loop.call_later(wait, self._count_when_quiet)
+        else:
+            self._count_owed()
 
     def _count_owed(self) -> None:
         """What the ledger is owed for results answered here, counted here (exactly: the
         relay's codec) and appended."""
-        self._counting_soon = False
+        if self._count_timer is not None:
+            self._count_timer.cancel()
+            self._count_timer = None
         tally, here = self._tally, self.here
         if tally is None or here is None or not tally:
             return
