@@ -63,6 +63,11 @@ class Here:
         self.config = config
         self.codec = Codec()
 
+    def warm_up(self) -> None:
+        """Load the tokenizer and codec now (once per process; the shells run this in a
+        thread at start-up and await it before the first tool result)."""
+        Rewriter(self.config, self.codec).warm_up()
+
     def host(self, spent: Iterable[str], memory: MemoryReport) -> Hosted:
         """A session's rewriter here, starting from what it remembers (``memory``, the
         pool's copy: :func:`catch_up`)."""
