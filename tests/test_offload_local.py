@@ -317,3 +317,40 @@ def test_the_ledger_is_counted_in_a_pause_without_a_close(tmp_path: Path) -> Non
 
     before, after = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert (before, after) == (0, 3)  # none counted while results came, all in the pause
+
+
+def test_a_small_result_does_not_wait_behind_its_sessions_big_one_in_a_worker() -> None:
+    huge = line(70, rows(12_000, "h"))  # ~1 MB: a worker takes a while
+
+    async def scenario() -> tuple[bool, bool, list[str], list[str], str]:
+        pool = session_pool(NAMED, None, None)
+        assert await pool.start()
+        core, lane = ProxyCore(NAMED), pool.session()
+        try:
+            big = asyncio.ensure_future(lane.rewrite(huge, Call("big", "big"), "s"))
+            for _ in range(6000):  # bounded: until the worker has started it (30 s at most)
+                if not pool._queue and pool.pids:
+                    break
+                await asyncio.sleep(0.005)
+            started = not big.done()
+            got = await lane.rewrite(SMALL, Call("small", "small"), "s")
+            stray = not big.done()  # answered while the big one was still in the worker
+            assert got is not None
+            small = [b["text"] for b in json.loads(got)["result"]["content"]]
+            big_line = await big
+            assert big_line is not None
+            held = [b["text"] for b in json.loads(big_line)["result"]["content"]]
+            # The session's state is whole after it: the big result is named, and recalled.
+            core.from_client(_call(71, "big", relative.ref_of(held[-1])))
+            again = _texts(
+                await relay_one(core, lane, response(71, text_result(rows(12_000, "h"))))
+            )
+            return started, stray, small, held, again[0]
+        finally:
+            await pool.close()
+
+    started, stray, small, held, again = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert relative.ref_of(held[-1]) is not None
+    assert again.startswith("@@ unchanged tool=big "), again[:80]
+    if started and stray:  # (a slow machine may start it late or finish it early)
+        assert relative.ref_of(small[-1]) is None  # stray: named by no handle

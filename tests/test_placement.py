@@ -69,4 +69,4 @@ def test_requests_of_no_session_never_wait_for_each_other() -> None:
 def test_a_result_not_big_is_answered_here_unless_its_session_waits_on_a_worker() -> None:
     assert answers_here(IN_PROCESS_BYTES, queued=False)
     assert not answers_here(IN_PROCESS_BYTES + 1, queued=False)
-    assert not answers_here(100, queued=True)  # behind its session's result in a worker
+    assert not answers_here(100, queued=True)  # behind its session's result waiting for a worker

@@ -41,9 +41,9 @@ from typing import Protocol
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, SessionMemory, restore
-from ..proxy.rewrite import Budget, Call, Outcome, Rewriter, SessionEvent
+from ..proxy.rewrite import Budget, Call, Forget, Outcome, Rewriter, SessionEvent
 from .placement import answers_here
-from .worker import Hosted, fresh
+from .worker import Hosted, fresh, stray_config
 
 __all__ = [
     "Here",
@@ -62,6 +62,7 @@ class Here:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.codec = Codec()
+        self._stray = stray_config(config)
 
     def warm_up(self) -> None:
         """Load the tokenizer and codec now (once per process; the shells run this in a
@@ -74,6 +75,10 @@ class Here:
         hosted = Hosted(Rewriter(self.config, self.codec))
         catch_up(hosted, memory, (), spent)
         return hosted
+
+    def stray(self) -> Hosted:
+        """A rewriter without any session's state (:func:`~.worker.stray_config`)."""
+        return Hosted(Rewriter(self._stray, self.codec))
 
     def fresh(self, memory: MemoryReport | None = None) -> Hosted:
         """A rewriter for one request of no session (:func:`~.worker.fresh`, the worker's
@@ -152,19 +157,25 @@ def answer_here(
     call: Call,
     events: list[SessionEvent],
     leave_home: Callable[[], None],
+    queued: bool = False,
 ) -> tuple[Outcome, bytes | None, float] | None:
     """One result of ``session`` answered here (its outcome, the line to send and the
     milliseconds it took), or None when it goes to a worker: the pool's rule
-    (:func:`~gcfkit.transports.placement.answers_here`) says so, or it failed here. The
+    (:func:`~gcfkit.transports.placement.answers_here`; ``queued``: a result of the
+    session waits for a worker) says so, or it failed here. While a result of the session
+    is being rewritten in a worker, one answered here is *stray* (:func:`_answer_stray`).
+    The
     session's rewriter here is caught up first (:func:`catch_up`); once it has answered,
     the session's state lives here (``leave_home``: the worker it lived in forgets it) and
     the pool's copy of what it remembers is updated."""
-    if not answers_here(len(line), session.in_pool > 0):
+    if not answers_here(len(line), queued):
         return None
     if session.key is None:
         return _answer_fresh(here, session, line, call, events)
     if session.closed:
         return None  # a closed session's late result: a worker answers it
+    if session.in_pool:
+        return _answer_stray(here, session, line, call, events)
     try:
         if session.here is None:
             hosted = session.here = here.host(session.spent, session.memory.snapshot())
@@ -206,4 +217,23 @@ def _answer_fresh(
     if report is not None:
         session.memory.apply(report)
         session.changes += 1
+    return outcome, out, ms
+
+
+def _answer_stray(
+    here: Here, session: Session, line: bytes, call: Call, events: list[SessionEvent]
+) -> tuple[Outcome, bytes | None, float] | None:
+    """A result of a session whose earlier result a worker is rewriting now (none waits to
+    start: see :func:`answer_here`), answered here without the session's state, as a
+    worker's stray one is, instead of waiting behind it. Its events, and a forget of its
+    call (the client gets this answer, not a delta against what it held), go where the
+    state lives, after those of the results before it: the worker's next job
+    (``owed``), and the relay's host if the state comes back (``behind``)."""
+    try:
+        outcome, out, ms = here.answer(here.stray(), line, call, ())
+    except Exception:  # never break the agent: a worker answers
+        return None
+    for after in (session.owed, session.behind) if session.here is not None else (session.owed,):
+        after.extend(events)
+        after.append(Forget(call.slot))
     return outcome, out, ms

@@ -6,10 +6,11 @@ hold up its relay (one mechanism for stdio and HTTP):
 * :class:`Offload` is a pool of worker processes: one for a stdio proxy (one session), a
   few for an HTTP server in front of many. Each worker runs one result at a time; the pool
   holds the rest. The shells' pools (:mod:`gcfkit.transports.pools`) start no worker
-  before a result needs one, and a worker idle :data:`IDLE_EXIT` seconds exits; small
-  results are answered in this process instead (:mod:`gcfkit.transports.local`, the rule
-  :func:`~gcfkit.transports.placement.answers_here`), and a worker takes the ledger's
-  exact counts of them later (:mod:`gcfkit.transports.tally`).
+  before a result needs one, and a worker idle :data:`IDLE_EXIT` seconds exits; all but
+  big results are answered in this process instead (:mod:`gcfkit.transports.local`, the
+  rule :func:`~gcfkit.transports.placement.answers_here`), and the ledger's exact counts of
+  them are taken here in a pause between results (:mod:`gcfkit.transports.tally`,
+  :data:`QUIET_SECONDS`).
 * :class:`Lane` is one session's place in the pool (:meth:`Offload.session`); a request
   that belongs to no session (the stateless 2026-07-28 protocol) gets a fresh one of its
   own (:meth:`Offload.fresh`).
@@ -149,7 +150,8 @@ PATIENCE: Final = 0.05
 MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 
 #: Seconds a worker beyond the pool's minimum (none, for the shells' lazy pools) may stay
-#: idle before it exits: its memory (the tokenizer's ranks, ~60 MB) is given back, and the
+#: idle before it exits: its memory (a second Python process with the codec and tokenizer)
+#: is given back, and the
 #: next result that needs a worker starts one again (a few hundred milliseconds, not
 #: charged to that result's time budget).
 IDLE_EXIT: Final = 30.0
@@ -308,7 +310,8 @@ class Lane:
             started = time.monotonic()
             self._take_reset(events)
             leave = functools.partial(self._pool._leave_home, self)
-            got = answer_here(here, self, line, call, events, leave)
+            queued = any(job.lane is self for job in self._pool._queue)
+            got = answer_here(here, self, line, call, events, leave, queued)
             if got is not None:
                 self._pool._answered_here(call, server, *got, started)
                 return got[1]

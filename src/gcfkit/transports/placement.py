@@ -4,8 +4,10 @@ the worker pool's rules (:mod:`gcfkit.transports.offload`), as pure functions of
 pool holds and the time.
 
 A result is answered in the relay's process when it is not big (its response line at most
-:data:`IN_PROCESS_BYTES`) and its session has no earlier result still with the workers (a
-session's results are answered in order); everything else goes to a worker.
+:data:`IN_PROCESS_BYTES`) and its session has no earlier result waiting for a worker (a
+session's results reach its state in order); everything else goes to a worker. (While one
+of the session's results is being rewritten in a worker, a result answered in the relay
+is *stray*: :mod:`gcfkit.transports.local`.)
 
 A session's state lives in the worker that rewrote its last result, its *home*. For each
 result in the queue, oldest first:
@@ -66,7 +68,8 @@ IN_PROCESS_BYTES: Final = 128 * 1024
 
 def answers_here(size: int, queued: bool) -> bool:
     """Whether a result whose response line is ``size`` bytes is answered in the relay's
-    process; ``queued``: whether an earlier result of its session is still with the workers.
+    process; ``queued``: whether an earlier result of its session waits to start in a
+    worker.
 
     >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(200_000, False)
     (True, False, False)

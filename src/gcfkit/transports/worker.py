@@ -90,6 +90,7 @@ __all__ = [
     "fresh",
     "main",
     "read_frame",
+    "stray_config",
     "write_frame",
 ]
 
@@ -309,14 +310,14 @@ class _Hosts:
         self.config = config
         self.codec = codec
         # A stray job names nothing (see the module docstring).
-        self.stray_config = dataclasses.replace(config, refs="off")
+        self.stray_config = stray_config(config)
         self.hosted: dict[int, Hosted] = {}
 
     def for_job(self, job: Job) -> tuple[Hosted, bool]:
         """The session state for one job, and whether its memory is reported to the pool (a
         session's own job, or one of no session: see :meth:`_fresh`)."""
         if job.stray:
-            return Hosted(Rewriter(self.stray_config, self.codec)), False
+            return Hosted(Rewriter(self.stray_config, self.codec)), False  # (see stray_config)
         if job.session is None:
             return self._fresh(job), True
         found = self.hosted.get(job.session)
@@ -327,6 +328,17 @@ class _Hosts:
 
     def _fresh(self, job: Job) -> Hosted:
         return fresh(self.config, self.codec, job.memory)
+
+
+def stray_config(config: ProxyConfig) -> ProxyConfig:
+    """The options of a *stray* rewrite, one without its session's state (in a worker
+    while the session's home is busy, or in the relay while the session has a result with
+    the workers): it names nothing, and its rewriter, fresh, holds no delta base.
+
+    >>> stray_config(ProxyConfig()).refs
+    'off'
+    """
+    return dataclasses.replace(config, refs="off")
 
 
 def fresh(config: ProxyConfig, codec: Codec, memory: MemoryReport | None) -> Hosted:
