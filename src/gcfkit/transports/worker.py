@@ -31,8 +31,8 @@ proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
 processes of the same program) of one message, a dataclass of this module. To the worker:
-:class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (the exact ledger
-counts of results answered in the relay's process, :mod:`gcfkit.transports.tally`). From
+:class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (take the ledger
+counts the worker owes, and any :class:`Owed` records handed over with it). From
 the worker: :class:`Ready` once warmed up, then an :class:`Answer` per job, in order, each
 followed by :class:`Idle` (the pool sends the next job only then; it says whether the
 worker owes the ledger counts), and :class:`Counted` with the ledger records it wrote.
