@@ -111,7 +111,8 @@ def test_a_request_of_no_session_is_answered_here_by_the_workers_rule() -> None:
     texts = [block["text"] for block in json.loads(got)["result"]["content"]]
     handle = relative.ref_of(texts[-1])
     assert handle is not None and held == [handle]
-    assert len(handle) > len(relative.ResultMemory().mint())  # unguessable, not a session's
+    short = relative.ResultMemory().mint()  # a session's
+    assert short is not None and len(handle) > len(short)  # unguessable
 
 
 def test_a_big_result_starts_a_worker() -> None:
