@@ -53,17 +53,17 @@ W = TypeVar("W", bound=Hashable)
 #: The most a result answered in the relay's process may cost, in bytes of its response
 #: line: every other line waits meanwhile, where a worker answers it while the relay goes on.
 #: The relay answers with exact counts (settled-estimate mode, gcfkit._bpe), as a worker
-#: does; bench/answer_path.md (one process, the shared 2-core machine): nested records
-#: 10.6 KB 0.96 ms, 46.6 KB 2.3 ms, 1 MB 50 ms; flat 38 KB 2.0 ms, 834 KB 45 ms, i.e. about
-#: 20 KB per ms, plus the ledger's count after the answer is written (a little less again).
-#: A worker costs a pickle each way and two context switches, ~2 ms at small sizes and
-#: ~13 ms at 1 MB, more than the rewrite itself up to well past 100 KB; what the relay
-#: risks instead is holding up the other calls in flight for as long as it rewrites. At
-#: 128 KiB that is ~6 ms of answer and ~6 ms of ledger count (under load, twice that): the
-#: 45 KB results the issue measures are answered here (its target is gcf-proxy's ~5 ms
-#: added), and a 1 MB result (50 ms) is a worker's, so concurrent small calls wait for at
-#: most one medium rewrite. Measured again in bench/proxy_latency.md.
-IN_PROCESS_BYTES: Final = 128 * 1024
+#: does. Measured in the relay (``Here.answer`` then the ledger's count, the bench's
+#: records, the shared 2-core machine at load 0.4, median of 9): response lines of nested
+#: records 12 KiB 1.8 ms + 0.6, 51 KiB 4.5 + 2.0, 73 KiB 6.1 + 2.7, 145 KiB 11.4 + 5.1;
+#: flat 12 KiB 2.0 + 0.3, 52 KiB 3.8 + 1.9, 73 KiB 5.5 + 2.7, 146 KiB 10.7 + 5.4 (the
+#: ledger's count waits for a pause between results). A worker adds a pickle each way and
+#: two context switches (~2 ms small, ~13 ms at 1 MB) to the same rewrite, so answering
+#: here is faster for the result itself at every size this side of a megabyte; the bound
+#: is what a concurrent small call may wait behind one: at 64 KiB about 6 ms (what
+#: gcf-proxy adds to a 45 KB result), at 128 KiB twice that. The issue's 45 KB results
+#: (51 KiB lines) are answered here; bigger ones go to a worker.
+IN_PROCESS_BYTES: Final = 64 * 1024
 
 
 def answers_here(size: int, queued: bool) -> bool:
@@ -71,7 +71,7 @@ def answers_here(size: int, queued: bool) -> bool:
     process; ``queued``: whether an earlier result of its session waits to start in a
     worker.
 
-    >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(200_000, False)
+    >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(100_000, False)
     (True, False, False)
     """
     return not queued and size <= IN_PROCESS_BYTES
