@@ -145,7 +145,8 @@ def test_the_gateway_is_probed_and_scraped(inproc: h.Background, tmp_path: Path)
     assert {k[2][1] for k in got["gcfkit_results_total"]} == {"orders", "echo"}
     latency = got["gcfkit_added_latency_seconds_count"]
     assert sum(latency.values()) == 4
-    assert got["gcfkit_workers"][()] >= 1
+    # Results this small are answered in the gateway's own process: no worker started.
+    assert got["gcfkit_workers"][()] == 0
 
 
 def test_readyz_fails_when_the_upstream_is_down(inproc: h.Background) -> None:

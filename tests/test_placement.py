@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from gcfkit.transports.placement import (
     IN_PROCESS_BYTES,
-    SKIP_AFTER_CLOSE,
     Start,
     Waiting,
     answers_here,
@@ -67,13 +66,7 @@ def test_requests_of_no_session_never_wait_for_each_other() -> None:
     assert plan.starts == (Start(0, "a", False), Start(1, "b", False))
 
 
-def test_a_small_result_is_answered_here_unless_its_session_or_tool_says_otherwise() -> None:
+def test_a_result_not_big_is_answered_here_unless_its_session_waits_on_a_worker() -> None:
     assert answers_here(IN_PROCESS_BYTES, queued=False)
     assert not answers_here(IN_PROCESS_BYTES + 1, queued=False)
-    assert not answers_here(100, queued=True)  # behind its session's result in a worker
-    assert not answers_here(100, queued=False, delta=True)  # a delta's base is a worker's
-
-
-def test_a_tool_whose_result_needed_exact_counts_is_tried_here_again_later() -> None:
-    tried = [answers_here(100, False, skipped=n) for n in range(SKIP_AFTER_CLOSE + 1)]
-    assert tried == [True] + [False] * (SKIP_AFTER_CLOSE - 1) + [True]
+    assert not answers_here(100, queued=True)  # behind its session's result waiting for a worker

@@ -39,6 +39,7 @@ loop a copy to receive and to hand on, where a parsed value would cost a walk of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..answers.since import Names
@@ -119,18 +120,36 @@ class SessionMemory:
         self._kept: dict[str, Kept] = {}
         self._latest: dict[str, str] = {}
         self._unasked: dict[str, int] = {}
+        self._pending: Callable[[], MemoryReport] | None = None
 
     def __len__(self) -> int:
+        self.settle()
         return len(self._kept)
+
+    def later(self, source: Callable[[], MemoryReport]) -> None:
+        """The next report is ``source()``, taken when the copy is first read (or another
+        report comes): the relay's own rewriter (:mod:`gcfkit.transports.local`) answers
+        most results, and its session's copy is read only when the session moves to a
+        worker or is copied elsewhere, so no result pays for a report nobody reads. The
+        source reports everything since its last report, so a later one replaces it."""
+        self._pending = source
+
+    def settle(self) -> None:
+        """Take the report :meth:`later` left, now."""
+        source, self._pending = self._pending, None
+        if source is not None:
+            self.apply(source())
 
     @property
     def bytes(self) -> int:
         """The size of the results held (as ``ref_bytes`` counts them): what an HTTP server
         bounds across its sessions."""
+        self.settle()
         return sum(k.size for k in self._kept.values())
 
     def apply(self, memory: MemoryReport) -> None:
         """What a worker's memory holds after a result (its report)."""
+        self.settle()
         new = {k.handle: k for k in memory.new}
         kept: dict[str, Kept] = {}
         for handle in memory.order:
@@ -143,12 +162,14 @@ class SessionMemory:
 
     def clear(self) -> None:
         """The session starts over: nothing is held any more."""
+        self._pending = None
         self._kept.clear()
         self._latest.clear()
         self._unasked.clear()
 
     def snapshot(self) -> MemoryReport:
         """Everything held, for a worker that has none of it."""
+        self.settle()
         return MemoryReport(
             tuple(self._kept),
             tuple(self._kept.values()),

@@ -1,27 +1,26 @@
-"""Tool results answered in the relay's own process: the small ones, which a worker would
-only slow down (a pickle each way and two context switches cost more than their rewrite).
+"""Tool results answered in the relay's own process: all but the big ones, which a worker
+rewrites while the relay goes on (a pickle each way and two context switches cost more than
+the rewrite of a result up to :data:`~gcfkit.transports.placement.IN_PROCESS_BYTES`).
 
 Which result is answered here is :func:`~gcfkit.transports.placement.answers_here`'s word
 (the pool's one rule of where a result goes); :class:`~gcfkit.transports.offload.Lane`
 asks it, and sends the rest to its workers. Here, a result is answered by the same road as
 in a worker (:meth:`Rewriter.rewrite_line <gcfkit.proxy.rewrite.Rewriter.rewrite_line>`),
-with two differences that keep the relay light:
+with the same codec (settled-estimate mode: estimates choose, close calls and dense
+definitions are counted exactly, by :mod:`gcfkit._bpe`, about 5 MB per encoding), so the
+answer is the one a worker gives. The ledger's exact counts are owed
+(:mod:`gcfkit.transports.tally`) and counted here once the answer is written.
 
-* **No tokenizer.** The rewriter's codec counts tokens by estimate
-  (:meth:`Codec.estimating <gcfkit.answers.codec.Codec.estimating>`);
-  when a decision is too close to make from estimates, the rewriter says so before
-  touching the session's state (:class:`NeedsExactCounts`), and the result goes to a worker,
-  which answers it as it always did. The ledger's exact counts are owed
-  (:mod:`gcfkit.transports.tally`): a worker counts them later, off the answer's path.
-* **The session's state moves.** A session's state lives where its last result was
-  answered. Its rewriter here (:class:`~gcfkit.transports.worker.Hosted`) is kept while
-  results go to workers, and caught up (:func:`catch_up`) when one comes back: the calls
-  answered elsewhere are forgotten (their delta bases are not what the client holds) and
-  what the session remembers is taken from the pool's copy (:mod:`gcfkit.proxy.held`),
-  which every answer here updates too, so a worker the session moves to starts from it.
-  Taken as it is, unparsed: estimate mode never answers relative to a remembered result (a
-  call naming one is a worker's), so here a held result is its handle, place and size,
-  and catching up costs no parse, whatever the session remembers.
+**The session's state moves.** A session's state lives where its last result was
+answered. Its rewriter here (:class:`~gcfkit.transports.worker.Hosted`) is kept while
+results go to workers, and caught up (:func:`catch_up`) when one comes back: the calls
+answered elsewhere are forgotten (their delta bases are not what the client holds) and
+what the session remembers is taken from the pool's copy (:mod:`gcfkit.proxy.held`),
+which every answer here updates too, so a worker the session moves to starts from it.
+
+A request of no session (the 2026-07-28 protocol) gets the worker's fresh rewriter
+(:func:`~gcfkit.transports.worker.fresh`: unguessable handles, starting from the result
+it names), and what it remembers goes back to its lane, as from a worker.
 
 >>> import json
 >>> from gcfkit.proxy.config import ProxyConfig
@@ -31,29 +30,23 @@ with two differences that keep the relay light:
 ...     content = [{"type": "text", "text": text}]
 ...     return json.dumps({"id": 1, "result": {"content": content}}).encode()
 >>> here.answer(here.fresh(), line(json.dumps([1, 2, 3], indent=2)), Call("t", "t"), ())[1]
-b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2,3]"}]}}\\n'
->>> here.answer(here.fresh(), line("[1, 2, 3]"), Call("t", "t"), ())
-Traceback (most recent call last):
-  ...
-gcfkit.answers.estimates.NeedsExactCounts: a close call (json 6 vs original 6 estimated tokens)
+b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1,2,3]"}]}}\\n'
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Protocol
+from typing import Protocol
 
 from ..proxy.config import Codec, ProxyConfig
-from ..proxy.held import Kept, MemoryReport, SessionMemory
-from ..proxy.rewrite import Budget, Call, NeedsExactCounts, Outcome, Rewriter, SessionEvent
-from ..relative import ResultMemory
+from ..proxy.held import MemoryReport, SessionMemory, restore
+from ..proxy.rewrite import Budget, Call, Forget, Outcome, Rewriter, SessionEvent
 from .placement import answers_here
-from .worker import Hosted
+from .worker import Hosted, fresh, stray_config
 
 __all__ = [
     "Here",
-    "NeedsExactCounts",
     "Session",
     "answer_here",
     "catch_up",
@@ -68,30 +61,13 @@ class Here:
 
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        # Estimate mode: the tokenizer is never loaded here.
-        self.codec = Codec.estimating()
-        #: Per tool whose last result tried here needed exact counts, its results sent to
-        #: a worker since (:func:`~gcfkit.transports.placement.answers_here`'s ``skipped``);
-        #: at most :data:`_TOOLS` tools, the oldest dropped.
-        self.skipped: dict[str, int] = {}
+        self.codec = Codec()
+        self._stray = stray_config(config)
 
-    def skip(self, tool: str) -> int:
-        """How many of ``tool``'s results went to a worker since one here needed exact
-        counts (0: none did)."""
-        return self.skipped.get(tool, 0)
-
-    def tried(self, tool: str, decided: bool | None) -> None:
-        """A result of ``tool`` was tried here (``decided``: whether estimates decided it),
-        or went to a worker while its tool is skipped (None)."""
-        if decided:
-            self.skipped.pop(tool, None)
-        elif decided is False:
-            self.skipped.pop(tool, None)
-            self.skipped[tool] = 1
-            while len(self.skipped) > _TOOLS:
-                del self.skipped[next(iter(self.skipped))]
-        elif tool in self.skipped:
-            self.skipped[tool] += 1
+    def warm_up(self) -> None:
+        """Load the tokenizer and codec now (once per process; the shells run this in a
+        thread at start-up and await it before the first tool result)."""
+        Rewriter(self.config, self.codec).warm_up()
 
     def host(self, spent: Iterable[str], memory: MemoryReport) -> Hosted:
         """A session's rewriter here, starting from what it remembers (``memory``, the
@@ -100,21 +76,20 @@ class Here:
         catch_up(hosted, memory, (), spent)
         return hosted
 
-    def deltas(self, call: Call) -> bool:
-        """Whether results of ``call``'s tool may be answered as deltas (``--delta``)."""
-        return self.config.policy.for_tool(call.tool, file=call.file).delta
+    def stray(self) -> Hosted:
+        """A rewriter without any session's state (:func:`~.worker.stray_config`)."""
+        return Hosted(Rewriter(self._stray, self.codec))
 
-    def fresh(self) -> Hosted:
-        """A rewriter that remembers nothing (a request of no session is a worker's:
-        :func:`answer_here`)."""
-        return Hosted(Rewriter(self.config, self.codec))
+    def fresh(self, memory: MemoryReport | None = None) -> Hosted:
+        """A rewriter for one request of no session (:func:`~.worker.fresh`, the worker's
+        rule), starting from ``memory`` (the result its call names)."""
+        return fresh(self.config, self.codec, memory)
 
     def answer(
         self, hosted: Hosted, line: bytes, call: Call, events: Sequence[SessionEvent]
     ) -> tuple[Outcome, bytes | None, float]:
         """The outcome, the line to send (None: the original) and the milliseconds it
-        took. Raises :class:`NeedsExactCounts` (the session's state untouched but for
-        ``events``) when a worker must answer it."""
+        took."""
         rewriter = hosted.rewriter
         rewriter.apply(events)
         started = time.monotonic()
@@ -146,9 +121,9 @@ def catch_up(
             present.add(result.handle)
         else:
             held.forget(result.handle)
-    for kept in memory.new:
-        if kept.handle not in present:
-            _hold(held, kept)
+    # The results it lacks, parsed as a worker the session moves to parses them: a call
+    # naming one is answered here relative to its value.
+    restore(names, MemoryReport(new=tuple(k for k in memory.new if k.handle not in present)))
     for handle in memory.order:
         held.recall(handle)  # in the pool's order of use: the same result is evicted next
     names.latest.clear()
@@ -157,23 +132,6 @@ def catch_up(
     names.unasked.update(memory.unasked)
     hosted.known = {result.handle for result in held.results()}
     hosted.reported = len(held.issued)
-
-
-def _hold(held: ResultMemory, kept: Kept) -> None:
-    held.spend((kept.handle,))
-    held.remember(
-        kept.tool,
-        kept.args,
-        kept.kind,
-        kept,  # the value, never read here
-        size=kept.size,
-        depth=kept.depth,
-        handle=kept.handle,
-    )
-
-
-#: Tools :attr:`Here.skipped` remembers at most.
-_TOOLS: Final = 1024
 
 
 class Session(Protocol):
@@ -199,28 +157,26 @@ def answer_here(
     call: Call,
     events: list[SessionEvent],
     leave_home: Callable[[], None],
+    queued: bool = False,
 ) -> tuple[Outcome, bytes | None, float] | None:
     """One result of ``session`` answered here (its outcome, the line to send and the
     milliseconds it took), or None when it goes to a worker: the pool's rule
-    (:func:`~gcfkit.transports.placement.answers_here`) says so, or the rewriter cannot
-    decide from estimates. The session's rewriter here is caught up first
-    (:func:`catch_up`); once it has answered, the session's state lives here
-    (``leave_home``: the worker it lived in forgets it) and the pool's copy of what it
-    remembers is updated."""
+    (:func:`~gcfkit.transports.placement.answers_here`; ``queued``: a result of the
+    session waits for a worker) says so, or it failed here. While a result of the session
+    is being rewritten in a worker, one answered here is *stray* (:func:`_answer_stray`).
+    The
+    session's rewriter here is caught up first (:func:`catch_up`); once it has answered,
+    the session's state lives here (``leave_home``: the worker it lived in forgets it) and
+    the pool's copy of what it remembers is updated."""
+    if not answers_here(len(line), queued):
+        return None
     if session.key is None:
-        # A request of no session starts from the result it names and mints unguessable
-        # handles the shell keeps (:mod:`gcfkit.transports.state`): the worker's rule
-        # (``worker._Hosts._fresh``), not repeated here.
-        return None
-    skipped = here.skip(call.tool)
-    if not answers_here(len(line), session.in_pool > 0, here.deltas(call), skipped):
-        if skipped:
-            here.tried(call.tool, None)
-        return None
-    own = session.key is not None and not session.closed
+        return _answer_fresh(here, session, line, call, events)
+    if session.closed:
+        return None  # a closed session's late result: a worker answers it
+    if session.in_pool:
+        return _answer_stray(here, session, line, call, events)
     try:
-        if not own:
-            return None  # a closed session's late result: a worker answers it
         if session.here is None:
             hosted = session.here = here.host(session.spent, session.memory.snapshot())
         else:
@@ -228,27 +184,56 @@ def answer_here(
             if session.behind or session.synced != session.changes:
                 memory = session.memory.snapshot()
                 catch_up(hosted, memory, session.behind, session.spent)
-        if own:
-            session.behind.clear()
-            session.synced = session.changes
+        session.behind.clear()
+        session.synced = session.changes
         outcome, out, ms = here.answer(hosted, line, call, events)
-    except NeedsExactCounts:
-        # The session stays where it lives (its worker, if any, still holds it); the
-        # events reach this host again, with the rest it is behind by.
-        here.tried(call.tool, False)
-        return None
     except Exception:  # never break the agent: a worker answers, and this host is dropped
+        session.memory.settle()  # what it reported last, taken before the host goes
         session.here = None
         return None
-    here.tried(call.tool, True)
-    minted, report = hosted.answered(own)
-    if own:
-        # The state lives here now: the worker it lived in forgets it (and what it was owed).
-        session.owed.clear()
-        leave_home()
-        session.spent.extend(minted)
-        if report is not None:
-            session.memory.apply(report)
-            session.changes += 1
-        session.synced = session.changes
+    # The state lives here now: the worker it lived in forgets it (and what it was owed).
+    session.owed.clear()
+    leave_home()
+    session.spent.extend(hosted.minted())
+    # The pool's copy reads the report when it is first read: most often never.
+    session.memory.later(hosted.report)
+    session.changes += 1
+    session.synced = session.changes
+    return outcome, out, ms
+
+
+def _answer_fresh(
+    here: Here, session: Session, line: bytes, call: Call, events: list[SessionEvent]
+) -> tuple[Outcome, bytes | None, float] | None:
+    """A request of no session: a fresh rewriter from the result it names (what its lane
+    holds), and what it remembers after goes back to the lane (as a worker's report)."""
+    try:
+        hosted = here.fresh(session.memory.snapshot() if len(session.memory) else None)
+        outcome, out, ms = here.answer(hosted, line, call, events)
+    except Exception:  # never break the agent: a worker answers
+        return None
+    minted, report = hosted.answered(True)
+    session.spent.extend(minted)
+    if report is not None:
+        session.memory.apply(report)
+        session.changes += 1
+    return outcome, out, ms
+
+
+def _answer_stray(
+    here: Here, session: Session, line: bytes, call: Call, events: list[SessionEvent]
+) -> tuple[Outcome, bytes | None, float] | None:
+    """A result of a session whose earlier result a worker is rewriting now (none waits to
+    start: see :func:`answer_here`), answered here without the session's state, as a
+    worker's stray one is, instead of waiting behind it. Its events, and a forget of its
+    call (the client gets this answer, not a delta against what it held), go where the
+    state lives, after those of the results before it: the worker's next job
+    (``owed``), and the relay's host if the state comes back (``behind``)."""
+    try:
+        outcome, out, ms = here.answer(here.stray(), line, call, ())
+    except Exception:  # never break the agent: a worker answers
+        return None
+    for after in (session.owed, session.behind) if session.here is not None else (session.owed,):
+        after.extend(events)
+        after.append(Forget(call.slot))
     return outcome, out, ms

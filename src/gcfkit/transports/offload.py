@@ -6,10 +6,11 @@ hold up its relay (one mechanism for stdio and HTTP):
 * :class:`Offload` is a pool of worker processes: one for a stdio proxy (one session), a
   few for an HTTP server in front of many. Each worker runs one result at a time; the pool
   holds the rest. The shells' pools (:mod:`gcfkit.transports.pools`) start no worker
-  before a result needs one, and a worker idle :data:`IDLE_EXIT` seconds exits; small
-  results are answered in this process instead (:mod:`gcfkit.transports.local`, the rule
-  :func:`~gcfkit.transports.placement.answers_here`), and a worker takes the ledger's
-  exact counts of them later (:mod:`gcfkit.transports.tally`).
+  before a result needs one, and a worker idle :data:`IDLE_EXIT` seconds exits; all but
+  big results are answered in this process instead (:mod:`gcfkit.transports.local`, the
+  rule :func:`~gcfkit.transports.placement.answers_here`), and the ledger's exact counts of
+  them are taken here in a pause between results (:mod:`gcfkit.transports.tally`,
+  :data:`QUIET_SECONDS`).
 * :class:`Lane` is one session's place in the pool (:meth:`Offload.session`); a request
   that belongs to no session (the stateless 2026-07-28 protocol) gets a fresh one of its
   own (:meth:`Offload.fresh`).
@@ -95,7 +96,7 @@ from ..proxy.rewrite import Call, Forget, Outcome, Reset, SessionEvent
 from .local import Here, answer_here
 from .placement import Waiting, place
 from .process import exited, sigkill
-from .tally import FLUSH_SECONDS, Tally, count_here
+from .tally import Tally, count_here
 from .worker import (
     HEADER_SIZE,
     Answer,
@@ -114,9 +115,11 @@ from .worker import (
 from .worker import Job as JobFrame
 
 __all__ = [
+    "COUNT_CHARS",
     "IDLE_EXIT",
     "MAX_WORKERS",
     "PATIENCE",
+    "QUIET_SECONDS",
     "Lane",
     "Observer",
     "Offload",
@@ -147,14 +150,20 @@ PATIENCE: Final = 0.05
 MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 
 #: Seconds a worker beyond the pool's minimum (none, for the shells' lazy pools) may stay
-#: idle before it exits: its memory (the tokenizer's ranks, ~60 MB) is given back, and the
+#: idle before it exits: its memory (a second Python process with the codec and tokenizer)
+#: is given back, and the
 #: next result that needs a worker starts one again (a few hundred milliseconds, not
 #: charged to that result's time budget).
 IDLE_EXIT: Final = 30.0
 
-#: Seconds the pool's close waits for a worker to count what the ledger is owed
-#: (:mod:`gcfkit.transports.tally`) before counting it itself.
-_COUNT_AT_CLOSE: Final = 15.0
+#: Seconds without a result answered in the relay after which the ledger's records of the
+#: results it answered are counted (:meth:`Offload._count_owed`): under a burst of calls the
+#: counting waits for a pause, and costs none of them time.
+QUIET_SECONDS: Final = 0.05
+
+#: Characters of owed text past which they are counted at once, pause or not (~10-20 ms of
+#: counting; the tally keeps at most ``tally.MAX_CHARS``).
+COUNT_CHARS: Final = 1_000_000
 
 #: Seconds a worker that owes the ledger counts must have stayed idle before it is asked to
 #: take them: under a steady flow of results it takes them in batches instead, before its
@@ -215,10 +224,8 @@ class _Worker:
     #: The keys of the sessions whose state lives here.
     homes: set[int] = field(default_factory=set)
     killed: bool = False
-    #: Answered its last job, still writing that job's ledger record (counting its tokens),
-    #: or counting the records of results answered in the relay (``counting``).
+    #: Answered its last job, still writing that job's ledger record (counting its tokens).
     booking: bool = False
-    counting: tuple[Owed, ...] = ()
     #: It has answers whose ledger counts it has not taken yet (it takes them when the pool
     #: has no job for it: :meth:`Offload._count`).
     owes: bool = False
@@ -303,7 +310,8 @@ class Lane:
             started = time.monotonic()
             self._take_reset(events)
             leave = functools.partial(self._pool._leave_home, self)
-            got = answer_here(here, self, line, call, events, leave)
+            queued = any(job.lane is self for job in self._pool._queue)
+            got = answer_here(here, self, line, call, events, leave, queued)
             if got is not None:
                 self._pool._answered_here(call, server, *got, started)
                 return got[1]
@@ -380,7 +388,10 @@ class Offload:
         self.here = Here(config) if in_process and codec is None else None
         #: The ledger records owed by results answered here (None without a ledger).
         self._tally = Tally() if self.here is not None and ledger_path is not None else None
-        self._tally_timer: asyncio.TimerHandle | None = None
+        #: When :attr:`_tally` is counted next (None: nothing owed), and when the last
+        #: result was answered here (the event loop's time).
+        self._count_timer: asyncio.Handle | None = None
+        self._answered_at = 0.0
         #: Results answered in this process.
         self.answered_here = 0
         self.patience = min(PATIENCE, config.time_budget / 4)
@@ -466,8 +477,6 @@ class Offload:
         for results answered in this process is counted first (:meth:`_settle_tally`)."""
         with contextlib.suppress(Exception):
             await self._settle_tally()
-        if self._tally_timer is not None:
-            self._tally_timer.cancel()
         self._closed = True
         if self._wake is not None:
             self._wake.cancel()
@@ -513,69 +522,58 @@ class Offload:
         tally = self._tally
         if tally is None:
             return
-        first = not tally
-        tally.add(Owed(outcome, server, call.tool, ms), self._clock())
-        if tally.due(self._clock()):
-            self._flush()
-        elif first:
-            if self._tally_timer is not None:
-                self._tally_timer.cancel()
-            loop = asyncio.get_running_loop()
-            self._tally_timer = loop.call_later(FLUSH_SECONDS, self._flush)
+        tally.add(Owed(outcome, server, call.tool, ms))
+        loop = asyncio.get_running_loop()
+        self._answered_at = loop.time()
+        if tally.chars >= COUNT_CHARS:
+            # Too much waits: counted now, after this answer's line is written (the caller
+            # writes it before it yields).
+            if self._count_timer is not None:
+                self._count_timer.cancel()
+            self._count_timer = loop.call_soon(self._count_owed)
+        elif self._count_timer is None:
+            self._count_timer = loop.call_later(QUIET_SECONDS, self._count_when_quiet)
 
-    def _flush(self) -> None:
-        """What the ledger is owed goes to an idle worker, or, when it is due
-        (:meth:`Tally.due`) and none runs, a worker is started for it."""
-        tally = self._tally
-        if tally is None or not tally or self._closed:
+    def _count_when_quiet(self) -> None:
+        """Count what the ledger is owed once no result was answered here for
+        :data:`QUIET_SECONDS`: a burst of calls is answered first, its records after."""
+        loop = asyncio.get_running_loop()
+        wait = self._answered_at + QUIET_SECONDS - loop.time()
+        if wait > 0:
+            self._count_timer = loop.call_later(wait, self._count_when_quiet)
+        else:
+            self._count_owed()
+
+    def _count_owed(self) -> None:
+        """What the ledger is owed for results answered here, counted here (exactly: the
+        relay's codec) and appended."""
+        if self._count_timer is not None:
+            self._count_timer.cancel()
+            self._count_timer = None
+        tally, here = self._tally, self.here
+        if tally is None or here is None or not tally:
             return
-        idle = [w for w in self._idle() if w.ready]
-        if idle:
-            self._count(idle[0])
-        elif tally.due(self._clock()) and not self._size() and self.available:
-            self._grow()
-        elif (
-            self._tally_timer is None
-            or self._tally_timer.when() <= asyncio.get_running_loop().time()
-        ):
-            # Not due yet, or a worker is on its way: look again when it will be.
-            self._tally_timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._flush)
+        try:
+            records = count_here(tally.take(), here.codec, self.config.encoding, self._ledger_path)
+        except Exception:  # the ledger is bookkeeping: never the agent's failure
+            return
+        for record in records:
+            self._observe(functools.partial(_report_record, record))
 
     def _count_if_idle(self, worker: _Worker, done: int) -> None:
         if worker.done == done and worker.owes and worker in self._idle() and not self._closed:
             self._count(worker)
 
     def _count(self, worker: _Worker) -> None:
-        """``worker`` counts what the ledger is owed: its own answers' and the tally's."""
-        items = self._tally.take() if self._tally is not None else ()
-        if worker.send(Count(items)):
+        """``worker`` counts what the ledger is owed for its own answers (the relay's are
+        counted here: :meth:`_count_owed`)."""
+        if worker.send(Count(())):
             worker.booking = True
             worker.owes = False
-            worker.counting = items
-        elif self._tally is not None:
-            for item in items:
-                self._tally.add(item, self._clock())
 
     async def _settle_tally(self) -> None:
-        """At close: what the ledger is owed is counted by a worker (one is started when
-        none runs), within :data:`_COUNT_AT_CLOSE` seconds; else here, so nothing is lost."""
-        tally = self._tally
-        if tally is None or not tally:
-            return
-        if not self._size() and self.available:
-            self._grow()
-        deadline = time.monotonic() + _COUNT_AT_CLOSE
-        while (tally or any(w.counting for w in self._workers)) and self.available:
-            idle = [w for w in self._idle() if w.ready]
-            if tally and idle:
-                self._count(idle[0])
-            if time.monotonic() > deadline or not self._size():
-                break
-            await asyncio.sleep(0.01)
-        if tally:
-            records = count_here(tally.take(), self.codec, self.config.encoding, self._ledger_path)
-            for record in records:
-                self._observe(functools.partial(_report_record, record))
+        """At close: what the ledger is owed for results answered here is counted."""
+        self._count_owed()
 
     # -- workers -----------------------------------------------------------------------
 
@@ -657,7 +655,6 @@ class Offload:
                     self._idle_exit(worker)
                     self._dispatch()
                 elif isinstance(frame, Counted):
-                    worker.counting = ()
                     for record in frame.records:
                         self._observe(functools.partial(_report_record, record))
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
@@ -752,10 +749,6 @@ class Offload:
         if not worker.killed:
             self._crashes += 1
         self._unhome(worker)
-        if worker.counting and self._tally is not None:  # counted again by the next one
-            for item in worker.counting:
-                self._tally.add(item, self._clock())
-            worker.counting = ()
         job, worker.job = worker.job, None
         if job is not None:
             self._fail(job, "worker-exited")
@@ -932,8 +925,6 @@ class Offload:
             loop = asyncio.get_running_loop()
             for worker in [w for w in self._idle() if w.ready and w.owes]:
                 loop.call_later(_COUNT_WHEN_IDLE, self._count_if_idle, worker, worker.done)
-            if self._tally:
-                self._flush()
 
     def _start(self, worker: _Worker, job: _Job) -> None:
         lane = job.lane

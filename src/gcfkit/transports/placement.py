@@ -3,15 +3,11 @@
 the worker pool's rules (:mod:`gcfkit.transports.offload`), as pure functions of what the
 pool holds and the time.
 
-A result is answered in the relay's process when it is small (its response line at most
-:data:`IN_PROCESS_BYTES`), its tool's results are not answered as deltas (a delta is
-chosen by exact counts, so its base lives in a worker) and its session has no earlier
-result still with the workers (a session's results are answered in order); everything
-else goes to a worker, as does a result whose answer cannot be decided without exact token
-counts (:class:`~gcfkit.transports.local.NeedsExactCounts`). A tool whose last result
-tried here could not be decided is tried here again only every :data:`SKIP_AFTER_CLOSE`
-results, the others going straight to a worker (a tool's results are alike: the estimate
-would most likely be wasted again).
+A result is answered in the relay's process when it is not big (its response line at most
+:data:`IN_PROCESS_BYTES`) and its session has no earlier result waiting for a worker (a
+session's results reach its state in order); everything else goes to a worker. (While one
+of the session's results is being rewritten in a worker, a result answered in the relay
+is *stray*: :mod:`gcfkit.transports.local`.)
 
 A session's state lives in the worker that rewrote its last result, its *home*. For each
 result in the queue, oldest first:
@@ -45,7 +41,6 @@ from typing import Final, Generic, TypeVar
 
 __all__ = [
     "IN_PROCESS_BYTES",
-    "SKIP_AFTER_CLOSE",
     "Placement",
     "Start",
     "Waiting",
@@ -56,39 +51,30 @@ __all__ = [
 W = TypeVar("W", bound=Hashable)
 
 #: The most a result answered in the relay's process may cost, in bytes of its response
-#: line: every other line waits meanwhile. Measured on the shared 2-core machine (load 3-4,
-#: bench/proxy_latency.py's records, estimate mode, dense off so that estimates decide):
-#: flat records 2.1 KB 1.3 ms, 3.9 KB 1.7 ms, 7.8 KB 3.5 ms, 15 KB 8.7 ms, 31 KB 17 ms;
-#: nested 2.6 KB 1.7 ms, 4.8 KB 2.8 ms, 9.6 KB 11 ms, 38 KB 38 ms. Nine tenths of that is
-#: the token estimate (``gcfkit.tokens.estimate``, pure Python, ~1 MB/s), where a worker's
-#: exact rewrite takes 2.5 ms at 10 KB and 6 ms at 38 KB, plus ~2 ms of round trip. So 8 KiB:
-#: at most ~5 ms of hold-up, and results where the round trip would dominate; a faster
-#: estimate moves the line up (the exact path alone would allow 64 KiB for ~10 ms).
-IN_PROCESS_BYTES: Final = 8 * 1024
+#: line: every other line waits meanwhile, where a worker answers it while the relay goes on.
+#: The relay answers with exact counts (settled-estimate mode, gcfkit._bpe), as a worker
+#: does. Measured in the relay (``Here.answer`` then the ledger's count, the bench's
+#: records, the shared 2-core machine at load 0.4, median of 9): response lines of nested
+#: records 12 KiB 1.8 ms + 0.6, 51 KiB 4.5 + 2.0, 73 KiB 6.1 + 2.7, 145 KiB 11.4 + 5.1;
+#: flat 12 KiB 2.0 + 0.3, 52 KiB 3.8 + 1.9, 73 KiB 5.5 + 2.7, 146 KiB 10.7 + 5.4 (the
+#: ledger's count waits for a pause between results). A worker adds a pickle each way and
+#: two context switches (~2 ms small, ~13 ms at 1 MB) to the same rewrite, so answering
+#: here is faster for the result itself at every size this side of a megabyte; the bound
+#: is what a concurrent small call may wait behind one: at 64 KiB about 6 ms (what
+#: gcf-proxy adds to a 45 KB result), at 128 KiB twice that. The issue's 45 KB results
+#: (51 KiB lines) are answered here; bigger ones go to a worker.
+IN_PROCESS_BYTES: Final = 64 * 1024
 
-#: After a result of a tool tried here needed exact counts, its results go straight to a
-#: worker but for one in this many, tried here again (the attempt costs 0.1-1.5 ms,
-#: measured from 1 KB to 45 KB: wasted when it is a close call again).
-SKIP_AFTER_CLOSE: Final = 8
 
-
-def answers_here(size: int, queued: bool, delta: bool = False, skipped: int = 0) -> bool:
+def answers_here(size: int, queued: bool) -> bool:
     """Whether a result whose response line is ``size`` bytes is answered in the relay's
-    process; ``queued``: whether an earlier result of its session is still with the workers;
-    ``delta``: whether its tool's results may be answered as deltas; ``skipped``: how many
-    of its tool's results went to a worker since one here needed exact counts (0: none did,
-    or one here since was decided).
+    process; ``queued``: whether an earlier result of its session waits to start in a
+    worker.
 
-    >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(10_000, False)
+    >>> answers_here(2_000, False), answers_here(2_000, True), answers_here(100_000, False)
     (True, False, False)
-    >>> answers_here(2_000, False, delta=True), answers_here(2_000, False, skipped=3)
-    (False, False)
-    >>> answers_here(2_000, False, skipped=SKIP_AFTER_CLOSE)
-    True
     """
-    if skipped and skipped < SKIP_AFTER_CLOSE:
-        return False
-    return not queued and not delta and size <= IN_PROCESS_BYTES
+    return not queued and size <= IN_PROCESS_BYTES
 
 
 @dataclass(frozen=True, slots=True)

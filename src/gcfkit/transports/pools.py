@@ -1,7 +1,7 @@
 """The worker pools the shells run (:mod:`gcfkit.transports.offload`), made and started
-one way: lazily. No worker runs at the proxy's start; small results are answered in the
-relay's process (:mod:`gcfkit.transports.local`), the first result that needs a worker
-starts one (it loads the tokenizer then), and a worker idle for
+one way: lazily. No worker runs at the proxy's start; all but big results are answered in
+the relay's process (:mod:`gcfkit.transports.local`, whose tokenizer is loaded in a thread
+at the start), the first result that needs a worker starts one, and a worker idle for
 :data:`~gcfkit.transports.offload.IDLE_EXIT` seconds exits.
 
 >>> from gcfkit.proxy.config import ProxyConfig
@@ -54,6 +54,10 @@ async def start_or_warm(offload: Offload, core: ProxyCore) -> asyncio.Future[Non
     what the first such rewrite waits for (done at once when the pool runs)."""
     loop = asyncio.get_running_loop()
     if await offload.start():
+        if offload.here is not None:
+            # The relay answers most results: its tokenizer (~140 ms to build) is loaded
+            # while the server starts, not on the first result.
+            return loop.run_in_executor(None, offload.here.warm_up)
         done: asyncio.Future[None] = loop.create_future()
         done.set_result(None)
         return done
@@ -67,3 +71,5 @@ async def start_pool(offload: Offload) -> None:
     if not await offload.start():
         warm = ProxyCore(offload.config, offload.codec).warm_up
         await asyncio.get_running_loop().run_in_executor(None, warm)
+    elif offload.here is not None:
+        await asyncio.get_running_loop().run_in_executor(None, offload.here.warm_up)

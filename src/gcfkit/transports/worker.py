@@ -31,8 +31,8 @@ proxy.
 
 Frames both ways are an 8-byte big-endian length and a pickle (a private pipe between two
 processes of the same program) of one message, a dataclass of this module. To the worker:
-:class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (the exact ledger
-counts of results answered in the relay's process, :mod:`gcfkit.transports.tally`). From
+:class:`Init` first, then :class:`Job`, :class:`Drop` and :class:`Count` (take the ledger
+counts the worker owes, and any :class:`Owed` records handed over with it). From
 the worker: :class:`Ready` once warmed up, then an :class:`Answer` per job, in order, each
 followed by :class:`Idle` (the pool sends the next job only then; it says whether the
 worker owes the ledger counts), and :class:`Counted` with the ledger records it wrote.
@@ -87,8 +87,10 @@ __all__ = [
     "ToWorker",
     "decode_frame_length",
     "encode_frame",
+    "fresh",
     "main",
     "read_frame",
+    "stray_config",
     "write_frame",
 ]
 
@@ -285,10 +287,19 @@ class Hosted:
     def answered(self, own: bool) -> tuple[tuple[str, ...], MemoryReport | None]:
         """After a result: the handles it minted, and (``own``: the session's own rewriter,
         not a stray or fresh one) what the session remembers now, for the pool's copy."""
+        return self.minted(), self.report() if own else None
+
+    def minted(self) -> tuple[str, ...]:
+        """The handles minted since the last call."""
         issued = self.rewriter.names.memory.issued
         minted = tuple(issued[self.reported :])
         self.reported = len(issued)
-        return minted, report(self.rewriter.names, self.known) if own else None
+        return minted
+
+    def report(self) -> MemoryReport:
+        """What the session remembers now, for the pool's copy: every result it holds that
+        the copy lacks (since the last report)."""
+        return report(self.rewriter.names, self.known)
 
 
 class _Hosts:
@@ -299,14 +310,14 @@ class _Hosts:
         self.config = config
         self.codec = codec
         # A stray job names nothing (see the module docstring).
-        self.stray_config = dataclasses.replace(config, refs="off")
+        self.stray_config = stray_config(config)
         self.hosted: dict[int, Hosted] = {}
 
     def for_job(self, job: Job) -> tuple[Hosted, bool]:
         """The session state for one job, and whether its memory is reported to the pool (a
         session's own job, or one of no session: see :meth:`_fresh`)."""
         if job.stray:
-            return Hosted(Rewriter(self.stray_config, self.codec)), False
+            return Hosted(Rewriter(self.stray_config, self.codec)), False  # (see stray_config)
         if job.session is None:
             return self._fresh(job), True
         found = self.hosted.get(job.session)
@@ -316,21 +327,43 @@ class _Hosts:
         return found, True
 
     def _fresh(self, job: Job) -> Hosted:
-        """A rewriter for one job of no session (the sessionless 2026-07-28 protocol): it
-        starts from the result the call names, when the shell found it (``job.memory``),
-        and names its results unguessably, as the shell keeps them under their handle alone
-        (:mod:`gcfkit.transports.state`); what it remembers goes back with the answer."""
-        c = self.config
+        return fresh(self.config, self.codec, job.memory)
 
-        def memory() -> ResultMemory:
-            return ResultMemory(max_results=c.ref_results, max_bytes=c.ref_bytes, unguessable=True)
 
-        rewriter = Rewriter(c, self.codec, memory=memory)
-        known: set[str] = set()
-        if job.memory is not None:
-            restore(rewriter.names, job.memory)
-            known = {h.handle for h in rewriter.names.memory.results()}
-        return Hosted(rewriter, 0, known)
+def stray_config(config: ProxyConfig) -> ProxyConfig:
+    """The options of a *stray* rewrite, one without its session's state (in a worker
+    while the session's home is busy, or in the relay while the session has a result with
+    the workers): it names nothing, and its rewriter, fresh, holds no delta base.
+
+    >>> stray_config(ProxyConfig()).refs
+    'off'
+    """
+    return dataclasses.replace(config, refs="off")
+
+
+def fresh(config: ProxyConfig, codec: Codec, memory: MemoryReport | None) -> Hosted:
+    """A rewriter for one result of no session (the sessionless 2026-07-28 protocol), in a
+    worker or in the relay's process (:mod:`gcfkit.transports.local`): it starts from the
+    result the call names, when the shell found it (``memory``), and names its results
+    unguessably, as the shell keeps them under their handle alone
+    (:mod:`gcfkit.transports.state`); what it remembers goes back with the answer
+    (:meth:`Hosted.answered` with ``own``).
+
+    >>> fresh(ProxyConfig(), Codec(), None).rewriter.names.memory.unguessable
+    True
+    """
+
+    def held() -> ResultMemory:
+        return ResultMemory(
+            max_results=config.ref_results, max_bytes=config.ref_bytes, unguessable=True
+        )
+
+    rewriter = Rewriter(config, codec, memory=held)
+    known: set[str] = set()
+    if memory is not None:
+        restore(rewriter.names, memory)
+        known = {h.handle for h in rewriter.names.memory.results()}
+    return Hosted(rewriter, 0, known)
 
 
 def main() -> None:
