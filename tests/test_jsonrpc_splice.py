@@ -101,7 +101,8 @@ def test_left_to_the_dump_when_more_than_texts_change() -> None:
     old = msg["result"]
     block = old["content"][0]
     for new in (
-        {**old, "content": [{**block, "text": "[1,2]"}, {"type": "text", "text": "ref=1"}]},
+        {**old, "content": []},  # a block removed
+        {**old, "content": [{"type": "text", "text": "ref=1"}, block]},  # added before
         {**old, "content": [{**block, "text": "[1,2]", "annotations": {}}]},
         {**old, "content": [{**block, "text": "[1,2]"}], "isError": False},
         {**old, "content": [{**block, "type": "image", "text": "[1,2]"}]},
@@ -110,3 +111,51 @@ def test_left_to_the_dump_when_more_than_texts_change() -> None:
     ):
         assert splice_texts(line, msg, new) is None, new
     assert splice_texts(line, msg, {**old, "content": [{**block, "text": "[1,2]"}]}) is not None
+
+
+def test_an_added_block_goes_before_the_content_arrays_bracket() -> None:
+    line = (
+        b'{"jsonrpc": "2.0", "id": 3, "result": {"structuredContent": {"content": ["]"]},'
+        b' "content" : [ {"type": "text", "text": "[1, 2]", "annotations": {"a": ["]}"]}} ]'
+        b' , "isError": false}}\n'
+    )
+    msg, _ = parse_envelope(line)
+    old = msg["result"]
+    block = old["content"][0]
+    ref = {"type": "text", "text": "ref=r1 \u00e9"}
+    new = {**old, "content": [{**block, "text": "[1,2]"}, ref]}
+    out = same_as_dumped(line, msg, new)
+    assert out == line.replace(b'"[1, 2]"', b'"[1,2]"').replace(
+        b"]}} ]", b']}} ,{"type":"text","text":"ref=r1 \xc3\xa9"}]'
+    )
+    # Only added: the old texts are not looked for at all.
+    out = same_as_dumped(line, msg, {**old, "content": [block, ref, ref]})
+    dumped = json.dumps(ref, ensure_ascii=False, separators=(",", ":")).encode()
+    assert out.endswith(b"]}} ," + dumped + b"," + dumped + b'] , "isError": false}}\n')
+
+
+def test_a_block_added_to_an_empty_content_array() -> None:
+    line = b'{"id":1,"result":{"content":[ ]}}'
+    msg, _ = parse_envelope(line)
+    new = {**msg["result"], "content": [{"type": "text", "text": "ref=1"}]}
+    assert same_as_dumped(line, msg, new) == (
+        b'{"id":1,"result":{"content":[ {"type":"text","text":"ref=1"}]}}\n'
+    )
+
+
+def test_an_added_block_after_members_spelled_with_escapes() -> None:
+    # Member names are read as JSON reads them: an escaped name is still its name.
+    line = b'{"i\\u0064":1,"\\u0072esult":{"\\u0063ontent":[{"type":"text","text":"a"}]}}'
+    msg, _ = parse_envelope(line)
+    old = msg["result"]
+    new = {**old, "content": [*old["content"], {"type": "text", "text": "ref=1"}]}
+    out = same_as_dumped(line, msg, new)
+    assert out == line[:-3] + b',{"type":"text","text":"ref=1"}]}}\n'
+
+
+def test_an_added_block_to_a_message_that_is_not_one_object() -> None:
+    line = b'[{"id":1,"result":{"content":[{"type":"text","text":"a"}]}}]'
+    msg = json.loads(line)[0]
+    old = msg["result"]
+    new = {**old, "content": [*old["content"], {"type": "text", "text": "ref=1"}]}
+    assert splice_texts(line, msg, new) is None

@@ -124,8 +124,12 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
     the old one stood, and every other byte as the server wrote it. No parse or dump of the
     whole message: at 1 MB this is a few milliseconds where :func:`dump_edited` takes 15-20.
 
-    None when that cannot be done exactly (then :func:`dump_edited`): blocks added, removed
-    or otherwise changed; a member named ``text`` not spelled plainly in ``line``; an old
+    Blocks ``new`` adds after the old ones (a ``ref=`` block) are written, as
+    :func:`dump_message` writes them, before the bracket that closes the content array, found
+    by reading the envelope's members (not the texts of the blocks ahead of it).
+
+    None when that cannot be done exactly (then :func:`dump_edited`): blocks removed or
+    otherwise changed; a member named ``text`` not spelled plainly in ``line``; an old
     text that is the value of more than one ``text`` member.
 
     >>> line = b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1, 2]"}]}}'
@@ -136,13 +140,44 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
     b'{"id": 1, "result": {"content": [{"type": "text", "text": "[1,2]"}]}}\\n'
     """
     old = msg.get("result")
-    edits = _text_edits(old, new) if type(old) is dict else []
-    if not edits:
+    changes = _text_edits(old, new) if type(old) is dict else None
+    if changes is None:
         return None
+    edits, added = changes
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    cuts: list[tuple[int, int, str]] = []
+    if added:
+        close = _content_close(text)
+        if close is None:
+            return None
+        blocks = ",".join(dumps_compact(block) for block in added)
+        cuts.append((close[0], close[0], "," + blocks if close[1] else blocks))
+    if edits and not _text_cuts(text, msg, edits, cuts):
+        return None
+    cuts.sort()
+    parts: list[str] = []
+    at = 0
+    for start, end, literal in cuts:
+        if start < at:
+            return None
+        parts += (text[at:start], literal)
+        at = end
+    parts.append(text[at:].rstrip(" \t\r\n"))
+    parts.append("\n")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:  # pragma: no cover - dumps_compact escapes lone surrogates
+        return None
+
+
+def _text_cuts(
+    text: str, msg: dict[str, Any], edits: list[tuple[str, str]], cuts: list[tuple[int, int, str]]
+) -> bool:
+    """Add to ``cuts`` where each old text of ``edits`` stands in ``text`` (the line ``msg``
+    was parsed from) and its new text; False when that is not known exactly."""
     # Every member named "text" (found exactly: in valid JSON an unescaped quote followed by
     # `text"` opens a string, and that string followed by a colon is a member's name), with
     # where its value is; all of them, so that no old text is also another member's value.
@@ -174,34 +209,79 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
             try:
                 value, end = _scanstring(text, m.end(), True)
             except ValueError:
-                return None
+                return False
             i = olds.get(value, -1)
             if i < 0:
                 continue
             spelled = (i, end)
         where[spelled[0]].append((quote, spelled[1]))
     if found != _text_members(msg):
-        return None  # one is spelled with escapes: which member is which is not known
-    cuts: list[tuple[int, int, str]] = []
+        return False  # one is spelled with escapes: which member is which is not known
     for (_, after), spans in zip(edits, where, strict=True):
         if len(spans) != 1:
-            return None
+            return False
         start, end = spans[0]
         cuts.append((start, end, dumps_compact(after)))
-    cuts.sort()
-    parts: list[str] = []
-    at = 0
-    for start, end, literal in cuts:
-        if start < at:
-            return None
-        parts += (text[at:start], literal)
-        at = end
-    parts.append(text[at:].rstrip(" \t\r\n"))
-    parts.append("\n")
+    return True
+
+
+#: Whitespace JSON allows between tokens (as a pattern).
+_JSON_WS: Final = re.compile(r"[ \t\n\r]*")
+_SCAN_ONCE: Final = json.JSONDecoder().scan_once
+
+
+def _content_close(text: str) -> tuple[int, bool] | None:
+    """Where the bracket closing ``result.content`` stands in ``text`` (one JSON-RPC
+    response, valid JSON without duplicate keys), and whether the array holds anything;
+    None when it is not there. The members on the way are read as JSON reads them (a
+    string's end by the scanner, a value skipped by parsing it); the texts in the blocks
+    are skipped the same way, which costs a string's decode, not a message's dump."""
     try:
-        return "".join(parts).encode("utf-8")
-    except UnicodeEncodeError:  # pragma: no cover - dumps_compact escapes lone surrogates
+        at = _object_member(text, 0, "result")
+        if at is None:
+            return None
+        at = _object_member(text, at, "content")
+        if at is None or text[at] != "[":
+            return None
+        at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
+        if text[at] == "]":
+            return at, False
+        while True:
+            _, at = _SCAN_ONCE(text, at)
+            at = _JSON_WS.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] == "]":
+                return at, True
+            if text[at] != ",":
+                return None
+            at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
+    except (ValueError, IndexError, StopIteration, RecursionError):
         return None
+
+
+def _object_member(text: str, at: int, name: str) -> int | None:
+    """Where the value of the member ``name`` of the object at ``at`` (after whitespace)
+    starts in ``text``, or None when it has none."""
+    at = _JSON_WS.match(text, at).end()  # type: ignore[union-attr]
+    if text[at] != "{":
+        return None
+    at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
+    if text[at] == "}":
+        return None
+    while True:
+        if text[at] != '"':
+            return None
+        key, at = _scanstring(text, at + 1, True)
+        at = _JSON_WS.match(text, at).end()  # type: ignore[union-attr]
+        if text[at] != ":":
+            return None
+        at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
+        if key == name:
+            return at
+        _, at = _SCAN_ONCE(text, at)
+        at = _JSON_WS.match(text, at).end()  # type: ignore[union-attr]
+        if text[at] != ",":
+            return None
+        at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
 
 
 def _spellings(text: str) -> tuple[str, ...]:
@@ -225,28 +305,32 @@ def _text_members(value: Any) -> int:
     return n
 
 
-def _text_edits(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str]]:
-    """(old text, new text) of each content block ``new`` changes only the text of, when
-    that is all it changes; else []."""
+def _text_edits(
+    old: dict[str, Any], new: dict[str, Any]
+) -> tuple[list[tuple[str, str]], list[Any]] | None:
+    """(old text, new text) of each content block ``new`` changes only the text of, and the
+    blocks it adds after the old ones, when that is all it changes (and it changes
+    something); else None."""
     if new.keys() != old.keys():
-        return []
+        return None
     if any(new[k] is not old[k] for k in old if k != "content"):
-        return []
+        return None
     was, now = old.get("content"), new.get("content")
-    if type(was) is not list or type(now) is not list or len(was) != len(now):
-        return []
+    if type(was) is not list or type(now) is not list or len(was) > len(now):
+        return None
     edits: list[tuple[str, str]] = []
-    for a, b in zip(was, now, strict=True):
+    for a, b in zip(was, now[: len(was)], strict=True):
         if a is b:
             continue
         if type(a) is not dict or type(b) is not dict or a.keys() != b.keys():
-            return []
+            return None
         if any(b[k] is not a[k] for k in a if k != "text"):
-            return []
+            return None
         if type(a.get("text")) is not str or type(b.get("text")) is not str:
-            return []
+            return None
         edits.append((a["text"], b["text"]))
-    return edits
+    added = now[len(was) :]
+    return (edits, added) if edits or added else None
 
 
 class _Number(str):
