@@ -10,9 +10,13 @@
 
 >>> gcf_cells([{f"k{i}": i} for i in range(100)])
 10000
->>> c = Counts(len, lambda t, n: len(t) if len(t) <= n else None, "[1]", ["[ 1 ]"], False)
+>>> limited = lambda t, n: len(t) if len(t) <= n else None
+>>> c = Counts(len, limited, "[1]", ["[ 1 ]"], False, full_chars=0)
 >>> c.json(10), c.original(2), c.original_exact
 (3, 3, False)
+>>> c = Counts(len, limited, "[1]", ["[ 1 ]"], False)  # small: counted in full at once
+>>> c.original(2), c.original_exact
+(5, True)
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = [
     "DEFINITION_REFERENCE",
     "DENSE_CELLS_PER_BYTE",
     "TOKENS_PER_CELL",
+    "FULL_COUNT_CHARS",
     "Counts",
     "Tally",
     "definition_cost",
@@ -46,6 +51,13 @@ DENSE_CELLS_PER_BYTE: Final = 0.25
 
 #: The reference spelling dense definitions are weighed against (dense.md D9.2): its cost
 #: matters only once a candidate string is costed too.
+#: Originals shorter than this (characters, all their texts) are counted in full when a
+#: limited count is asked for: the limit saves little on a short text, and an original
+#: that loses its limited count is owed to the ledger, which counts it again in full
+#: (:func:`~gcfkit.proxy.outcome.ledger_count`). Counted once, it is owed nothing. Longer
+#: ones keep the limit: their ledger count comes after the answer is out.
+FULL_COUNT_CHARS: Final = 8 * 1024
+
 DEFINITION_REFERENCE: Final = "|$a|"
 
 
@@ -166,6 +178,7 @@ class Counts:
         "_limited",
         "_original",
         "_original_floor",
+        "_original_full",
         "_slack",
         "_texts",
         "compact",
@@ -180,6 +193,8 @@ class Counts:
         texts: list[str],
         same: bool,
         slack: int = 0,
+        *,
+        full_chars: int = FULL_COUNT_CHARS,
     ) -> None:
         self._count = count
         self._limited = limited
@@ -191,6 +206,7 @@ class Counts:
         self._json_floor = -1  # known: more tokens than this
         self._original: int | None = None
         self._original_floor = -1
+        self._original_full = sum(len(t) for t in texts) < full_chars
 
     def json_exact(self) -> int:
         if self._json is None:
@@ -217,7 +233,7 @@ class Counts:
             return self.json(limit)
         if self._original is not None:
             return self._original
-        if limit is None:
+        if limit is None or self._original_full:
             self._original = sum(self._count(t) for t in self._texts)
             return self._original
         limit += self._slack

@@ -227,7 +227,7 @@ def _text_cuts(
 
 #: Whitespace JSON allows between tokens (as a pattern).
 _JSON_WS: Final = re.compile(r"[ \t\n\r]*")
-_SCAN_ONCE: Final = json.JSONDecoder().scan_once
+_SCAN_ONCE: Final = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _content_close(text: str) -> tuple[int, bool] | None:
