@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import pytest
 
 from gcfkit import relative
 from gcfkit.proxy.config import ProxyConfig
-from gcfkit.proxy.core import SINCE_ARGUMENT, Output, ProxyCore
+from gcfkit.proxy.core import SINCE_ARGUMENT, Output, ProxyCore, ToolJob
+from gcfkit.proxy.rewrite import Budget, Rewriter
 from gcfkit.relative import ResultMemory
 from gcfkit.transports.offload import Offload
 from gcfkit.transports.relay import relay_one
@@ -78,3 +80,29 @@ def test_a_large_file_reread_with_since_is_unchanged_on_either_road(road: Any) -
     assert first[0] == SOURCE  # a file read goes byte for byte
     assert relative.ref_of(first[1]) is not None  # and is named (it is large)
     assert second == [second[0]] and second[0].startswith("@@ unchanged tool=read_text_file ")
+
+
+def test_a_tool_job_carries_the_message_the_core_parsed_and_is_answered_the_same() -> None:
+    rows = [{"id": i, "name": f"n{i}", "tags": ["a", "b"]} for i in range(30)]
+    answers = []
+    for reuse in (False, True):
+        core = ProxyCore(ProxyConfig(primer=False))
+        core.from_client(request(1, "tools/call", {"name": "t", "arguments": {}}))
+        line = response(1, text_result(json.dumps(rows, indent=2)))
+        job = core.receive_server(line)
+        assert isinstance(job, ToolJob)
+        assert job.message == json.loads(line)
+        rewriter = Rewriter(ProxyConfig(primer=False))
+        message = job.message if reuse else None
+        outcome, out = rewriter.rewrite_line(
+            job.line, job.call, Budget.unlimited(), message=message
+        )
+        assert out is not None
+        named = re.sub(rb"ref=\w+", b"ref=R", out)  # (each rewriter its own handle)
+        answers.append((named, outcome.decision, outcome.tokens_before, outcome.tokens_after))
+    assert answers[0] == answers[1]
+    # Not safe to re-serialize: the core relays the line itself, no job (and no message).
+    core = ProxyCore(ProxyConfig(primer=False))
+    core.from_client(request(2, "tools/call", {"name": "t", "arguments": {}}))
+    unsafe = b'{"jsonrpc":"2.0","id":2,"result":{"content":[],"content":[]}}\n'
+    assert core.receive_server(unsafe) == [Output("client", unsafe, response=True)]

@@ -125,6 +125,9 @@ class ToolJob:
     server: str
     started: float
     text_bytes: int
+    #: ``line`` as the core parsed it (safe to re-serialize), for a rewrite in this process
+    #: to start from (:meth:`~gcfkit.proxy.rewrite.Rewriter.rewrite_line`'s ``message``).
+    message: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def tool(self) -> str:
@@ -308,7 +311,7 @@ class ProxyCore:
         self.warm_up()
         started = self._clock()
         budget = Budget(self._clock, started + self.config.budget_for(got.text_bytes))
-        outcome, new = self._rewriter.rewrite_line(got.line, got.call, budget)
+        outcome, new = self._rewriter.rewrite_line(got.line, got.call, budget, message=got.message)
         self._record(got.tool, outcome, (self._clock() - started) * 1000.0)
         return self.finish(got, new)
 
@@ -823,7 +826,8 @@ class ProxyCore:
             self._forget(pending.args_key)
         elif line is not None:
             size = sum(utf8_len(t) for t in texts)
-            return ToolJob(line, self._call(pending), self._session.server_name, started, size)
+            call = self._call(pending)
+            return ToolJob(line, call, self._session.server_name, started, size, msg)
         else:
             self.warm_up()
             started = self._clock()

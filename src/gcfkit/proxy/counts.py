@@ -31,8 +31,8 @@ from ..answers.estimates import NeedsExactCounts
 __all__ = [
     "DEFINITION_REFERENCE",
     "DENSE_CELLS_PER_BYTE",
-    "TOKENS_PER_CELL",
     "FULL_COUNT_CHARS",
+    "TOKENS_PER_CELL",
     "Counts",
     "Tally",
     "definition_cost",

@@ -348,7 +348,13 @@ class Rewriter:
         return None
 
     def rewrite_line(
-        self, line: bytes, call: Call, budget: Budget, *, exact: bool = False
+        self,
+        line: bytes,
+        call: Call,
+        budget: Budget,
+        *,
+        exact: bool = False,
+        message: dict[str, Any] | None = None,
     ) -> tuple[Outcome, bytes | None]:
         """The outcome for one ``tools/call`` response ``line`` (what :meth:`unread` left to
         read), and the line to send (None: the line as it is): the one road of a tool
@@ -358,13 +364,16 @@ class Rewriter:
         changed (:func:`~gcfkit.proxy.jsonrpc.splice_texts`), else the message dumped again
         (:func:`~gcfkit.proxy.jsonrpc.dump_edited`); every other byte as the server wrote it.
         In estimate mode it may raise :class:`NeedsExactCounts` (see :meth:`rewrite`).
+        ``message``: ``line`` as :func:`~gcfkit.proxy.jsonrpc.parse_envelope` read it, when
+        it found it safe (the core's :class:`~gcfkit.proxy.core.ToolJob` carries it), so
+        that a line answered in the process that read it is parsed once.
 
         >>> from gcfkit.proxy.config import ProxyConfig
         >>> line = b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]"}]}}'
         >>> Rewriter(ProxyConfig()).rewrite_line(line, Call("t", "t"), Budget.unlimited())[1]
         b'{"id":1,"result":{"content":[{"type":"text","text":"[1,2]"}]}}\\n'
         """
-        msg, safe = parse_envelope(line)
+        msg, safe = (message, True) if message is not None else parse_envelope(line)
         result = msg.get("result") if isinstance(msg, dict) else None
         if not isinstance(msg, dict) or not isinstance(result, dict):
             self.forget(call.slot)

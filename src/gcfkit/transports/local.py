@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, SessionMemory, restore
@@ -86,15 +86,21 @@ class Here:
         return fresh(self.config, self.codec, memory)
 
     def answer(
-        self, hosted: Hosted, line: bytes, call: Call, events: Sequence[SessionEvent]
+        self,
+        hosted: Hosted,
+        line: bytes,
+        call: Call,
+        events: Sequence[SessionEvent],
+        message: dict[str, Any] | None = None,
     ) -> tuple[Outcome, bytes | None, float]:
         """The outcome, the line to send (None: the original) and the milliseconds it
-        took."""
+        took (``message``: ``line`` parsed already, see
+        :meth:`~gcfkit.proxy.rewrite.Rewriter.rewrite_line`)."""
         rewriter = hosted.rewriter
         rewriter.apply(events)
         started = time.monotonic()
         budget = Budget(time.monotonic, started + self.config.budget_for(len(line)))
-        outcome, out = rewriter.rewrite_line(line, call, budget)
+        outcome, out = rewriter.rewrite_line(line, call, budget, message=message)
         return outcome, out, (time.monotonic() - started) * 1000.0
 
 
@@ -158,6 +164,7 @@ def answer_here(
     events: list[SessionEvent],
     leave_home: Callable[[], None],
     queued: bool = False,
+    message: dict[str, Any] | None = None,
 ) -> tuple[Outcome, bytes | None, float] | None:
     """One result of ``session`` answered here (its outcome, the line to send and the
     milliseconds it took), or None when it goes to a worker: the pool's rule
@@ -171,11 +178,11 @@ def answer_here(
     if not answers_here(len(line), queued):
         return None
     if session.key is None:
-        return _answer_fresh(here, session, line, call, events)
+        return _answer_fresh(here, session, line, call, events, message)
     if session.closed:
         return None  # a closed session's late result: a worker answers it
     if session.in_pool:
-        return _answer_stray(here, session, line, call, events)
+        return _answer_stray(here, session, line, call, events, message)
     try:
         if session.here is None:
             hosted = session.here = here.host(session.spent, session.memory.snapshot())
@@ -186,7 +193,7 @@ def answer_here(
                 catch_up(hosted, memory, session.behind, session.spent)
         session.behind.clear()
         session.synced = session.changes
-        outcome, out, ms = here.answer(hosted, line, call, events)
+        outcome, out, ms = here.answer(hosted, line, call, events, message)
     except Exception:  # never break the agent: a worker answers, and this host is dropped
         session.memory.settle()  # what it reported last, taken before the host goes
         session.here = None
@@ -203,13 +210,18 @@ def answer_here(
 
 
 def _answer_fresh(
-    here: Here, session: Session, line: bytes, call: Call, events: list[SessionEvent]
+    here: Here,
+    session: Session,
+    line: bytes,
+    call: Call,
+    events: list[SessionEvent],
+    message: dict[str, Any] | None,
 ) -> tuple[Outcome, bytes | None, float] | None:
     """A request of no session: a fresh rewriter from the result it names (what its lane
     holds), and what it remembers after goes back to the lane (as a worker's report)."""
     try:
         hosted = here.fresh(session.memory.snapshot() if len(session.memory) else None)
-        outcome, out, ms = here.answer(hosted, line, call, events)
+        outcome, out, ms = here.answer(hosted, line, call, events, message)
     except Exception:  # never break the agent: a worker answers
         return None
     minted, report = hosted.answered(True)
@@ -221,7 +233,12 @@ def _answer_fresh(
 
 
 def _answer_stray(
-    here: Here, session: Session, line: bytes, call: Call, events: list[SessionEvent]
+    here: Here,
+    session: Session,
+    line: bytes,
+    call: Call,
+    events: list[SessionEvent],
+    message: dict[str, Any] | None,
 ) -> tuple[Outcome, bytes | None, float] | None:
     """A result of a session whose earlier result a worker is rewriting now (none waits to
     start: see :func:`answer_here`), answered here without the session's state, as a
@@ -230,7 +247,7 @@ def _answer_stray(
     state lives, after those of the results before it: the worker's next job
     (``owed``), and the relay's host if the state comes back (``behind``)."""
     try:
-        outcome, out, ms = here.answer(here.stray(), line, call, ())
+        outcome, out, ms = here.answer(here.stray(), line, call, (), message)
     except Exception:  # never break the agent: a worker answers
         return None
     for after in (session.owed, session.behind) if session.here is not None else (session.owed,):

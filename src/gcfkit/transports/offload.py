@@ -294,10 +294,17 @@ class Lane:
         return self._pool.gave_up
 
     async def rewrite(
-        self, line: bytes, call: Call, server: str, events: Iterable[SessionEvent] = ()
+        self,
+        line: bytes,
+        call: Call,
+        server: str,
+        events: Iterable[SessionEvent] = (),
+        message: dict[str, Any] | None = None,
     ) -> bytes | None:
         """The line to send for the tools/call response ``line`` (None: send it as it is).
-        ``events`` (:meth:`ProxyCore.pop_events`) reach the session's state before it.
+        ``events`` (:meth:`ProxyCore.pop_events`) reach the session's state before it;
+        ``message`` is ``line`` parsed already (:attr:`ToolJob.message
+        <gcfkit.proxy.core.ToolJob.message>`), for an answer in this process.
 
         Raises :class:`OffloadFailed` when no answer comes by the deadline, or there is no
         worker.
@@ -311,7 +318,7 @@ class Lane:
             self._take_reset(events)
             leave = functools.partial(self._pool._leave_home, self)
             queued = any(job.lane is self for job in self._pool._queue)
-            got = answer_here(here, self, line, call, events, leave, queued)
+            got = answer_here(here, self, line, call, events, leave, queued, message)
             if got is not None:
                 self._pool._answered_here(call, server, *got, started)
                 return got[1]

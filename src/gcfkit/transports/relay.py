@@ -52,7 +52,7 @@ async def rewrite_job(
     if lane is None:
         return core.finish(job, None, failed="no-worker")
     try:
-        line = await lane.rewrite(job.line, job.call, job.server, events)
+        line = await lane.rewrite(job.line, job.call, job.server, events, job.message)
     except OffloadFailed as e:
         return core.finish(job, None, failed=e.reason)
     except Exception as e:  # never break the agent: the original goes out
