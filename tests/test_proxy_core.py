@@ -1166,3 +1166,27 @@ def test_the_core_reads_only_the_clock_it_is_given() -> None:
     call(core, "t", text_result(pretty(ORDERS)))
     assert looks  # the time budget is measured on the injected clock
     assert core.pop_records()[0].encode_ms == 0.0
+
+
+def test_a_policy_answers_each_tool_as_it_did_the_first_time() -> None:
+    policy = Policy.from_mapping(
+        {"tools": {"read_*": {"format": "json"}, "list_x": {"file": True}}, "file_tools": ["get"]}
+    )
+    tools = ["read_file", "list_x", "get", "search", "readFile"]
+    first = [
+        (policy.for_tool(t), policy.for_tool(t, file=True), policy.is_file_tool(t)) for t in tools
+    ]
+    # Asked in the other order, and again: what is remembered per tool is each question's
+    # own answer (a file=True policy is not an answer to "is it a file tool").
+    again = [
+        (policy.for_tool(t), policy.for_tool(t, file=True), policy.is_file_tool(t))
+        for t in reversed(tools)
+    ]
+    fresh = Policy.from_mapping(
+        {"tools": {"read_*": {"format": "json"}, "list_x": {"file": True}}, "file_tools": ["get"]}
+    )
+    assert [fresh.is_file_tool(t) for t in tools] == [f[2] for f in first]
+    assert first == list(reversed(again))
+    assert [f[2] for f in first] == [True, True, True, False, True]
+    assert policy.is_file_tool("search", {"name": "search"}) is False
+    assert policy == fresh and hash(policy.defaults) == hash(fresh.defaults)

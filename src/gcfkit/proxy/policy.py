@@ -93,6 +93,8 @@ DEFAULT_FILE_TOOLS: Final[tuple[str, ...]] = (
 #: Identity columns tried, in order, to make a record array a keyed set (spec §10a.1).
 IDENTITY_KEYS: Final[tuple[str, ...]] = ("id", "key", "uuid", "sha", "path", "name")
 
+#: How many tools' answers a policy remembers (:attr:`Policy._said`).
+_SAID_MAX: Final = 1024
 _TOOL_FIELDS: Final = frozenset({"format", "join", "delta", "min_bytes", "key", "file", "ui"})
 
 
@@ -175,6 +177,11 @@ class Policy:
     not_file_tools: tuple[str, ...] = ()
     #: Which tools the client may see and call (:mod:`gcfkit.proxy.toolfilter`).
     tool_filter: ToolFilters = field(default_factory=ToolFilters)
+    #: What :meth:`for_tool` and :meth:`is_file_tool` (by name) said per tool: every result
+    #: asks, and the answer is the policy's (frozen) alone. Bounded: cleared when full.
+    _said: dict[tuple[str, bool | str | None], Any] = field(
+        default_factory=dict, init=False, compare=False, hash=False, repr=False
+    )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], base: ToolPolicy | None = None) -> Policy:
@@ -252,6 +259,14 @@ class Policy:
         >>> Policy.from_mapping({"not_file_tools": ["read*"]}).is_file_tool("readFile")
         False
         """
+        if definition is None:
+            known = self._said.get((tool, "file"))
+            if known is None:
+                known = self._remember((tool, "file"), self._is_file_tool(tool, None))
+            return bool(known)
+        return self._is_file_tool(tool, definition)
+
+    def _is_file_tool(self, tool: str, definition: Mapping[str, Any] | None) -> bool:
         rule = self._match(tool)
         said = rule.fields.get("file") if rule is not None else self.defaults.file
         if said is None and rule is not None:
@@ -271,6 +286,13 @@ class Policy:
         >>> Policy().for_tool("read_file").format, Policy().for_tool("list_x").format
         ('off', 'gcf')
         """
+        known = self._said.get((tool, file))
+        if known is None:
+            known = self._remember((tool, file), self._for_tool(tool, file))
+        policy: ToolPolicy = known
+        return policy
+
+    def _for_tool(self, tool: str, file: bool | None) -> ToolPolicy:
         rule = self._match(tool)
         resolved = self.defaults if rule is None else _apply(self.defaults, rule.fields)
         explicit = rule is not None and rule.pattern == tool and "format" in rule.fields
@@ -278,6 +300,12 @@ class Policy:
         if is_file and not explicit:
             resolved = replace(resolved, format="off")
         return resolved
+
+    def _remember(self, key: tuple[str, bool | str | None], value: Any) -> Any:
+        if len(self._said) >= _SAID_MAX:
+            self._said.clear()
+        self._said[key] = value
+        return value
 
 
 def _listed(tool: str, patterns: Sequence[str]) -> bool:
