@@ -159,3 +159,16 @@ def test_an_added_block_to_a_message_that_is_not_one_object() -> None:
     old = msg["result"]
     new = {**old, "content": [*old["content"], {"type": "text", "text": "ref=1"}]}
     assert splice_texts(line, msg, new) is None
+
+
+@pytest.mark.parametrize("edited", [(0,), (1,), (0, 1), ()])
+def test_an_added_block_after_blocks_edited_or_not(edited: tuple[int, ...]) -> None:
+    line = (
+        b'{"id":1,"result":{"content":[{"type":"text","text":"[1, 2]","n":{"t":"]"}},'
+        b'{"text":"[3, 4]" , "type":"text" ,"_meta":{"a":[1,{"b":"}"}]}}\t] ,"x":[]}}\n'
+    )
+    msg, new = edit(line, {i: f"[{2 * i + 1},{2 * i + 2}]" for i in edited})
+    ref = {"type": "text", "text": "ref=1"}
+    new = {**new, "content": [*new["content"], ref]}
+    out = same_as_dumped(line, msg, new)
+    assert out.endswith(b'"}"}]}}\t,{"type":"text","text":"ref=1"}] ,"x":[]}}\n')

@@ -149,14 +149,17 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
     except UnicodeDecodeError:
         return None
     cuts: list[tuple[int, int, str]] = []
+    if edits and not _text_cuts(text, msg, edits, cuts):
+        return None
     if added:
-        close = _content_close(text)
+        was = msg["result"]["content"]
+        # The last old block's text found exactly: the array closes after that block.
+        last_edited = bool(was) and new["content"][len(was) - 1] is not was[-1]
+        close = _block_close(text, cuts[-1][1]) if last_edited else _content_close(text)
         if close is None:
             return None
         blocks = ",".join(dumps_compact(block) for block in added)
         cuts.append((close[0], close[0], "," + blocks if close[1] else blocks))
-    if edits and not _text_cuts(text, msg, edits, cuts):
-        return None
     cuts.sort()
     parts: list[str] = []
     at = 0
@@ -254,6 +257,31 @@ def _content_close(text: str) -> tuple[int, bool] | None:
             if text[at] != ",":
                 return None
             at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
+    except (ValueError, IndexError, StopIteration, RecursionError):
+        return None
+
+
+def _block_close(text: str, at: int) -> tuple[int, bool] | None:
+    """Where the bracket closing ``result.content`` stands in ``text``, from ``at``: the
+    end of a member's value in the array's last block (the rest of its members, its
+    closing brace, then the bracket)."""
+    try:
+        while True:
+            at = _JSON_WS.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] == "}":
+                break
+            if text[at] != ",":
+                return None
+            at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
+            if text[at] != '"':
+                return None
+            _, at = _scanstring(text, at + 1, True)
+            at = _JSON_WS.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] != ":":
+                return None
+            _, at = _SCAN_ONCE(text, _JSON_WS.match(text, at + 1).end())  # type: ignore[union-attr]
+        at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
+        return (at, True) if text[at] == "]" else None
     except (ValueError, IndexError, StopIteration, RecursionError):
         return None
 
