@@ -302,6 +302,20 @@ w_finish(Writer *w)
     return PyUnicode_FromKindAndData(w->kind, w->data, w->len);
 }
 
+/* The writer's text (rc == RC_OK), None (the reference decides: any other code but
+ * RC_ERR) or NULL (RC_ERR: an exception is set); the writer is freed either way. */
+static PyObject *
+w_result(Writer *w, int rc)
+{
+    PyObject *r = NULL;
+    if (rc == RC_OK)
+        r = w_finish(w);
+    else if (rc != RC_ERR)
+        r = Py_NewRef(Py_None);
+    w_free(w);
+    return r;
+}
+
 /* ======================================================================================
  * Scalars (scalar.py: needs_quote, format_scalar, quote_string, format_number)
  * ====================================================================================== */
@@ -2811,15 +2825,7 @@ sp_format_scalar(PyObject *self, PyObject *v)
     if (w_init(&w, 64) < 0)
         return NULL;
     int rc = w_cell(&w, v);
-    PyObject *r = NULL;
-    if (rc == RC_OK)
-        r = w_finish(&w);
-    else if (rc != RC_ERR) {
-        r = Py_None;
-        Py_INCREF(r);
-    }
-    w_free(&w);
-    return r;
+    return w_result(&w, rc);
 }
 
 /* spelling(s) -> str | None: definitions.spelling(s), the wire spelling of a string as a
@@ -2834,15 +2840,7 @@ sp_spelling(PyObject *self, PyObject *s)
         return NULL;
     w.dense = 1;
     int rc = w_dense_str(&w, s, 0);
-    PyObject *r = NULL;
-    if (rc == RC_OK)
-        r = w_finish(&w);
-    else if (rc != RC_ERR) {
-        r = Py_None;
-        Py_INCREF(r);
-    }
-    w_free(&w);
-    return r;
+    return w_result(&w, rc);
 }
 
 /* ======================================================================================
@@ -5909,15 +5907,7 @@ sp_minify_json(PyObject *self, PyObject *text)
                 rc = RC_FALLBACK;
         }
     }
-    PyObject *r = NULL;
-    if (rc == RC_OK)
-        r = w_finish(&w);
-    else if (rc != RC_ERR) {
-        r = Py_None;
-        Py_INCREF(r);
-    }
-    w_free(&w);
-    return r;
+    return w_result(&w, rc);
 }
 
 /* same_value(a, b) -> bool | None */
