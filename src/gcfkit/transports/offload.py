@@ -309,19 +309,48 @@ class Lane:
         Raises :class:`OffloadFailed` when no answer comes by the deadline, or there is no
         worker.
         """
+        events = list(events)
+        answered, out = self.answer_now(line, call, server, events, message)
+        if answered:
+            return out
+        return await self.submit(line, call, server, events)
+
+    def answer_now(
+        self,
+        line: bytes,
+        call: Call,
+        server: str,
+        events: list[SessionEvent],
+        message: dict[str, Any] | None = None,
+    ) -> tuple[bool, bytes | None]:
+        """:meth:`rewrite`'s first half, without waiting: ``(True, line to send)`` when the
+        result is answered in this process (:func:`~.local.answer_here`), else
+        ``(False, None)``, and :meth:`submit` (with the same ``events``) sends it to a
+        worker. A shell calls it in line, so a small result costs no task of its own.
+
+        Raises :class:`OffloadFailed` when there is no worker."""
         if not self.available:
             raise OffloadFailed("no-worker")
-        events = list(events)
         here = self._pool.here
-        if here is not None:  # small enough to be answered in this process?
-            started = time.monotonic()
-            self._take_reset(events)
-            leave = functools.partial(self._pool._leave_home, self)
-            queued = any(job.lane is self for job in self._pool._queue)
-            got = answer_here(here, self, line, call, events, leave, queued, message)
-            if got is not None:
-                self._pool._answered_here(call, server, *got, started)
-                return got[1]
+        if here is None:
+            return False, None
+        started = time.monotonic()
+        self._take_reset(events)
+        leave = functools.partial(self._pool._leave_home, self)
+        queued = any(job.lane is self for job in self._pool._queue)
+        got = answer_here(here, self, line, call, events, leave, queued, message)
+        if got is None:
+            return False, None
+        self._pool._answered_here(call, server, *got, started)
+        return True, got[1]
+
+    async def submit(
+        self, line: bytes, call: Call, server: str, events: list[SessionEvent]
+    ) -> bytes | None:
+        """:meth:`rewrite`'s second half: the result rewritten by a worker (after
+        :meth:`answer_now` left it)."""
+        if not self.available:
+            raise OffloadFailed("no-worker")
         job = self._pool._submit(self, line, call, server, events)
         try:
             return await job.future

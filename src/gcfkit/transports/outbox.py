@@ -28,7 +28,7 @@ from ..proxy.core import Output, ProxyCore, ToolJob
 from ..proxy.rewrite import SessionEvent
 from ..proxy.sequencer import Sequencer
 from .offload import Lane
-from .relay import receive, rewrite_job
+from .relay import receive, rewrite_now, submit_job
 
 __all__ = ["Outbox"]
 
@@ -41,10 +41,13 @@ class Outbox(Generic[T]):
 
     :meth:`receive` hands a line to the core (:meth:`ProxyCore.receive_server`, or, without
     a worker, :meth:`ProxyCore.from_server`: rewritten here, in order); :meth:`put` gives
-    what it returned its place: a :class:`ToolJob` holds a place in a
-    :class:`~gcfkit.proxy.sequencer.Sequencer` while its lane rewrites it, everything else
-    is ready at once; ``write(data, tag)`` gets every line the sequencer lets go, in order,
-    with the tag it was put with (an SSE event's id, the stream it is for). At most
+    what it returned its place: a :class:`ToolJob` answered in this process is answered in
+    line (:func:`~.relay.rewrite_now`), one that goes to a worker holds a place in a
+    :class:`~gcfkit.proxy.sequencer.Sequencer` while it is rewritten, everything else is
+    ready at once; ``write(data, tag)`` gets every line the sequencer lets go, in order,
+    with the tag it was put with (an SSE event's id, the stream it is for); ``joined``
+    (a line-oriented output such as stdio): the lines let go together for one tag are
+    written at once, one write (and one wake-up of the reader) for them all. At most
     ``max_jobs`` results are in flight; the next waits for a place, so a flood of large
     results slows the server down rather than growing the proxy's memory.
 
@@ -59,10 +62,12 @@ class Outbox(Generic[T]):
         write: Callable[[bytes, T], Awaitable[None]],
         *,
         max_jobs: int = 8,
+        joined: bool = False,
     ) -> None:
         self.core = core
         self.lane = lane
         self._write = write
+        self._joined = joined
         self._sequencer: Sequencer[tuple[bytes, T]] = Sequencer()
         self._lock = asyncio.Lock()
         self._places = asyncio.Semaphore(max_jobs)
@@ -79,32 +84,43 @@ class Outbox(Generic[T]):
         """The core's answer to one line the server wrote (see the class docstring)."""
         return receive(self.core, self.lane, line)
 
-    async def feed(self, line: bytes, tag: T) -> list[Output]:
+    async def feed(self, line: bytes, tag: T, *, release: bool = True) -> list[Output]:
         """One line the server wrote, to this output; returns the lines it became at once
-        ([] for a tool result being rewritten)."""
+        ([] for a tool result being rewritten). ``release=False``: what is ready waits for
+        the next line fed (a shell feeding the lines of one read, the last released)."""
         got = self.receive(line)
-        await self.put(got, tag)
+        await self.put(got, tag, release=release)
         return [] if isinstance(got, ToolJob) else got
 
-    async def put(self, got: list[Output] | ToolJob, tag: T) -> None:
-        """What :meth:`receive` returned, in its place behind everything put before."""
+    async def put(self, got: list[Output] | ToolJob, tag: T, *, release: bool = True) -> None:
+        """What :meth:`receive` returned, in its place behind everything put before
+        (``release``: see :meth:`feed`)."""
         if not isinstance(got, ToolJob):
-            await self.add(got, tag)
+            await self.add(got, tag, release=release)
             return
         # Taken now, in the order lines arrive: they are for the state before this result.
         events = self.core.pop_events()
+        now = rewrite_now(self.core, self.lane, got, events)
+        if now is not None:
+            # Answered in line (most results: small ones, in this process): no task, the
+            # same place in the order as a result rewritten in a worker would take.
+            self._sequencer.add((b"".join(out.data for out in now), tag), response=True)
+            if release:
+                await self._release()
+            return
         await self._places.acquire()
         ticket = self._sequencer.hold()
         task = asyncio.create_task(self._run(ticket, got, tag, events))
         self._jobs.add(task)
         task.add_done_callback(self._jobs.discard)
 
-    async def add(self, outputs: list[Output], tag: T) -> None:
+    async def add(self, outputs: list[Output], tag: T, *, release: bool = True) -> None:
         """Lines ready as they are (the core's own, ``server_exited``), behind everything
-        put before them."""
+        put before them (``release``: see :meth:`feed`)."""
         for out in outputs:
             self._sequencer.add((out.data, tag), response=out.response)
-        await self._release()
+        if release:
+            await self._release()
 
     @property
     def busy(self) -> bool:
@@ -133,7 +149,7 @@ class Outbox(Generic[T]):
     async def _run(self, ticket: int, job: ToolJob, tag: T, events: list[SessionEvent]) -> None:
         data = job.line
         try:
-            outputs = await rewrite_job(self.core, self.lane, job, events)
+            outputs = await submit_job(self.core, self.lane, job, events)
             data = b"".join(out.data for out in outputs)
         finally:
             # Cancelled too (shutdown): the place is filled, with the original at worst.
@@ -153,5 +169,26 @@ class Outbox(Generic[T]):
 
     async def _write_ready(self) -> None:
         async with self._lock:  # one writer, so lines leave in the order they were let go
-            for data, tag in self._sequencer.ready():
+            ready = self._sequencer.ready()
+            if self._joined and len(ready) > 1:
+                # A line-oriented output: the lines let go together leave in one write
+                # (consecutive ones for the same tag).
+                ready = _joined(ready)
+            for data, tag in ready:
                 await self._write(data, tag)
+
+
+def _joined(ready: list[tuple[bytes, T]]) -> list[tuple[bytes, T]]:
+    """Consecutive lines for the same tag as one.
+
+    >>> _joined([(b"a", 1), (b"b", 1), (b"c", 2)])
+    [(b'ab', 1), (b'c', 2)]
+    """
+    out: list[tuple[bytes, T]] = []
+    run: list[bytes] = []
+    for i, (data, tag) in enumerate(ready):
+        run.append(data)
+        if i + 1 == len(ready) or ready[i + 1][1] != tag:
+            out.append((b"".join(run) if len(run) > 1 else data, tag))
+            run = []
+    return out

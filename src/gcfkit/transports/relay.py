@@ -24,7 +24,7 @@ from ..proxy.core import Output, ProxyCore, ToolJob
 from ..proxy.rewrite import SessionEvent
 from .offload import Lane, OffloadFailed
 
-__all__ = ["receive", "relay_one", "rewrite_job"]
+__all__ = ["receive", "relay_one", "rewrite_job", "rewrite_now", "submit_job"]
 
 
 def receive(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output] | ToolJob:
@@ -43,16 +43,42 @@ def receive(core: ProxyCore, lane: Lane | None, line: bytes) -> list[Output] | T
     return core.from_server(line)
 
 
+def rewrite_now(
+    core: ProxyCore, lane: Lane | None, job: ToolJob, events: list[SessionEvent]
+) -> list[Output] | None:
+    """What to write for ``job`` when it is answered at once, in this process
+    (:meth:`Lane.answer_now <gcfkit.transports.offload.Lane.answer_now>`), or when it
+    cannot be rewritten at all (the original, the ledger says why); None: it goes to a
+    worker (:func:`rewrite_job` with the same ``events``)."""
+    if lane is None:
+        return core.finish(job, None, failed="no-worker")
+    try:
+        answered, line = lane.answer_now(job.line, job.call, job.server, events, job.message)
+    except OffloadFailed as e:
+        return core.finish(job, None, failed=e.reason)
+    except Exception as e:  # never break the agent: the original goes out
+        return core.finish(job, None, failed="error", detail=type(e).__name__)
+    return core.finish(job, line) if answered else None
+
+
 async def rewrite_job(
     core: ProxyCore, lane: Lane | None, job: ToolJob, events: list[SessionEvent]
 ) -> list[Output]:
     """What to write for ``job``: its rewrite from ``lane`` (``events``, popped from the
     core when the line arrived, reach the session's state first), or the original when no
     answer comes in time, there is no worker, or anything fails (the ledger says why)."""
+    now = rewrite_now(core, lane, job, events)
+    return now if now is not None else await submit_job(core, lane, job, events)
+
+
+async def submit_job(
+    core: ProxyCore, lane: Lane | None, job: ToolJob, events: list[SessionEvent]
+) -> list[Output]:
+    """:func:`rewrite_job` for a job :func:`rewrite_now` left to a worker."""
     if lane is None:
         return core.finish(job, None, failed="no-worker")
     try:
-        line = await lane.rewrite(job.line, job.call, job.server, events, job.message)
+        line = await lane.submit(job.line, job.call, job.server, events)
     except OffloadFailed as e:
         return core.finish(job, None, failed=e.reason)
     except Exception as e:  # never break the agent: the original goes out

@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "client_pipes",
     "run_proxy",
+    "split_batches",
     "split_lines",
 ]
 
@@ -83,20 +84,42 @@ async def split_lines(read: _Reader) -> AsyncIterator[bytes]:
     >>> asyncio.run(collect())
     [b'a\\n', b'bc\\n', b'd']
     """
+    async for lines in split_batches(read):
+        lines.reverse()
+        while lines:
+            # Popped, not bound to a loop variable: a suspended generator's locals stay
+            # alive, and the last line (64 MB, say) would be held until the next read.
+            yield lines.pop()
+
+
+async def split_batches(read: _Reader) -> AsyncIterator[list[bytes]]:
+    """The lines of :func:`split_lines`, as the lists each read completes: a shell that
+    handles a list at once writes what it makes of it in one write. A relay that falls
+    behind reads several lines at a time, so under load it writes (and wakes its reader)
+    once per read, not once per line; at one line per read nothing changes.
+
+    >>> import asyncio
+    >>> data = [b"a\\nb\\n", b"c", b""]
+    >>> async def read(n: int) -> bytes:
+    ...     return data.pop(0)
+    >>> async def collect() -> list[list[bytes]]:
+    ...     return [lines async for lines in split_batches(read)]
+    >>> asyncio.run(collect())
+    [[b'a\\n', b'b\\n'], [b'c']]
+    """
     buffer = LineBuffer()
     while True:
         chunk = await read(_CHUNK)
         if not chunk:
             break
         lines = buffer.feed(chunk)
-        lines.reverse()
-        while lines:
-            # Popped, not bound to a loop variable: a suspended generator's locals stay
-            # alive, and the last line (64 MB, say) would be held until the next read.
-            yield lines.pop()
+        del chunk
+        if lines:
+            yield lines
+            del lines  # (the caller empties it; see split_lines)
     final = buffer.close()
     if final is not None:
-        yield final
+        yield [final]
 
 
 class _Reader(Protocol):
@@ -288,35 +311,44 @@ async def run_proxy(
             stopping.add_done_callback(background.discard)
         flush_records()
 
-    lines: Outbox[None] = Outbox(core, lane, write_client)
+    lines: Outbox[None] = Outbox(core, lane, write_client, joined=True)
 
     async def write_server(outputs: list[Output]) -> None:
         nonlocal server_write_broken
-        for out in outputs:
-            if server_write_broken:
-                return
-            if capture is not None:
+        if server_write_broken or not outputs:
+            return
+        if capture is not None:
+            for out in outputs:
                 capture.to_server(out.data)
-            try:
-                await write_chunked(server_in, out.data)
-            except (BrokenPipeError, ConnectionResetError, OSError):
-                server_write_broken = True
+        # One write for what one read of the client's made (one wake-up of the server).
+        data = outputs[0].data if len(outputs) == 1 else b"".join(out.data for out in outputs)
+        try:
+            await write_chunked(server_in, data)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            server_write_broken = True
 
     async def client_to_server() -> None:
-        async for line in split_lines(read_client):
-            await write_server(core.from_client(line))
-            del line  # not held while the next line is awaited: it may be 64 MB
+        async for lines in split_batches(read_client):
+            outputs: list[Output] = []
+            lines.reverse()
+            while lines:  # (popped: a 64 MB line is not held while the next is awaited)
+                outputs += core.from_client(lines.pop())
+            await write_server(outputs)
+            del outputs
         # Client EOF: the MCP shutdown sequence; the server pump relays what is left.
         await server.stop()
 
     async def relay_server_output() -> None:
-        async for line in split_lines(server_out.read):
-            if capture is not None:
-                capture.from_server(line)
-            if not warming.done() and core.expects_tool_result:
-                await asyncio.shield(warming)
-            await lines.feed(line, None)
-            del line
+        async for batch in split_batches(server_out.read):
+            batch.reverse()
+            while batch:  # (popped, as in client_to_server)
+                line = batch.pop()
+                if capture is not None:
+                    capture.from_server(line)
+                if not warming.done() and core.expects_tool_result:
+                    await asyncio.shield(warming)
+                await lines.feed(line, None, release=not batch)
+                del line
 
     async def server_to_client() -> None:
         relay = asyncio.create_task(relay_server_output())
