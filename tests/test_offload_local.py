@@ -320,6 +320,30 @@ def test_the_ledger_is_counted_in_a_pause_without_a_close(tmp_path: Path) -> Non
     assert (before, after) == (0, 3)  # none counted while results came, all in the pause
 
 
+def test_records_are_written_without_a_pause_once_enough_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flow of results with no pause writes its records every ``COUNT_RECORDS`` results,
+    so a relay that never rests does not keep them all until it does."""
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setattr(offload_module, "QUIET_SECONDS", 3600.0)
+    monkeypatch.setattr(offload_module, "COUNT_RECORDS", 4)
+
+    async def scenario() -> int:
+        pool = session_pool(PLAIN, None, ledger)
+        assert await pool.start()
+        try:
+            lane = pool.session()
+            for i in range(4):
+                await lane.rewrite(line(80 + i, rows(5 + i)), Call("t", "t"), "s")
+            await asyncio.sleep(0.1)  # (the count runs once the last answer is out)
+            return len(read_entries(ledger)) if ledger.exists() else 0
+        finally:
+            await pool.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 120)) == 4
+
+
 def test_a_small_result_does_not_wait_behind_its_sessions_big_one_in_a_worker() -> None:
     huge = line(70, rows(12_000, "h"))  # ~1 MB: a worker takes a while
 

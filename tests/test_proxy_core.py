@@ -547,6 +547,28 @@ def listed(core: ProxyCore, *names: str, msg_id: Any = "tools") -> None:
     core.from_server(response(msg_id, {"tools": tools}))
 
 
+def test_a_tool_listed_again_is_judged_again_by_its_new_entry() -> None:
+    """Whether a listed tool reads files is decided from its entry once per listing: a new
+    tools/list with another description decides anew."""
+    core = ProxyCore(cfg())
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+
+    def list_with(description: str, msg_id: str) -> None:
+        tool = {"name": "fetch_doc", "description": description, "inputSchema": schema}
+        core.from_client(request(msg_id, "tools/list"))
+        core.from_server(response(msg_id, {"tools": [tool]}))
+
+    def text_sent(msg_id: int) -> str:
+        _, down = call(core, "fetch_doc", text_result(pretty(ORDERS)), {"path": "x"}, msg_id)
+        text: str = delivered_result(down)["content"][0]["text"]
+        return text
+
+    list_with("Returns the contents of a file.", "l1")
+    assert text_sent(1) == text_sent(2) == pretty(ORDERS)  # a file read: byte for byte
+    list_with("Returns the orders of a customer.", "l2")
+    assert text_sent(3) != pretty(ORDERS)
+
+
 def test_per_call_format_argument_is_stripped_and_honoured() -> None:
     core = ProxyCore(cfg())
     listed(core, "list_orders")

@@ -188,6 +188,8 @@ class _Session:
     schemas: dict[str, Any] = field(default_factory=dict)
     # Each listed tool's entry (description, annotations...): what file reads are told by.
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Whether each listed tool reads files, as its entry tells (asked on every result).
+    file_tools: dict[str, bool] = field(default_factory=dict)
     native_format_arg: set[str] = field(default_factory=set)
     # Task-augmented tools/call (2025-11-25): taskId -> the call, for its tasks/result.
     tasks: dict[str, _Pending] = field(default_factory=dict)
@@ -763,6 +765,7 @@ class ProxyCore:
             schema = tool.get("inputSchema")
             self._session.schemas[tool["name"]] = schema
             self._session.tools[tool["name"]] = tool
+            self._session.file_tools.pop(tool["name"], None)
             props = schema.get("properties") if isinstance(schema, dict) else None
             if isinstance(props, dict) and FORMAT_ARGUMENT in props:
                 self._session.native_format_arg.add(tool["name"])
@@ -869,7 +872,14 @@ class ProxyCore:
     def _is_file_tool(self, tool: str) -> bool:
         """Whether ``tool`` reads files: the policy's word, else its name and (when this
         session listed it) its description and input schema."""
-        return self.config.policy.is_file_tool(tool, self._session.tools.get(tool))
+        definition = self._session.tools.get(tool)
+        if definition is None:
+            return self.config.policy.is_file_tool(tool)  # (the policy's cache, by name)
+        known = self._session.file_tools.get(tool)
+        if known is None:
+            known = self.config.policy.is_file_tool(tool, definition)
+            self._session.file_tools[tool] = known
+        return known
 
     def _forget(self, slot: str) -> None:
         self._rewriter.forget(slot)

@@ -116,6 +116,7 @@ from .worker import Job as JobFrame
 
 __all__ = [
     "COUNT_CHARS",
+    "COUNT_RECORDS",
     "IDLE_EXIT",
     "MAX_WORKERS",
     "PATIENCE",
@@ -164,6 +165,11 @@ QUIET_SECONDS: Final = 0.05
 #: Characters of owed text past which they are counted at once, pause or not (~10-20 ms of
 #: counting; the tally keeps at most ``tally.MAX_CHARS``).
 COUNT_CHARS: Final = 1_000_000
+
+#: Records waiting past which they are written at once, pause or not: results counted
+#: exactly as they were answered owe no text, and a flow with no pause must not keep
+#: every record until it ends.
+COUNT_RECORDS: Final = 512
 
 #: Seconds a worker that owes the ledger counts must have stayed idle before it is asked to
 #: take them: under a steady flow of results it takes them in batches instead, before its
@@ -561,7 +567,7 @@ class Offload:
         tally.add(Owed(outcome, server, call.tool, ms))
         loop = asyncio.get_running_loop()
         self._answered_at = loop.time()
-        if tally.chars >= COUNT_CHARS:
+        if tally.chars >= COUNT_CHARS or len(tally) >= COUNT_RECORDS:
             # Too much waits: counted now, after this answer's line is written (the caller
             # writes it before it yields).
             if self._count_timer is not None:
