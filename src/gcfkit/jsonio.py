@@ -53,6 +53,14 @@ def _constant(name: str) -> Any:
 # The same hooks in C (no Python frame per object or number), when the accelerator is there.
 _HOOKS: Final = speedups.json_hooks() or (_pairs, _float)
 
+# Made once: json.loads with hooks builds a decoder (and its scanner) on every call.
+_STRICT: Final = json.JSONDecoder(
+    object_pairs_hook=_HOOKS[0], parse_float=_HOOKS[1], parse_constant=_constant
+)
+_STRICT_PURE: Final = json.JSONDecoder(
+    object_pairs_hook=_pairs, parse_float=_float, parse_constant=_constant
+)
+
 
 def loads_json(text: str) -> Any:
     """Parse JSON text strictly; every rejection is a :class:`GCFError`, a
@@ -62,10 +70,16 @@ def loads_json(text: str) -> Any:
     >>> loads_json('{"a": 1, "b": [true, null]}')
     {'a': 1, 'b': [True, None]}
     """
-    pairs, floats = _HOOKS if speedups.accelerator is not None else (_pairs, _float)
+    decoder = _STRICT if speedups.accelerator is not None else _STRICT_PURE
     try:
+        if type(text) is str and not text.startswith("\ufeff"):
+            return decoder.decode(text)
+        # (bytes, a BOM, not text at all: as json.loads takes or refuses them)
         return json.loads(
-            text, object_pairs_hook=pairs, parse_float=floats, parse_constant=_constant
+            text,
+            object_pairs_hook=decoder.object_pairs_hook,
+            parse_float=decoder.parse_float,
+            parse_constant=_constant,
         )
     except GCFError:
         raise
