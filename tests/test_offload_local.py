@@ -35,6 +35,7 @@ from gcfkit.ledger import read_entries
 from gcfkit.proxy.config import Codec, ProxyConfig
 from gcfkit.proxy.core import SINCE_ARGUMENT, Output, ProxyCore
 from gcfkit.proxy.rewrite import Budget, Call, Rewriter
+from gcfkit.transports import booking
 from gcfkit.transports import offload as offload_module
 from gcfkit.transports.offload import Offload
 from gcfkit.transports.placement import IN_PROCESS_BYTES
@@ -326,8 +327,8 @@ def test_records_are_written_without_a_pause_once_enough_wait(
     """A flow of results with no pause writes its records every ``COUNT_RECORDS`` results,
     so a relay that never rests does not keep them all until it does."""
     ledger = tmp_path / "ledger.jsonl"
-    monkeypatch.setattr(offload_module, "QUIET_SECONDS", 3600.0)
-    monkeypatch.setattr(offload_module, "COUNT_RECORDS", 4)
+    monkeypatch.setattr(booking, "QUIET_SECONDS", 3600.0)
+    monkeypatch.setattr(booking, "COUNT_RECORDS", 4)
 
     async def scenario() -> int:
         pool = session_pool(PLAIN, None, ledger)

@@ -9,8 +9,7 @@ hold up its relay (one mechanism for stdio and HTTP):
   before a result needs one, and a worker idle :data:`IDLE_EXIT` seconds exits; all but
   big results are answered in this process instead (:mod:`gcfkit.transports.local`, the
   rule :func:`~gcfkit.transports.placement.answers_here`), and the ledger's exact counts of
-  them are taken here in a pause between results (:mod:`gcfkit.transports.tally`,
-  :data:`QUIET_SECONDS`).
+  them are taken here in a pause between results (:mod:`gcfkit.transports.booking`).
 * :class:`Lane` is one session's place in the pool (:meth:`Offload.session`); a request
   that belongs to no session (the stateless 2026-07-28 protocol) gets a fresh one of its
   own (:meth:`Offload.fresh`).
@@ -93,10 +92,10 @@ from ..proxy.config import Codec, ProxyConfig
 from ..proxy.held import MemoryReport, SessionMemory
 from ..proxy.record import LedgerRecord
 from ..proxy.rewrite import Call, Forget, Outcome, Reset, SessionEvent
+from .booking import Booking
 from .local import Here, answer_here
 from .placement import Waiting, place
 from .process import exited, sigkill
-from .tally import Tally, count_here
 from .worker import (
     HEADER_SIZE,
     Answer,
@@ -115,12 +114,9 @@ from .worker import (
 from .worker import Job as JobFrame
 
 __all__ = [
-    "COUNT_CHARS",
-    "COUNT_RECORDS",
     "IDLE_EXIT",
     "MAX_WORKERS",
     "PATIENCE",
-    "QUIET_SECONDS",
     "Lane",
     "Observer",
     "Offload",
@@ -156,20 +152,6 @@ MAX_WORKERS: Final = max(1, min(4, os.cpu_count() or 1))
 #: next result that needs a worker starts one again (a few hundred milliseconds, not
 #: charged to that result's time budget).
 IDLE_EXIT: Final = 30.0
-
-#: Seconds without a result answered in the relay after which the ledger's records of the
-#: results it answered are counted (:meth:`Offload._count_owed`): under a burst of calls the
-#: counting waits for a pause, and costs none of them time.
-QUIET_SECONDS: Final = 0.05
-
-#: Characters of owed text past which they are counted at once, pause or not (~10-20 ms of
-#: counting; the tally keeps at most ``tally.MAX_CHARS``).
-COUNT_CHARS: Final = 1_000_000
-
-#: Records waiting past which they are written at once, pause or not: results counted
-#: exactly as they were answered owe no text, and a flow with no pause must not keep
-#: every record until it ends.
-COUNT_RECORDS: Final = 512
 
 #: Seconds a worker that owes the ledger counts must have stayed idle before it is asked to
 #: take them: under a steady flow of results it takes them in batches instead, before its
@@ -428,12 +410,13 @@ class Offload:
         self.max_workers = max(1, self.min_workers, max_workers or self.min_workers)
         #: The relay process's side (None: every result goes to a worker).
         self.here = Here(config) if in_process and codec is None else None
-        #: The ledger records owed by results answered here (None without a ledger).
-        self._tally = Tally() if self.here is not None and ledger_path is not None else None
-        #: When :attr:`_tally` is counted next (None: nothing owed), and when the last
-        #: result was answered here (the event loop's time).
-        self._count_timer: asyncio.Handle | None = None
-        self._answered_at = 0.0
+        #: When the ledger's records of results answered here are counted (None without a
+        #: ledger).
+        self._booking = (
+            Booking(here, config.encoding, self._ledger_path, self._reported)
+            if (here := self.here) is not None and ledger_path is not None
+            else None
+        )
         #: Results answered in this process.
         self.answered_here = 0
         self.patience = min(PATIENCE, config.time_budget / 4)
@@ -516,9 +499,10 @@ class Offload:
         """Stop every worker: its stdin closes (it exits between results, once it has
         counted what it owes the ledger), and it is killed if it has not gone within
         :data:`_EXIT_WAIT` seconds. Returns when all are reaped. What the ledger is owed
-        for results answered in this process is counted first (:meth:`_settle_tally`)."""
+        for results answered in this process is counted first (:mod:`.booking`)."""
         with contextlib.suppress(Exception):
-            await self._settle_tally()
+            if self._booking is not None:
+                self._booking.settle()
         self._closed = True
         if self._wake is not None:
             self._wake.cancel()
@@ -561,46 +545,11 @@ class Offload:
         kind = "original" if out is None else "rewritten"
         seconds = time.monotonic() - started
         self._observe(lambda seen: seen.settled(server, call.tool, kind, seconds))
-        tally = self._tally
-        if tally is None:
-            return
-        tally.add(Owed(outcome, server, call.tool, ms))
-        loop = asyncio.get_running_loop()
-        self._answered_at = loop.time()
-        if tally.chars >= COUNT_CHARS or len(tally) >= COUNT_RECORDS:
-            # Too much waits: counted now, after this answer's line is written (the caller
-            # writes it before it yields).
-            if self._count_timer is not None:
-                self._count_timer.cancel()
-            self._count_timer = loop.call_soon(self._count_owed)
-        elif self._count_timer is None:
-            self._count_timer = loop.call_later(QUIET_SECONDS, self._count_when_quiet)
+        if self._booking is not None:
+            self._booking.owe(Owed(outcome, server, call.tool, ms))
 
-    def _count_when_quiet(self) -> None:
-        """Count what the ledger is owed once no result was answered here for
-        :data:`QUIET_SECONDS`: a burst of calls is answered first, its records after."""
-        loop = asyncio.get_running_loop()
-        wait = self._answered_at + QUIET_SECONDS - loop.time()
-        if wait > 0:
-            self._count_timer = loop.call_later(wait, self._count_when_quiet)
-        else:
-            self._count_owed()
-
-    def _count_owed(self) -> None:
-        """What the ledger is owed for results answered here, counted here (exactly: the
-        relay's codec) and appended."""
-        if self._count_timer is not None:
-            self._count_timer.cancel()
-            self._count_timer = None
-        tally, here = self._tally, self.here
-        if tally is None or here is None or not tally:
-            return
-        try:
-            records = count_here(tally.take(), here.codec, self.config.encoding, self._ledger_path)
-        except Exception:  # the ledger is bookkeeping: never the agent's failure
-            return
-        for record in records:
-            self._observe(functools.partial(_report_record, record))
+    def _reported(self, record: LedgerRecord) -> None:
+        self._observe(functools.partial(_report_record, record))
 
     def _count_if_idle(self, worker: _Worker, done: int) -> None:
         if worker.done == done and worker.owes and worker in self._idle() and not self._closed:
@@ -608,14 +557,10 @@ class Offload:
 
     def _count(self, worker: _Worker) -> None:
         """``worker`` counts what the ledger is owed for its own answers (the relay's are
-        counted here: :meth:`_count_owed`)."""
+        counted here: :mod:`.booking`)."""
         if worker.send(Count(())):
             worker.booking = True
             worker.owes = False
-
-    async def _settle_tally(self) -> None:
-        """At close: what the ledger is owed for results answered here is counted."""
-        self._count_owed()
 
     # -- workers -----------------------------------------------------------------------
 
