@@ -11,8 +11,8 @@ proxy counts on every call: ``bench/proxy_latency.py``'s 1 KB and 10 KB nested a
 records (``result_text``) as pretty JSON, compact JSON, GCF (``gcfkit.dumps``) and
 dense-profile GCF, in microseconds a count (warm: the same text again, best of 7), and
 200 different 1 KB results (``bench/gen.py``'s seeds 1-100, both shapes, the four forms)
-each counted once a pass, as a proxy meets them. ``--out FILE`` also writes the report
-there.
+each counted once a pass, as a proxy meets them. The two counters take turns in every
+round. ``--out FILE`` also writes the report there.
 """
 
 from __future__ import annotations
@@ -86,15 +86,17 @@ def _corpus() -> list[str]:
     return texts
 
 
-def _best(fn: object, texts: list[str], rounds: int = 5) -> float:
-    assert callable(fn)
-    times = []
+def _best(fns: list[Any], texts: list[str], rounds: int = 5) -> list[float]:
+    """Each function's best time over ``texts``; the functions take turns in every round, so
+    that a shared machine's slow spells fall on all of them alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(rounds):
-        t = time.perf_counter()
-        for text in texts:
-            fn(text)
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for k, fn in enumerate(fns):
+            t = time.perf_counter()
+            for text in texts:
+                fn(text)
+            best[k] = min(best[k], time.perf_counter() - t)
+    return best
 
 
 def _forms(value: Any) -> dict[str, str]:
@@ -140,15 +142,15 @@ def _short_results() -> list[str]:
             reps = 200 if size == "1 KB" else 20
             for mine, ref in counters:
                 assert mine.count(text) == ref(text)
-                for fn in (mine.count, ref):
-                    row += f" {_best(fn, [text] * reps, 7) / reps * 1e6:.1f} |"
+                for took in _best([mine.count, ref], [text] * reps, 7):
+                    row += f" {took / reps * 1e6:.1f} |"
             lines.append(row)
     average = sum(len(t.encode()) for t in distinct) // len(distinct)
     row = f"| 1 KB, 200 results | the four forms, each once | {average:,} avg |"
     for mine, ref in counters:
         assert [mine.count(t) for t in distinct] == [ref(t) for t in distinct]
-        for fn in (mine.count, ref):
-            row += f" {_best(fn, distinct, 7) / len(distinct) * 1e6:.1f} |"
+        for took in _best([mine.count, ref], distinct, 7):
+            row += f" {took / len(distinct) * 1e6:.1f} |"
     lines.append(row)
     return lines
 
@@ -176,12 +178,12 @@ def main() -> int:
         ref = tokens._bpe_openai_backend(name)
         assert mine is not None and ref is not None
         assert [mine.count(t) for t in texts] == [ref(t) for t in texts]
-        a, b = _best(mine.count, texts), _best(ref, texts)
+        a, b = _best([mine.count, ref], texts)
         lines.append(f"| {name} | corpus | {size / a:.1f} MB/s | {size / b:.1f} MB/s |")
         for label, unit in RUNS.items():
             run = [unit * 1_000_000]
             assert mine.count(run[0]) == ref(run[0])
-            a, b = _best(mine.count, run, 1), _best(ref, run, 1)
+            a, b = _best([mine.count, ref], run, 1)
             lines.append(f"| {name} | {label} | {a * 1000:.0f} ms | {b * 1000:.0f} ms |")
     lines += _short_results()
     report = "\n".join(lines) + "\n"

@@ -417,7 +417,7 @@ def test_threads_with_their_own_caches_count_alike() -> None:
     # between the threads would sooner or later hand one a count the other wrote.
     rng = random.Random(11)
     o200k, cl100k = _reference("o200k_base"), _reference("cl100k_base")
-    words = set()
+    words: set[str] = set()
     while len(words) < 3000:
         w = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 14)))
         if o200k(w) != cl100k(w):

@@ -10,7 +10,12 @@
  * are kept as one blob of token bytes plus an open-addressing hash of entry ids, a few
  * megabytes per encoding. The pre-tokenizer regexes are implemented by hand below, each
  * alternative with the result a backtracking (leftmost-first) matcher gives; the Unicode
- * classes come from _bpe_unicode.h (generated, see tests/gen_bpe_unicode.py). */
+ * classes come from _bpe_unicode.h (generated, see tests/gen_bpe_unicode.py).
+ *
+ * Tool results, what this is mostly for, are short texts of mostly ASCII that repeat
+ * their pieces (keys, separators, indentation): ASCII is pre-tokenized from a byte-class
+ * table, and each thread keeps a small cache of short pieces' counts, so that most pieces
+ * cost neither a lookup in the rank table nor a merge. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -730,7 +735,7 @@ init_ascii_kind(void)
     }
 }
 
-/* The kind of byte j, A_HI past the end: a run stopped by the end is decided. */
+/* The kind of byte j; none past the end (a run the end of the text stops is decided). */
 #define KIND_AT(t, j) ((j) < (t)->len ? ascii_kind[(t)->s[j]] : 0)
 
 /* The end of the piece at byte i < len, or -1 when the general path must decide. */
@@ -851,7 +856,8 @@ same_short(const unsigned char *p, const unsigned char *q, size_t n)
     return p[0] == q[0] && p[n / 2] == q[n / 2] && p[n - 1] == q[n - 1];
 }
 
-/* The cache slot of a short piece: its first and last bytes, mixed with its length. */
+/* The cache slot of a short piece: its length and bytes mixed (all of them up to 24
+ * bytes long; of 25 and 26, bytes 16 and 17 are left out, and the compare decides). */
 static inline uint32_t
 cache_slot(const unsigned char *p, size_t n)
 {
