@@ -819,10 +819,12 @@ next_piece(const Text *t, Py_ssize_t i, int o200k)
 #define CACHE_BITS 12
 #define CACHE_KEY 26 /* longer pieces are not cached */
 
+/* 32 bytes. Aligning entries to cache lines measured no faster, and some loaders do not
+ * honour a thread-local's alignment beyond malloc's in a module loaded at run time. */
 typedef struct {
-    _Alignas(32) uint32_t id; /* Enc.id of the encoding that counted it; 0: empty */
-    uint8_t len;              /* bytes of the piece, 1..CACHE_KEY */
-    uint8_t count;            /* its tokens (at most its bytes) */
+    uint32_t id;   /* Enc.id of the encoding that counted it; 0: empty */
+    uint8_t len;   /* bytes of the piece, 1..CACHE_KEY */
+    uint8_t count; /* its tokens (at most its bytes) */
     unsigned char key[CACHE_KEY];
 } CacheEntry;
 
