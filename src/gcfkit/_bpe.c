@@ -700,7 +700,7 @@ next_piece_any(const Text *t, Py_ssize_t i, int o200k)
     return last_start;
 }
 
-/* ---------------------------------------------------------------- Python type */
+/* ---------------------------------------------------------------- pre-tokenizer: ASCII */
 
 /* The ASCII path. Tool results are mostly ASCII, and for ASCII the patterns reduce to
  * byte classes: no code point to decode, no Unicode class to search, and the o200k
@@ -813,9 +813,9 @@ next_piece(const Text *t, Py_ssize_t i, int o200k)
  * piece that is not one token costs a merge. It is per thread (texts of NOGIL_BYTES and
  * more are counted without the GIL, in several threads at once) and shared by the
  * encodings a thread counts with: each entry names its encoding by id, ids are never
- * reused, and a hit compares the bytes, never only a hash. Measured on JSON and GCF
- * results (bench/tokenizer.py): 4096 entries beat 1024 and 2048, and a two-way cache of
- * the same size was slower (the second compare and the move on every miss). */
+ * reused, and a hit compares the bytes, never only a hash. Measured on bench/tokenizer.py's
+ * short results: 4096 entries beat 1024 and 2048, and a two-way cache of the same size was
+ * slower (the second compare and the move on every miss). */
 #define CACHE_BITS 12
 #define CACHE_KEY 26 /* longer pieces are not cached */
 
@@ -924,6 +924,8 @@ count_text(const Enc *e, const Text *t, Py_ssize_t limit)
     }
     return total;
 }
+
+/* ---------------------------------------------------------------- Python type */
 
 static int
 get_text(PyObject *arg, Text *t)
@@ -1059,8 +1061,9 @@ Enc_init(Enc *self, PyObject *args, PyObject *kwds)
     }
     rc = load_ranks(self, (const unsigned char *)buf.buf, buf.len);
     if (rc == 0) {
-        /* Ids are never reused, so a cache entry can outlive its encoding harmlessly;
-         * past 2**32 - 1 encodings in one process, the next ones count uncached. */
+        /* Ids (given out under the GIL) are never reused, so a cache entry can outlive
+         * its encoding harmlessly; past 2**32 - 1 encodings in one process, the next ones
+         * count uncached. */
         static uint32_t last_id;
         if (last_id < UINT32_MAX)
             self->id = ++last_id;
