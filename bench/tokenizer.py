@@ -6,7 +6,13 @@ loading o200k_base, after loading both encodings, and the load time of each. The
 table counts the corpus (``../shared/corpus``, or ``GCFKIT_CORPUS``: every text block of
 the MCP results and TOON's datasets as indented JSON) warm, best of 5, in MB of UTF-8 per
 second, and 1 MB runs of one character (a single pre-tokenizer piece where the pattern
-allows: the worst case for the merges). ``--out FILE`` also writes the report there.
+allows: the worst case for the merges). The third counts short tool results, what the MCP
+proxy counts on every call: ``bench/proxy_latency.py``'s 1 KB and 10 KB nested and flat
+records (``result_text``) as pretty JSON, compact JSON, GCF (``gcfkit.dumps``) and
+dense-profile GCF, in microseconds a count (warm: the same text again, best of 7), and
+200 different 1 KB results (``bench/gen.py``'s seeds 1-100, both shapes, the four forms)
+each counted once a pass, as a proxy meets them. The two counters take turns in every
+round. ``--out FILE`` also writes the report there.
 """
 
 from __future__ import annotations
@@ -17,9 +23,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import gen  # noqa: E402
+from proxy_latency import result_text  # noqa: E402
 
 BACKENDS = {"gcfkit": "", "bpe-openai": "bpe-openai"}
 RUNS = {"1 MB of '!'": "!", "1 MB of spaces": " ", "1 MB of digits": "7", "1 MB of 'a'": "a"}
@@ -75,15 +86,73 @@ def _corpus() -> list[str]:
     return texts
 
 
-def _best(fn: object, texts: list[str], rounds: int = 5) -> float:
-    assert callable(fn)
-    times = []
+def _best(fns: list[Any], texts: list[str], rounds: int = 5) -> list[float]:
+    """Each function's best time over ``texts``; the functions take turns in every round, so
+    that a shared machine's slow spells fall on all of them alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(rounds):
-        t = time.perf_counter()
-        for text in texts:
-            fn(text)
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for k, fn in enumerate(fns):
+            t = time.perf_counter()
+            for text in texts:
+                fn(text)
+            best[k] = min(best[k], time.perf_counter() - t)
+    return best
+
+
+def _forms(value: Any) -> dict[str, str]:
+    """The texts the proxy counts for one result: the original and its candidate forms."""
+    import gcfkit
+    from gcfkit import dense
+
+    return {
+        "pretty JSON": json.dumps(value, indent=2, ensure_ascii=False),
+        "compact JSON": json.dumps(value, separators=(",", ":"), ensure_ascii=False),
+        "GCF": gcfkit.dumps(value),
+        "dense GCF": dense.encode(value).text,
+    }
+
+
+def _short_results() -> list[str]:
+    from gcfkit import tokens
+
+    results = {
+        (size, shape): _forms(json.loads(result_text(size, shape)))
+        for size in ("1 KB", "10 KB")
+        for shape in ("nested", "flat")
+    }
+    distinct = [
+        text
+        for seed in range(1, 101)
+        for make in (gen.nested, gen.flat)
+        for text in _forms(make(seed=seed, target=800)).values()
+    ]
+    lines = ["", "Short results: microseconds a count, warm (the same text again), best of 7.", ""]
+    head = "| result | form | bytes |"
+    for name in tokens.ENCODINGS:
+        head += f" {name} gcfkit | bpe-openai |"
+    lines += [head, "|---|---|---:|" + "---:|---:|" * len(tokens.ENCODINGS)]
+    counters = []
+    for name in tokens.ENCODINGS:
+        mine, ref = tokens._compact_backend(name), tokens._bpe_openai_backend(name)
+        assert mine is not None and ref is not None
+        counters.append((mine, ref))
+    for (size, shape), forms in results.items():
+        for form, text in forms.items():
+            row = f"| {size} {shape} | {form} | {len(text.encode()):,} |"
+            reps = 200 if size == "1 KB" else 20
+            for mine, ref in counters:
+                assert mine.count(text) == ref(text)
+                for took in _best([mine.count, ref], [text] * reps, 7):
+                    row += f" {took / reps * 1e6:.1f} |"
+            lines.append(row)
+    average = sum(len(t.encode()) for t in distinct) // len(distinct)
+    row = f"| 1 KB, 200 results | the four forms, each once | {average:,} avg |"
+    for mine, ref in counters:
+        assert [mine.count(t) for t in distinct] == [ref(t) for t in distinct]
+        for took in _best([mine.count, ref], distinct, 7):
+            row += f" {took / len(distinct) * 1e6:.1f} |"
+    lines.append(row)
+    return lines
 
 
 def main() -> int:
@@ -109,13 +178,14 @@ def main() -> int:
         ref = tokens._bpe_openai_backend(name)
         assert mine is not None and ref is not None
         assert [mine.count(t) for t in texts] == [ref(t) for t in texts]
-        a, b = _best(mine.count, texts), _best(ref, texts)
+        a, b = _best([mine.count, ref], texts)
         lines.append(f"| {name} | corpus | {size / a:.1f} MB/s | {size / b:.1f} MB/s |")
         for label, unit in RUNS.items():
             run = [unit * 1_000_000]
             assert mine.count(run[0]) == ref(run[0])
-            a, b = _best(mine.count, run, 1), _best(ref, run, 1)
+            a, b = _best([mine.count, ref], run, 1)
             lines.append(f"| {name} | {label} | {a * 1000:.0f} ms | {b * 1000:.0f} ms |")
+    lines += _short_results()
     report = "\n".join(lines) + "\n"
     print(report)
     if "--out" in sys.argv:

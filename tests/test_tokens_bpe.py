@@ -306,3 +306,136 @@ def test_threads_count_alike_while_the_gil_is_released() -> None:
     for th in threads:
         th.join(timeout=120)
     assert got == [want] * 4
+
+
+# ASCII text takes a path of its own in the pre-tokenizer, which hands over to the general
+# one wherever a non-ASCII character could continue or end a piece: each kind of ASCII
+# run, followed by a character of each Unicode class the patterns tell apart.
+_ASCII_RUNS = (
+    "abc",
+    "ABC",
+    "Abc",
+    "aB",
+    "x",
+    "1",
+    "12",
+    "123",
+    "1234",
+    "!",
+    " !",
+    "'",
+    '"a',
+    " a",
+    "a's",
+    "'s",
+    " ",
+    "  ",
+    "\n",
+    " \n ",
+    "\t ",
+    "x/",
+    "!\n",
+)
+_NON_ASCII = (
+    "é",
+    "É",
+    "ǅ",
+    "ʰ",
+    "漢",
+    "\u0301",
+    "٣",
+    "Ⅻ",
+    "—",
+    "€",
+    "\u00a0",
+    "\u3000",
+    "\u0085",
+    "\u2028",
+    "ſ",
+    "😀",
+)
+
+
+@pytest.mark.parametrize("name", tokens.ENCODINGS)
+def test_ascii_runs_meeting_non_ascii_characters(name: str) -> None:
+    texts = [
+        before + run + other + after
+        for run in _ASCII_RUNS
+        for other in _NON_ASCII
+        for before in ("", "x", " ", "\n")
+        for after in ("", "x", " y", "1", "'s", "\n")
+    ]
+    texts += [other + run for run in _ASCII_RUNS for other in _NON_ASCII]
+    assert _mismatches(name, texts) == []
+
+
+# Short pieces' counts are cached per thread (4096 slots, pieces up to 26 bytes).
+@pytest.mark.parametrize("name", tokens.ENCODINGS)
+def test_the_piece_cache_never_answers_for_another_piece(name: str) -> None:
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    # More distinct pieces than slots (every slot is shared), of every length around the
+    # longest cached one, counted in one order and then in another.
+    words = {"".join(rng.choice(letters) for _ in range(rng.randint(1, 32))) for _ in range(20_000)}
+    pieces = sorted(words)
+    # Pieces of 25 and 26 bytes that differ only in bytes 16 and 17, which the cache's hash
+    # does not read: they always land in the same slot.
+    pieces += ["a" * 16 + x + y + "b" * 8 for x in letters for y in letters]
+    pieces += ["c" * 16 + x + "d" * 8 for x in letters]
+    shuffled = pieces[:]
+    rng.shuffle(shuffled)
+    texts = []
+    for order in (pieces, shuffled, pieces[::-1]):
+        for k in range(0, len(order), 300):
+            chunk = order[k : k + 300]
+            texts += ["\n".join(chunk), " ".join(chunk), ",".join(chunk)]
+    assert _mismatches(name, texts) == []
+    enc, ref = _compact(name), _reference(name)
+    for text in texts[::9]:
+        n = ref(text)
+        assert enc.count_till_limit(text, n) == n
+        assert enc.count_till_limit(text, n - 1) is None
+
+
+def test_the_piece_cache_keeps_encodings_apart() -> None:
+    # "cab" is one o200k token; the tiny table has a, b, c, ab, bc, abc: c + ab, 2. A
+    # second tiny table made after the first is gone may reuse its memory: it must not
+    # reuse its cached counts ("cab" is a token of its own there).
+    big = _compact("o200k_base")
+    tiny = _bpe.Encoding(b"YQ== 0\nYg== 1\nYw== 2\nYWI= 3\nYmM= 4\nYWJj 5\n", "o200k_base")
+    for _ in range(3):
+        assert [big.count("cab"), tiny.count("cab"), big.count("cab cab")] == [1, 2, 2]
+    assert tiny.count("cab cab") == 5
+    del tiny
+    other = _bpe.Encoding(b"YQ== 0\nYg== 1\nYw== 2\nYWI= 3\nY2Fi 4\n", "o200k_base")
+    assert [other.count("cab"), big.count("cab"), other.count("cab cab")] == [1, 1, 3]
+
+
+def test_threads_with_their_own_caches_count_alike() -> None:
+    # Two threads count large texts (the GIL released) at once, one per encoding, made of
+    # the same words, each of which the two encodings count differently: a cache shared
+    # between the threads would sooner or later hand one a count the other wrote.
+    rng = random.Random(11)
+    o200k, cl100k = _reference("o200k_base"), _reference("cl100k_base")
+    words: set[str] = set()
+    while len(words) < 3000:
+        w = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 14)))
+        if o200k(w) != cl100k(w):
+            words.add(w)
+    pool = sorted(words)
+    texts = [" ".join(rng.sample(pool, 1200)) for _ in range(8)]
+    assert all(len(t) > 4096 for t in texts)
+    want = {name: [_reference(name)(t) for t in texts] for name in tokens.ENCODINGS}
+    got: dict[str, list[list[int]]] = {name: [] for name in tokens.ENCODINGS}
+
+    def work(name: str) -> None:
+        enc = _compact(name)
+        for _ in range(50):
+            got[name].append([enc.count(t) for t in texts])
+
+    threads = [threading.Thread(target=work, args=(name,)) for name in tokens.ENCODINGS]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert got == {name: [want[name]] * 50 for name in tokens.ENCODINGS}
