@@ -5390,6 +5390,94 @@ sp_table_cells(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(cells);
 }
 
+/* text_spans(line) -> list[tuple[int, int]] | None: where the string value of each member
+ * named "text" spelled plainly stands in line (one JSON message, valid JSON), in document
+ * order: (index of its opening quote, index after its closing quote). The reference is
+ * gcfkit.proxy.jsonrpc._text_spans_py: an unescaped quote followed by text", whitespace, a
+ * colon, whitespace and a quote opens a member name (a closing quote cannot be followed by
+ * a letter in valid JSON), and its value's literal ends at its first unescaped quote.
+ * None: an unterminated string (not valid JSON: the caller does not splice). */
+static PyObject *
+sp_text_spans(PyObject *self, PyObject *line)
+{
+    if (!PyUnicode_Check(line)) {
+        PyErr_SetString(PyExc_TypeError, "text_spans expects a str");
+        return NULL;
+    }
+    if (!STR_READY(line))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(line);
+    int kind = PyUnicode_KIND(line);
+    const void *d = PyUnicode_DATA(line);
+#define AT(i) PyUnicode_READ(kind, d, (i))
+#define IS_WS(c) ((c) == ' ' || (c) == '\t' || (c) == '\n' || (c) == '\r')
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t p;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const Py_UCS1 *q = memchr((const Py_UCS1 *)d + i, '"', (size_t)(n - i));
+            if (q == NULL)
+                break;
+            p = q - (const Py_UCS1 *)d;
+        }
+        else {
+            for (p = i; p < n && AT(p) != '"'; p++)
+                ;
+            if (p >= n)
+                break;
+        }
+        i = p + 1;
+        if (p + 6 > n || AT(p + 1) != 't' || AT(p + 2) != 'e' || AT(p + 3) != 'x' ||
+            AT(p + 4) != 't' || AT(p + 5) != '"')
+            continue;
+        Py_ssize_t b = p;
+        while (b > 0 && AT(b - 1) == '\\')
+            b--;
+        if ((p - b) % 2)
+            continue; /* an escaped quote: inside a string */
+        Py_ssize_t j = p + 6;
+        while (j < n && IS_WS(AT(j)))
+            j++;
+        if (j >= n || AT(j) != ':')
+            continue;
+        j++;
+        while (j < n && IS_WS(AT(j)))
+            j++;
+        if (j >= n || AT(j) != '"')
+            continue;
+        Py_ssize_t quote = j, k = j + 1, end = -1;
+        while (k < n) {
+            Py_UCS4 c = AT(k);
+            if (c == '\\')
+                k += 2;
+            else if (c == '"') {
+                end = k + 1;
+                break;
+            }
+            else
+                k++;
+        }
+        if (end < 0) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyObject *span = Py_BuildValue("(nn)", quote, end);
+        if (span == NULL || PyList_Append(out, span) < 0) {
+            Py_XDECREF(span);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(span);
+        i = end;
+    }
+#undef AT
+#undef IS_WS
+    return out;
+}
+
 /* utf8_len(text) -> int: len(text.encode("utf-8", "surrogatepass")) without the copy. */
 static PyObject *
 sp_utf8_len(PyObject *self, PyObject *text)
@@ -5932,6 +6020,8 @@ static PyMethodDef methods[] = {
      "dense_estimate(text) -> int: the dense profile's D9.3 token estimate of text."},
     {"minify_json", sp_minify_json, METH_O,
      "minify_json(text) -> str | None: jsonio.dumps_compact(loads_json(text)) from the text."},
+    {"text_spans", sp_text_spans, METH_O,
+     "text_spans(line) -> list | None: where each plain 'text' member's string value stands."},
     {"utf8_len", sp_utf8_len, METH_O,
      "utf8_len(text) -> int: the UTF-8 size of text, lone surrogates 3 bytes each."},
     {"table_cells", sp_table_cells, METH_VARARGS,

@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from json.encoder import encode_basestring as _encode_string
-from json.encoder import encode_basestring_ascii as _encode_string_ascii
 from typing import Any, Final
 
+from .. import speedups
 from ..errors import GCFError
 from ..jsonio import dumps_compact, loads_json
 
@@ -177,21 +176,48 @@ def splice_texts(line: bytes, msg: dict[str, Any], new: dict[str, Any]) -> bytes
 
 
 def _text_cuts(
-    text: str, msg: dict[str, Any], edits: list[tuple[str, str]], cuts: list[tuple[int, int, str]]
+    text: str,
+    msg: dict[str, Any],
+    edits: list[tuple[dict[str, Any], str]],
+    cuts: list[tuple[int, int, str]],
 ) -> bool:
-    """Add to ``cuts`` where each old text of ``edits`` stands in ``text`` (the line ``msg``
-    was parsed from) and its new text; False when that is not known exactly."""
-    # Every member named "text" (found exactly: in valid JSON an unescaped quote followed by
-    # `text"` opens a string, and that string followed by a colon is a member's name), with
-    # where its value is; all of them, so that no old text is also another member's value.
-    # A value spelled as json spells the old text is that text (its literal ends at its
-    # first unescaped quote) and is not decoded: a 1 MB text costs one comparison.
-    olds = {before: i for i, (before, _) in enumerate(edits)}
-    spellings = [_spellings(before) for before, _ in edits]
-    where: list[list[tuple[int, int]]] = [[] for _ in edits]
-    found = 0
-    # (str.find, then the pattern where it matched: a scan of the line for the pattern
-    # itself costs ten times as much, stopping at every quote of the texts.)
+    """Add to ``cuts`` where the text of each block of ``edits`` stands in ``text`` (the line
+    ``msg`` was parsed from) and its new text; False when that is not known exactly.
+
+    Every member named ``text`` whose value is a string spelled plainly is found in the line
+    (:func:`_text_spans`); when they are all the ``text`` members ``msg`` has, the k-th
+    found is the k-th in ``msg`` in document order (json keeps a message's key order, and it
+    has no duplicate keys), so each edited block's text is where its member stands: no old
+    text is compared, encoded or decoded (a 1 MB text costs one scan for its closing quote).
+    """
+    accel = speedups.accelerator
+    spans = accel.text_spans(text) if accel is not None else _text_spans_py(text)
+    holders = _text_holders(msg)
+    if spans is None or holders is None or len(spans) != len(holders):
+        return False  # one is spelled with escapes, or holds no string: which is which?
+    at = {id(holder): k for k, holder in enumerate(holders)}
+    for block, after in edits:
+        k = at.get(id(block))
+        if k is None:
+            return False
+        start, end = spans[k]
+        cuts.append((start, end, dumps_compact(after)))
+    return True
+
+
+def _text_spans_py(text: str) -> list[tuple[int, int]] | None:
+    """Where the string value of each member named ``text`` spelled plainly stands in
+    ``text`` (one valid JSON message), in document order: the index of its opening quote
+    and the index after its closing one; None when a string does not end. (The reference of
+    the accelerator's ``text_spans``.)
+
+    An unescaped quote followed by ``text"``, a colon and a quote opens a member name and
+    its string value: in valid JSON a closing quote is never followed by a letter.
+
+    >>> _text_spans_py('{"text": "a\\\\"b", "x": {"text":"c"}, "y": "text"}')
+    [(9, 15), (30, 33)]
+    """
+    spans: list[tuple[int, int]] = []
     start = text.find('"text"')
     while start >= 0:
         m = _TEXT_MEMBER.match(text, start)
@@ -203,37 +229,44 @@ def _text_cuts(
             slashes += 1
         if slashes % 2:
             continue  # an escaped quote: inside a string
-        found += 1
-        quote = m.end() - 1
-        spelled = _spelled(text, quote, spellings)
-        if spelled is None:
-            try:
-                value, end = _scanstring(text, quote + 1, True)
-            except ValueError:
+        try:
+            _, end = _scanstring(text, m.end(), True)
+        except ValueError:
+            return None
+        spans.append((m.end() - 1, end))
+        if start >= 0 and start < end:
+            start = text.find('"text"', end)
+    return spans
+
+
+def _text_holders(value: Any, depth: int = 0) -> list[dict[str, Any]] | None:
+    """The objects in ``value`` that have a member named ``text``, in the document order of
+    those members (an object's ``text`` member before the members that follow it); None
+    past a depth no message of the protocol reaches (the caller does not splice)."""
+    holders: list[dict[str, Any]] = []
+    if not _holders(value, holders, 0):
+        return None
+    return holders
+
+
+def _holders(value: Any, out: list[dict[str, Any]], depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    if type(value) is dict:
+        for key, item in value.items():
+            if key == "text":
+                out.append(value)
+            if (type(item) is dict or type(item) is list) and not _holders(item, out, depth + 1):
                 return False
-            i = olds.get(value, -1)
-            if i < 0:
-                continue
-            spelled = (i, end)
-        where[spelled[0]].append((quote, spelled[1]))
-    if found != _text_members(msg):
-        return False  # one is spelled with escapes: which member is which is not known
-    for (_, after), spans in zip(edits, where, strict=True):
-        if len(spans) != 1:
-            return False
-        start, end = spans[0]
-        cuts.append((start, end, dumps_compact(after)))
+    elif type(value) is list:
+        for item in value:
+            if (type(item) is dict or type(item) is list) and not _holders(item, out, depth + 1):
+                return False
     return True
 
 
-def _spelled(text: str, quote: int, spellings: list[tuple[str, ...]]) -> tuple[int, int] | None:
-    """Which old text (its index) is spelled at ``quote`` as json spells it, and where its
-    literal ends; None when none is."""
-    for i, lits in enumerate(spellings):
-        for lit in lits:
-            if text.startswith(lit, quote):
-                return i, quote + len(lit)
-    return None
+#: How deep :func:`_text_holders` looks (a recursion, bounded well inside Python's).
+_MAX_DEPTH: Final = 200
 
 
 #: Whitespace JSON allows between tokens (as a pattern).
@@ -320,31 +353,10 @@ def _object_member(text: str, at: int, name: str) -> int | None:
         at = _JSON_WS.match(text, at + 1).end()  # type: ignore[union-attr]
 
 
-def _spellings(text: str) -> tuple[str, ...]:
-    """How json (and most servers) write ``text`` as a JSON string: with its characters, or
-    with every non-ASCII one escaped."""
-    plain = _encode_string(text)
-    return (plain,) if text.isascii() else (plain, _encode_string_ascii(text))
-
-
-def _text_members(value: Any) -> int:
-    """How many members named ``text`` ``value`` has, at any depth."""
-    n = 0
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if type(v) is dict:
-            n += "text" in v
-            stack.extend(x for x in v.values() if type(x) is dict or type(x) is list)
-        elif type(v) is list:
-            stack.extend(x for x in v if type(x) is dict or type(x) is list)
-    return n
-
-
 def _text_edits(
     old: dict[str, Any], new: dict[str, Any]
-) -> tuple[list[tuple[str, str]], list[Any]] | None:
-    """(old text, new text) of each content block ``new`` changes only the text of, and the
+) -> tuple[list[tuple[dict[str, Any], str]], list[Any]] | None:
+    """(old block, new text) of each content block ``new`` changes only the text of, and the
     blocks it adds after the old ones, when that is all it changes (and it changes
     something); else None."""
     if new.keys() != old.keys():
@@ -354,7 +366,7 @@ def _text_edits(
     was, now = old.get("content"), new.get("content")
     if type(was) is not list or type(now) is not list or len(was) > len(now):
         return None
-    edits: list[tuple[str, str]] = []
+    edits: list[tuple[dict[str, Any], str]] = []
     for a, b in zip(was, now[: len(was)], strict=True):
         if a is b:
             continue
@@ -364,7 +376,7 @@ def _text_edits(
             return None
         if type(a.get("text")) is not str or type(b.get("text")) is not str:
             return None
-        edits.append((a["text"], b["text"]))
+        edits.append((a, b["text"]))
     added = now[len(was) :]
     return (edits, added) if edits or added else None
 
