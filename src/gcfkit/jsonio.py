@@ -159,8 +159,11 @@ def dumps_compact(value: Any) -> str:
     >>> dumps_compact({"a": [1, "é"]}), dumps_compact(["\\ud800"])
     ('{"a":[1,"é"]}', '["\\\\ud800"]')
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return escape_lone_surrogates(text)
+    return escape_lone_surrogates(_COMPACT.encode(value))
+
+
+# Made once: json.dumps with options builds an encoder on every call.
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def compact_of(text: str, value: Any) -> str:
