@@ -25,7 +25,7 @@ import time
 import gcfkit
 from gcfkit.proxy.config import ProxyConfig
 from gcfkit.proxy.core import ProxyCore
-from gcfkit.transports.outbox import Outbox
+from gcfkit.transports.outbox import JOIN_BYTES, Outbox
 from gcfkit.transports.pools import session_pool
 from tests.proxy_support import request, response, text_result
 
@@ -73,6 +73,31 @@ def test_the_lines_of_one_read_leave_in_one_write_in_order() -> None:
 def test_an_output_not_joined_writes_each_line_on_its_own() -> None:
     writes = fed(joined=False)
     assert [json.loads(x)["id"] for x in writes] == [1, 2, 3]
+
+
+def test_a_big_line_is_written_on_its_own() -> None:
+    """Joining copies: a line over ``JOIN_BYTES`` goes in a write of its own, between the
+    joined runs of small ones, in order."""
+    note = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"'
+    big = note + b"x" * (JOIN_BYTES + 1) + b'"}}\n'
+
+    async def scenario() -> list[bytes]:
+        core = ProxyCore(CONFIG)
+        for msg_id in (1, 2, 3):
+            core.from_client(request(msg_id, "ping"))
+        writes: list[bytes] = []
+
+        async def write(data: bytes, _: None) -> None:
+            writes.append(data)
+
+        outbox: Outbox[None] = Outbox(core, None, write, joined=True)
+        lines = [response(1, {}), response(2, {}), big, response(3, {})]
+        for i, line in enumerate(lines):
+            await outbox.feed(line, None, release=i == len(lines) - 1)
+        return writes
+
+    writes = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert writes == [response(1, {}) + response(2, {}), big, response(3, {})]
 
 
 #: Answers each request with how many lines the read that brought it held; all the answers

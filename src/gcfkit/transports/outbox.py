@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from ..proxy.core import Output, ProxyCore, ToolJob
 from ..proxy.rewrite import SessionEvent
@@ -30,7 +30,7 @@ from ..proxy.sequencer import Sequencer
 from .offload import Lane
 from .relay import receive, rewrite_now, submit_job
 
-__all__ = ["Outbox"]
+__all__ = ["JOIN_BYTES", "Outbox", "coalesce"]
 
 T = TypeVar("T")
 
@@ -179,7 +179,7 @@ class Outbox(Generic[T]):
 
 
 def _joined(ready: list[tuple[bytes, T]]) -> list[tuple[bytes, T]]:
-    """Consecutive lines for the same tag as one.
+    """Consecutive lines for the same tag as one (:func:`coalesce`d).
 
     >>> _joined([(b"a", 1), (b"b", 1), (b"c", 2)])
     [(b'ab', 1), (b'c', 2)]
@@ -189,6 +189,33 @@ def _joined(ready: list[tuple[bytes, T]]) -> list[tuple[bytes, T]]:
     for i, (data, tag) in enumerate(ready):
         run.append(data)
         if i + 1 == len(ready) or ready[i + 1][1] != tag:
-            out.append((b"".join(run) if len(run) > 1 else data, tag))
+            out.extend((joined, tag) for joined in coalesce(run))
             run = []
+    return out
+
+
+#: Lines up to this size are written together with their neighbours; a bigger one goes in
+#: a write of its own (joining it would copy it, for a saving only small lines see).
+JOIN_BYTES: Final = 64 * 1024
+
+
+def coalesce(lines: list[bytes]) -> list[bytes]:
+    """What to write for ``lines``, in order: each run of lines of up to
+    :data:`JOIN_BYTES` joined into one write, each bigger line on its own.
+
+    >>> [len(x) for x in coalesce([b"a", b"b", b"x" * 70_000, b"c"])]
+    [2, 70000, 1]
+    """
+    out: list[bytes] = []
+    run: list[bytes] = []
+    for line in lines:
+        if len(line) > JOIN_BYTES:
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(line)
+        else:
+            run.append(line)
+    if run:
+        out.append(run[0] if len(run) == 1 else b"".join(run))
     return out

@@ -50,7 +50,7 @@ from ..ledger import Ledger, utc_now_iso
 from ..proxy.config import Codec
 from ..proxy.core import Output, ProxyConfig, ProxyCore
 from ..proxy.linebuffer import LineBuffer
-from .outbox import Outbox
+from .outbox import Outbox, coalesce
 from .pools import session_pool, start_or_warm
 from .process import DEFAULT_GRACE, ServerProcess, exit_status, stop_signals, widen_pipe
 
@@ -320,12 +320,13 @@ async def run_proxy(
         if capture is not None:
             for out in outputs:
                 capture.to_server(out.data)
-        # One write for what one read of the client's made (one wake-up of the server).
-        data = outputs[0].data if len(outputs) == 1 else b"".join(out.data for out in outputs)
-        try:
-            await write_chunked(server_in, data)
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            server_write_broken = True
+        # What one read of the client's made, in one write (one wake-up of the server).
+        for data in coalesce([out.data for out in outputs]):
+            try:
+                await write_chunked(server_in, data)
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                server_write_broken = True
+                return
 
     async def client_to_server() -> None:
         async for lines in split_batches(read_client):
