@@ -185,10 +185,11 @@ def _text_cuts(
     ``msg`` was parsed from) and its new text; False when that is not known exactly.
 
     Every member named ``text`` whose value is a string spelled plainly is found in the line
-    (:func:`_text_spans`); when they are all the ``text`` members ``msg`` has, the k-th
-    found is the k-th in ``msg`` in document order (json keeps a message's key order, and it
-    has no duplicate keys), so each edited block's text is where its member stands: no old
-    text is compared, encoded or decoded (a 1 MB text costs one scan for its closing quote).
+    (the accelerator's ``text_spans``, or :func:`_text_spans_py`); when they are all the
+    ``text`` members ``msg`` has (:func:`_text_holders`), the k-th found is the k-th in
+    ``msg`` in document order (json keeps a message's key order, and it has no duplicate
+    keys), so each edited block's text is where its member stands: no old text is compared,
+    encoded or decoded (a 1 MB text costs one scan for its closing quote).
     """
     accel = speedups.accelerator
     spans = accel.text_spans(text) if accel is not None else _text_spans_py(text)
@@ -239,7 +240,7 @@ def _text_spans_py(text: str) -> list[tuple[int, int]] | None:
     return spans
 
 
-def _text_holders(value: Any, depth: int = 0) -> list[dict[str, Any]] | None:
+def _text_holders(value: Any) -> list[dict[str, Any]] | None:
     """The objects in ``value`` that have a member named ``text``, in the document order of
     those members (an object's ``text`` member before the members that follow it); None
     past a depth no message of the protocol reaches (the caller does not splice)."""
