@@ -5390,6 +5390,23 @@ sp_table_cells(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(cells);
 }
 
+/* The str argument of a function that takes only one (fn names it in the TypeError): its
+ * length, kind and data; -1 with an exception set when it is not a str. */
+static int
+str_arg(PyObject *text, const char *fn, Py_ssize_t *n, int *kind, const void **data)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "%s expects a str", fn);
+        return -1;
+    }
+    if (!STR_READY(text))
+        return -1;
+    *n = PyUnicode_GET_LENGTH(text);
+    *kind = PyUnicode_KIND(text);
+    *data = PyUnicode_DATA(text);
+    return 0;
+}
+
 /* text_spans(line) -> list[tuple[int, int]] | None: where the string value of each member
  * named "text" spelled plainly stands in line (one JSON message, valid JSON), in document
  * order: (index of its opening quote, index after its closing quote). The reference is
@@ -5400,15 +5417,11 @@ sp_table_cells(PyObject *self, PyObject *args)
 static PyObject *
 sp_text_spans(PyObject *self, PyObject *line)
 {
-    if (!PyUnicode_Check(line)) {
-        PyErr_SetString(PyExc_TypeError, "text_spans expects a str");
+    Py_ssize_t n;
+    int kind;
+    const void *d;
+    if (str_arg(line, "text_spans", &n, &kind, &d) < 0)
         return NULL;
-    }
-    if (!STR_READY(line))
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(line);
-    int kind = PyUnicode_KIND(line);
-    const void *d = PyUnicode_DATA(line);
 #define AT(i) PyUnicode_READ(kind, d, (i))
 #define IS_WS(c) ((c) == ' ' || (c) == '\t' || (c) == '\n' || (c) == '\r')
     PyObject *out = PyList_New(0);
@@ -5482,15 +5495,12 @@ sp_text_spans(PyObject *self, PyObject *line)
 static PyObject *
 sp_utf8_len(PyObject *self, PyObject *text)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "utf8_len expects a str");
+    Py_ssize_t n, i;
+    int kind;
+    const void *d;
+    if (str_arg(text, "utf8_len", &n, &kind, &d) < 0)
         return NULL;
-    }
-    if (!STR_READY(text))
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), size = n, i;
-    int kind = PyUnicode_KIND(text);
-    const void *d = PyUnicode_DATA(text);
+    Py_ssize_t size = n;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *p = (const Py_UCS1 *)d;
         for (i = 0; i < n; i++)
@@ -5608,11 +5618,10 @@ token_features_of(PyObject *text, TokenFeatures *f)
 static PyObject *
 sp_token_features(PyObject *self, PyObject *text)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "token_features expects a str");
-        return NULL;
-    }
-    if (!STR_READY(text))
+    Py_ssize_t n;
+    int kind;
+    const void *d;
+    if (str_arg(text, "token_features", &n, &kind, &d) < 0)
         return NULL;
     TokenFeatures f;
     token_features_of(text, &f);
@@ -5653,15 +5662,11 @@ sp_token_features(PyObject *self, PyObject *text)
 static PyObject *
 sp_dense_estimate(PyObject *self, PyObject *text)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "dense_estimate expects a str");
+    Py_ssize_t n, total = 0;
+    int kind;
+    const void *data;
+    if (str_arg(text, "dense_estimate", &n, &kind, &data) < 0)
         return NULL;
-    }
-    if (!STR_READY(text))
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), total = 0;
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
     if (kind == PyUnicode_1BYTE_KIND)
         TK_DENSE_LOOP(Py_UCS1)
     else if (kind == PyUnicode_2BYTE_KIND)
@@ -5942,15 +5947,11 @@ mj_word(int kind, const void *d, Py_ssize_t n, Py_ssize_t i, const char *word)
 static PyObject *
 sp_minify_json(PyObject *self, PyObject *text)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "minify_json expects a str");
+    Py_ssize_t n, i = 0;
+    int kind;
+    const void *d;
+    if (str_arg(text, "minify_json", &n, &kind, &d) < 0)
         return NULL;
-    }
-    if (!STR_READY(text))
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
-    int kind = PyUnicode_KIND(text);
-    const void *d = PyUnicode_DATA(text);
     Writer w;
     if (w_init(&w, n) < 0)
         return NULL;
