@@ -21,10 +21,12 @@ import select
 import subprocess
 import sys
 import time
+from typing import Any, cast
 
 import gcfkit
 from gcfkit.proxy.config import ProxyConfig
 from gcfkit.proxy.core import ProxyCore
+from gcfkit.transports.offload import Lane
 from gcfkit.transports.outbox import JOIN_BYTES, Outbox
 from gcfkit.transports.pools import session_pool
 from tests.proxy_support import request, response, text_result
@@ -98,6 +100,47 @@ def test_a_big_line_is_written_on_its_own() -> None:
 
     writes = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert writes == [response(1, {}) + response(2, {}), big, response(3, {})]
+
+
+class _SlowLane:
+    """A lane whose every result goes to a "worker" that answers when told to."""
+
+    available = True
+    gave_up = False
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+
+    def answer_now(self, *args: Any, **kw: Any) -> tuple[bool, bytes | None]:
+        return False, None
+
+    async def submit(self, *args: Any) -> bytes | None:
+        await self.go.wait()
+        return None
+
+
+def test_what_is_ready_ahead_of_a_result_in_a_worker_does_not_wait_for_it() -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes]]:
+        core = ProxyCore(CONFIG)
+        core.from_client(request(1, "ping"))
+        core.from_client(request(2, "tools/call", {"name": "rows", "arguments": {}}))
+        writes: list[bytes] = []
+
+        async def write(data: bytes, _: None) -> None:
+            writes.append(data)
+
+        lane = _SlowLane()
+        outbox: Outbox[None] = Outbox(core, cast(Lane, lane), write, joined=True)
+        await outbox.feed(response(1, {}), None, release=False)
+        await outbox.feed(response(2, text_result(ROWS)), None)  # the read's last line
+        before = list(writes)
+        lane.go.set()
+        await outbox.drain(timeout=60)
+        return before, writes
+
+    before, after = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert before == [response(1, {})]
+    assert after == [response(1, {}), response(2, text_result(ROWS))]
 
 
 #: Answers each request with how many lines the read that brought it held; all the answers

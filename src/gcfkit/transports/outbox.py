@@ -108,6 +108,9 @@ class Outbox(Generic[T]):
             if release:
                 await self._release()
             return
+        # For a worker: what is ready ahead of it goes now, not after its rewrite (nor after
+        # a wait for a place).
+        await self._release()
         await self._places.acquire()
         ticket = self._sequencer.hold()
         task = asyncio.create_task(self._run(ticket, got, tag, events))
@@ -121,6 +124,10 @@ class Outbox(Generic[T]):
             self._sequencer.add((out.data, tag), response=out.response)
         if release:
             await self._release()
+
+    async def flush(self) -> None:
+        """Write what is ready now (what lines fed with ``release=False`` left waiting)."""
+        await self._release()
 
     @property
     def busy(self) -> bool:

@@ -347,6 +347,7 @@ async def run_proxy(
                 if capture is not None:
                     capture.from_server(line)
                 if not warming.done() and core.expects_tool_result:
+                    await lines.flush()  # (what is ready does not wait for the warm-up)
                     await asyncio.shield(warming)
                 await lines.feed(line, None, release=not batch)
                 del line
