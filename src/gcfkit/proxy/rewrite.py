@@ -449,7 +449,8 @@ class Rewriter:
         is_file = self._is_file(call)
         policy = self.config.policy.for_tool(call.tool, file=is_file)
         fmt = cap_format(policy.format, call.fmt)
-        texts = text_blocks_of(result)
+        blocks = text_blocks(content_of(result))
+        texts = [block["text"] for _, block in blocks]
         self.names.uses_since = call.uses_since
         self.names.preview = call.preview
         since, implicit = call.since, False
@@ -463,13 +464,13 @@ class Rewriter:
             if not self._settle_mode and any(len(t) > LEDGER_EXACT_CHARS for t in texts):
                 raise NeedsExactCounts("a text the ledger counts by its size")
         try:
-            if self._file_passthrough(call):
+            if _passes_files(is_file, policy):
                 # Byte for byte: at most an identical re-read is answered (unchanged).
                 outcome = Outcome(None, "passthrough-file", lazy=texts)
                 if self._may_name_file(call):
                     outcome = self._text_answer(result, at, "file", outcome)
                 return outcome
-            return self._rewrite(result, policy, fmt, at, budget, known)
+            return self._rewrite(result, policy, fmt, at, budget, (blocks, texts), known)
         except NeedsExactCounts:
             raise
         except BudgetExceeded:
@@ -488,7 +489,7 @@ class Rewriter:
     def _file_passthrough(self, call: Call) -> bool:
         """Whether ``call``'s tool reads files and the policy leaves its results alone."""
         is_file = self._is_file(call)
-        return is_file and self.config.policy.for_tool(call.tool, file=is_file).format == "off"
+        return _passes_files(is_file, self.config.policy.for_tool(call.tool, file=is_file))
 
     def _may_name_file(self, call: Call) -> bool:
         """Whether a file read may be named (and so a re-read answered ``@@ unchanged``)."""
@@ -503,14 +504,15 @@ class Rewriter:
         fmt: Format,
         at: Asked,
         budget: Budget,
+        found: tuple[list[tuple[int, dict[str, Any]]], list[str]],
         known: Any = None,
     ) -> Outcome:
-        """The answer to a result of text blocks; ``known``: the value of its one text block,
-        which is that value's compact JSON (a flattened result: not parsed back, not dumped
-        again)."""
+        """The answer to a result of text blocks (``found``: its text blocks and their texts,
+        :func:`~gcfkit.proxy.content.text_blocks`); ``known``: the value of its one text
+        block, which is that value's compact JSON (a flattened result: not parsed back, not
+        dumped again)."""
         content = content_of(result)
-        blocks = text_blocks(content)
-        texts = [block["text"] for _, block in blocks]
+        blocks, texts = found
         outcome = Outcome(None, "unchanged", lazy=list(texts))
         if result.get("isError") is True or fmt == "off" or not blocks:
             self.forget(at.slot)
@@ -957,6 +959,12 @@ class Rewriter:
         # content hash, so a full result needs no pack_root header of its own. That keeps
         # first calls and re-anchors (every ``reanchor`` turns) at plain GCF size.
         return DeltaSession(base, reanchor=self._reanchor)
+
+
+def _passes_files(is_file: bool, policy: ToolPolicy) -> bool:
+    """Whether results of a tool that reads files (or not: ``is_file``) under ``policy`` go
+    through byte for byte (a file read the policy leaves alone)."""
+    return is_file and policy.format == "off"
 
 
 def _best_tokens(candidates: Candidates, policy: AnswerPolicy) -> int:
