@@ -11,7 +11,8 @@ from typing import Any
 
 import gcfkit
 from gcfkit import keyed
-from gcfkit.proxy.core import Output, ProxyCore
+from gcfkit.proxy.core import Output, ProxyConfig, ProxyCore
+from gcfkit.proxy.policy import Policy
 
 
 def line(msg: Any) -> bytes:
@@ -48,6 +49,22 @@ def call(
     up = core.from_client(request(msg_id, "tools/call", params))
     down = core.from_server(response(msg_id, result))
     return up, down
+
+
+#: A keyed set (delta on for list_*, keyed by order_id), large enough to be named.
+DELTA_CONFIG = ProxyConfig(
+    policy=Policy.from_mapping({"tools": {"list_*": {"delta": True, "key": "order_id"}}})
+)
+
+
+def orders(n: int, shift: int = 0) -> bytes:
+    """The response line (id ``n``) of ``n`` orders, pretty-printed; ``shift`` changes the
+    first order's total."""
+    rows: list[dict[str, Any]] = [
+        {"order_id": i, "status": f"open since day {i}", "total": i + (shift if i == 0 else 0)}
+        for i in range(n)
+    ]
+    return response(n, text_result(json.dumps(rows, indent=2))).rstrip(b"\n")
 
 
 def only(outputs: list[Output], to: str) -> bytes:

@@ -22,10 +22,10 @@ from gcfkit.answers.codec import DENSE_CONSTRUCTS, Codec
 from gcfkit.answers.estimates import NeedsExactCounts
 from gcfkit.answers.forms import FullForms
 from gcfkit.proxy.config import ProxyConfig
-from gcfkit.proxy.policy import Policy
 from gcfkit.proxy.rewrite import Budget, Call, Outcome, Rewriter
 from gcfkit.relative import ResultMemory
 from tests.conformance import CORPUS_DIR
+from tests.proxy_support import DELTA_CONFIG, orders
 
 CORPUS = CORPUS_DIR / "mcp"
 FILES = sorted(CORPUS.glob("*/[0-9][0-9][0-9]_*.json"))
@@ -163,20 +163,6 @@ def test_cl100k_ledger_figures_match() -> None:
 # ---------------------------------------------------------------------------------------
 # A close call
 # ---------------------------------------------------------------------------------------
-
-#: A keyed set (delta on for list_*), large enough to be named.
-DELTA_CONFIG = ProxyConfig(
-    policy=Policy.from_mapping({"tools": {"list_*": {"delta": True, "key": "order_id"}}})
-)
-
-
-def orders(n: int, shift: int = 0) -> bytes:
-    rows: list[dict[str, Any]] = [
-        {"order_id": i, "status": f"open since day {i}", "total": i + (shift if i == 0 else 0)}
-        for i in range(n)
-    ]
-    text = json.dumps(rows, indent=2)
-    return json.dumps({"id": n, "result": {"content": [{"type": "text", "text": text}]}}).encode()
 
 
 def same_estimate(text: str, encoding: str) -> int:

@@ -18,10 +18,10 @@ import pytest
 from gcfkit import tokens
 from gcfkit.answers.codec import Codec
 from gcfkit.proxy.config import ProxyConfig
-from gcfkit.proxy.policy import Policy
 from gcfkit.proxy.rewrite import Budget, Call, Outcome, Rewriter
 from gcfkit.relative import ResultMemory
 from tests.conformance import CORPUS_DIR
+from tests.proxy_support import DELTA_CONFIG, orders
 
 CORPUS = CORPUS_DIR / "mcp"
 FILES = sorted(CORPUS.glob("*/[0-9][0-9][0-9]_*.json"))
@@ -55,6 +55,23 @@ def counted(outcome: Outcome, encoding: str = "o200k_base") -> Outcome:
     return outcome
 
 
+def same_answer(
+    exact: Rewriter,
+    settled: Rewriter,
+    line: bytes,
+    call: Call,
+    encoding: str = "o200k_base",
+    where: str = "",
+) -> Outcome:
+    """``line`` through both rewriters: the settled one sends the exact one's line, and its
+    ledger figures once owed counts are taken; returns the settled outcome, counted."""
+    want, want_line = exact.rewrite_line(line, call, Budget.unlimited())
+    got, got_line = settled.rewrite_line(line, call, Budget.unlimited())
+    assert got_line == want_line, where
+    assert counted(got, encoding) == counted(want, encoding), where
+    return got
+
+
 def test_the_default_codec_settles_and_an_injected_counter_does_not() -> None:
     assert Codec().settles
     assert not Codec.exact().settles
@@ -70,10 +87,7 @@ def test_each_result_answered_as_the_exact_path(path: Path) -> None:
     entry = json.loads(path.read_text(encoding="utf-8"))
     exact, settled = pair()
     line, call = entry_line(entry["result"]), entry_call(entry)
-    want, want_line = exact.rewrite_line(line, call, Budget.unlimited())
-    got, got_line = settled.rewrite_line(line, call, Budget.unlimited())
-    assert got_line == want_line
-    assert counted(got) == counted(want)
+    same_answer(exact, settled, line, call)
 
 
 @needs_exact
@@ -86,10 +100,7 @@ def test_sessions_answered_as_the_exact_path(server: str) -> None:
     for msg_id, path in enumerate(sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))):
         entry = json.loads(path.read_text(encoding="utf-8"))
         line, call = entry_line(entry["result"], msg_id), entry_call(entry)
-        want, want_line = exact.rewrite_line(line, call, Budget.unlimited())
-        got, got_line = settled.rewrite_line(line, call, Budget.unlimited())
-        assert got_line == want_line, path.name
-        assert counted(got) == counted(want), path.name
+        same_answer(exact, settled, line, call, where=path.name)
     assert list(settled.names.memory.issued) == list(exact.names.memory.issued)
 
 
@@ -103,24 +114,7 @@ def test_toon_datasets_answered_as_the_exact_path(path: Path, encoding: str) -> 
         text = json.dumps(value, indent=indent, ensure_ascii=False)
         exact, settled = pair(ProxyConfig(encoding=encoding))
         line = entry_line({"content": [{"type": "text", "text": text}]})
-        want, want_line = exact.rewrite_line(line, Call("t", "t"), Budget.unlimited())
-        got, got_line = settled.rewrite_line(line, Call("t", "t"), Budget.unlimited())
-        assert got_line == want_line
-        assert counted(got, encoding) == counted(want, encoding)
-
-
-#: A keyed set (delta on for list_*), large enough to be named.
-DELTA_CONFIG = ProxyConfig(
-    policy=Policy.from_mapping({"tools": {"list_*": {"delta": True, "key": "order_id"}}})
-)
-
-
-def orders(n: int, shift: int = 0) -> bytes:
-    rows: list[dict[str, Any]] = [
-        {"order_id": i, "status": f"open since day {i}", "total": i + (shift if i == 0 else 0)}
-        for i in range(n)
-    ]
-    return entry_line({"content": [{"type": "text", "text": json.dumps(rows, indent=2)}]}, n)
+        same_answer(exact, settled, line, Call("t", "t"), encoding)
 
 
 @needs_exact
@@ -130,19 +124,13 @@ def test_deltas_and_since_answered_as_the_exact_path() -> None:
     lines = [orders(30), orders(30, shift=1), orders(30, shift=1), orders(31)]
     decisions = []
     for line in lines:
-        want, want_line = exact.rewrite_line(line, call, Budget.unlimited())
-        got, got_line = settled.rewrite_line(line, call, Budget.unlimited())
-        assert got_line == want_line
-        assert counted(got) == counted(want)
+        got = same_answer(exact, settled, line, call)
         decisions.append(got.decision)
     assert any(d.startswith("delta") or "unchanged" in d for d in decisions[1:]), decisions
     handle = exact.names.memory.issued[-1] if exact.names.memory.issued else None
     if handle is not None:
         since = Call("list_orders", "list_orders {}", since=str(handle))
-        want, want_line = exact.rewrite_line(orders(31, shift=2), since, Budget.unlimited())
-        got, got_line = settled.rewrite_line(orders(31, shift=2), since, Budget.unlimited())
-        assert got_line == want_line
-        assert counted(got) == counted(want)
+        same_answer(exact, settled, orders(31, shift=2), since)
 
 
 def same_estimate(text: str, encoding: str) -> int:
@@ -187,10 +175,7 @@ def test_a_text_the_ledger_counts_by_its_size(indent: int | None) -> None:
     for body in (text, json.dumps(text)):  # a table, and one huge JSON string
         exact, settled = pair()
         line = entry_line({"content": [{"type": "text", "text": body}]})
-        want, want_line = exact.rewrite_line(line, Call("t", "t"), Budget.unlimited())
-        got, got_line = settled.rewrite_line(line, Call("t", "t"), Budget.unlimited())
-        assert got_line == want_line
-        assert counted(got) == counted(want)
+        same_answer(exact, settled, line, Call("t", "t"))
 
 
 @needs_exact
@@ -203,7 +188,4 @@ def test_sessions_with_the_default_threshold(server: str) -> None:
     for msg_id, path in enumerate(sorted((CORPUS / server).glob("[0-9][0-9][0-9]_*.json"))):
         entry = json.loads(path.read_text(encoding="utf-8"))
         line, call = entry_line(entry["result"], msg_id), entry_call(entry)
-        want, want_line = exact.rewrite_line(line, call, Budget.unlimited())
-        got, got_line = settled.rewrite_line(line, call, Budget.unlimited())
-        assert got_line == want_line, path.name
-        assert counted(got) == counted(want), path.name
+        same_answer(exact, settled, line, call, where=path.name)
