@@ -151,3 +151,21 @@ def test_mutations() -> None:
             else:
                 text = text[:i] + text[i + rng.randint(1, 3) :]
         _check(text)
+
+
+@requires_c
+def test_short_decimals_are_spelled_as_the_dump_spells_them() -> None:
+    """Numbers of up to 17 significant digits in every plain and exponent spelling: the C
+    pass writes the shortest text of 15 digits or fewer without dtoa, the rest with it."""
+    rng = random.Random(2026)
+    numbers: list[str] = ["0.0001", "0.00009999", "1e15", "999999999999999.9", "-0.0", "0e5"]
+    for _ in range(20_000):
+        digits = rng.randint(1, 17)
+        n = str(rng.randrange(10 ** (digits - 1), 10**digits))
+        point = rng.randint(0, len(n))
+        shift = rng.randint(-22, 3)
+        sign = rng.choice(["", "-"])
+        numbers.append(f"{sign}{n[:point] or '0'}.{n[point:] or '0'}e{shift}")
+        numbers.append(f"{sign}0.{'0' * rng.randint(0, 5)}{n}")
+    for chunk in range(0, len(numbers), 500):
+        _check("[" + ", ".join(numbers[chunk : chunk + 500]) + "]")

@@ -551,6 +551,80 @@ w_scalar_str(Writer *w, PyObject *s)
     return q ? w_quoted(w, s) : w_str(w, s);
 }
 
+/* repr(v) for a double whose shortest round-trip text has at most 15 significant digits
+ * and plain notation (1e-4 <= |v| < 1e15, or zero): the text PyOS_double_to_string(v, 'r',
+ * 0, flags) writes, without its dtoa (a tenth of the cost), or -1 for any other double
+ * (then the caller asks dtoa). With Py_DTSF_ADD_DOT_0 in ``flags`` an integral value ends
+ * in ".0", as repr() writes it.
+ *
+ * Why it is exact: for the smallest k in 0..15 such that n = round(|v| * 10**k) < 10**15
+ * and n / 10**k == |v| (both operands exact doubles, the quotient correctly rounded: the
+ * decimal n * 10**-k reads back as v), that decimal is repr's. Two different decimals of
+ * at most 15 significant digits never round to the same double, so no shorter text reads
+ * back as v; and the computed product is within 0.07 of the exact |v| * 10**k below 10**15,
+ * so rounding it finds the one integer that can work. bench: tests/test_speedups_floats.py
+ * compares it with repr() over random and edge-case doubles. */
+static Py_ssize_t
+short_repr(double v, char *buf, int flags)
+{
+    static const double pow10[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    int neg = signbit(v) != 0;
+    double a = fabs(v);
+    Py_ssize_t o = 0;
+    if (neg)
+        buf[o++] = '-';
+    if (a == 0) {
+        buf[o++] = '0';
+        if (flags & Py_DTSF_ADD_DOT_0) {
+            buf[o++] = '.';
+            buf[o++] = '0';
+        }
+        return o;
+    }
+    if (!(a >= 1e-4 && a < 1e15))
+        return -1;
+    for (int k = 0; k < 16; k++) {
+        double m = a * pow10[k];
+        if (m >= 1e15)
+            return -1;
+        double r = nearbyint(m);
+        if (r / pow10[k] != a)
+            continue;
+        uint64_t n = (uint64_t)r;
+        char digits[24];
+        int nd = 0;
+        do {
+            digits[nd++] = (char)('0' + n % 10);
+            n /= 10;
+        } while (n);
+        /* digits[] holds n backwards; k of them are the fraction. */
+        if (nd <= k) {
+            buf[o++] = '0';
+            buf[o++] = '.';
+            for (int z = nd; z < k; z++)
+                buf[o++] = '0';
+            while (nd > 0)
+                buf[o++] = digits[--nd];
+            return o;
+        }
+        while (nd > k)
+            buf[o++] = digits[--nd];
+        if (k == 0) {
+            if (flags & Py_DTSF_ADD_DOT_0) {
+                buf[o++] = '.';
+                buf[o++] = '0';
+            }
+            return o;
+        }
+        buf[o++] = '.';
+        while (nd > 0)
+            buf[o++] = digits[--nd];
+        return o;
+    }
+    return -1;
+}
+
 /* Canonical number text of a finite double (scalar.format_number), into buf. Returns the
  * length, or RC_FALLBACK (not finite: out_of_range), or RC_ERR. */
 static Py_ssize_t
@@ -564,6 +638,11 @@ format_double(double v, char *buf, size_t size)
         return 1;
     }
     /* repr() without the ".0" it adds to integral values: the shortest round-trip text. */
+    if (size >= 32) {
+        Py_ssize_t fast = short_repr(v, buf, 0);
+        if (fast >= 0)
+            return fast; /* (plain notation: the range below, which copies repr as is) */
+    }
     char *r = PyOS_double_to_string(v, 'r', 0, 0, NULL);
     if (r == NULL)
         return RC_ERR;
@@ -5925,6 +6004,10 @@ mj_number(Writer *w, int kind, const void *d, Py_ssize_t n, Py_ssize_t *pos)
     }
     if (!isfinite(x))
         return RC_FALLBACK; /* loads_json refuses an overflow */
+    char fast[32];
+    Py_ssize_t fn = short_repr(x, fast, Py_DTSF_ADD_DOT_0);
+    if (fn >= 0)
+        return w_ascii(w, fast, fn);
     char *r = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (r == NULL)
         return RC_ERR;
