@@ -562,8 +562,8 @@ w_scalar_str(Writer *w, PyObject *s)
  * decimal n * 10**-k reads back as v), that decimal is repr's. Two different decimals of
  * at most 15 significant digits never round to the same double, so no shorter text reads
  * back as v; and the computed product is within 0.07 of the exact |v| * 10**k below 10**15,
- * so rounding it finds the one integer that can work. bench: tests/test_speedups_floats.py
- * compares it with repr() over random and edge-case doubles. */
+ * so rounding it finds the one integer that can work. tests/test_speedups.py and
+ * tests/test_speedups_jsonio.py compare it with repr() on random short decimals. */
 static Py_ssize_t
 short_repr(double v, char *buf, int flags)
 {

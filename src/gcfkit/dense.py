@@ -38,7 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
+from .generic.cells import with_default
+from .generic.decoder import loads_dense
 from .generic.definitions import Count, estimate, select
+from .generic.encoder import encode_dense
 from .header import DENSE_MAGIC, dense_header
 
 __all__ = [
@@ -110,9 +113,6 @@ def encode(
     >>> encode({"tags": {"b", "a"}}, default=sorted).text
     'GCF-dense\\ntags[2]: a,b\\n'
     """
-    from .generic.cells import with_default
-    from .generic.encoder import encode_dense
-
     if default is not None:
         # Converted first: the definitions are chosen among the strings actually written.
         value = with_default(value, default, 1)
@@ -167,8 +167,6 @@ def loads(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None)
     >>> loads("GCF-dense\\n## r [2]{k,p=0.10}\\n1\\n2\\n", parse_float=Decimal)
     {'r': [{'k': 1, 'p': Decimal('0.10')}, {'k': 2, 'p': Decimal('0.10')}]}
     """
-    from .generic.decoder import loads_dense
-
     return loads_dense(text, parse_float=parse_float)
 
 
