@@ -68,6 +68,30 @@ def test_unguessable_handles_are_32_digits_a_reader_can_name() -> None:
     assert len(ResultMemory().mint() or "") == 6
 
 
+def test_unguessable_handles_spread_over_their_range_and_differ_in_a_forked_child() -> None:
+    """The operating system's bytes are read ahead (a handle costs no system call): the
+    leading digits still take every value, and a child forked with bytes read ahead draws
+    its own, never the parent's next handles."""
+    import os
+
+    memory = ResultMemory(unguessable=True)
+    firsts = {(memory.mint() or "")[0] for _ in range(400)}
+    assert firsts == set("123456789")
+    if not hasattr(os, "fork"):
+        return
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, ",".join(memory.mint() or "" for _ in range(4)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split(","))
+    os.waitpid(pid, 0)
+    parent = {memory.mint() for _ in range(4)}
+    assert len(child) == 4 and not child & parent
+
+
 def test_a_callers_results_are_bounded_per_caller_and_in_all_and_expire() -> None:
     clock = Clock()
     store = CallerResults(max_results=2, max_bytes=100, total_bytes=150, ttl=10, clock=clock)

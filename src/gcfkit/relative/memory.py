@@ -27,8 +27,8 @@ True
 
 from __future__ import annotations
 
+import os
 import random
-import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -142,7 +142,7 @@ class ResultMemory:
         if not self.unguessable:
             return str(self._rng.randint(_LOW, _HIGH))
         if isinstance(self._rng, random.SystemRandom):
-            return str(_LONG_LOW + secrets.randbelow(_LONG_SPAN))
+            return str(_LONG_LOW + _ENTROPY.below(_LONG_SPAN))
         return str(_LONG_LOW + self._rng.randrange(_LONG_SPAN))  # seeded: tests
 
     @property
@@ -231,3 +231,42 @@ class ResultMemory:
         """Forget every result (a new session); spent handles stay spent."""
         self._held.clear()
         self._bytes = 0
+
+
+class _Entropy:
+    """Random integers from the operating system's generator (``os.urandom``, what
+    ``secrets`` reads), its bytes read 4 KiB ahead: an unguessable handle costs no system
+    call of its own. A forked child starts with none read: it must not draw its parent's.
+
+    >>> 0 <= _Entropy().below(10) < 10
+    True
+    """
+
+    __slots__ = ("_at", "_pool")
+
+    _READ: Final = 4096
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._at = 0
+
+    def clear(self) -> None:
+        self._pool, self._at = b"", 0
+
+    def below(self, n: int) -> int:
+        """A uniform integer in ``[0, n)`` (rejection sampling, as ``secrets.randbelow``)."""
+        bits = n.bit_length()
+        size = (bits + 7) // 8
+        while True:
+            if self._at + size > len(self._pool):
+                self._pool, self._at = os.urandom(self._READ), 0
+            chunk = self._pool[self._at : self._at + size]
+            self._at += size
+            r = int.from_bytes(chunk, "big") >> (size * 8 - bits)
+            if r < n:
+                return r
+
+
+_ENTROPY: Final = _Entropy()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ENTROPY.clear)
