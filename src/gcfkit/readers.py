@@ -31,6 +31,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -152,6 +153,8 @@ _BY_NAME: Final[dict[str, ClientReader]] = {
 }
 
 
+# (Asked on every call of a session: its client's name is one of a few.)
+@functools.lru_cache(maxsize=64)
 def reader_of(name: str | None) -> ClientReader | None:
     """The row of :data:`CLIENTS` for a declared client name (None: unknown).
 

@@ -154,9 +154,13 @@ class Output:
 
 def _args_key(tool: str, args: Any) -> str:
     try:
-        return tool + "\x00" + json.dumps(args, sort_keys=True, separators=(",", ":"))
+        return tool + "\x00" + _ARGS_KEY.encode(args)
     except (TypeError, ValueError):
         return tool + "\x00" + repr(args)
+
+
+# Made once: json.dumps with options builds an encoder on every call.
+_ARGS_KEY: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 def _output_format_cap(capabilities: Any) -> Format | None:
