@@ -9,8 +9,10 @@ COMMAND``). Loopback only; every wait is bounded.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
+import threading
 from typing import Any
 
 import httpx2
@@ -70,13 +72,23 @@ def test_unguessable_handles_are_32_digits_a_reader_can_name() -> None:
 
 def test_unguessable_handles_spread_over_their_range_and_differ_in_a_forked_child() -> None:
     """The operating system's bytes are read ahead (a handle costs no system call): the
-    leading digits still take every value, and a child forked with bytes read ahead draws
-    its own, never the parent's next handles."""
-    import os
-
+    leading digits still take every value, threads draw apart, and a child forked with
+    bytes read ahead draws its own, never the parent's next handles."""
     memory = ResultMemory(unguessable=True)
     firsts = {(memory.mint() or "")[0] for _ in range(400)}
     assert firsts == set("123456789")
+    # Threads read their own bytes: no two draw the same handle.
+    drawn: list[list[str]] = [[], [], [], []]
+
+    def draw(into: list[str]) -> None:
+        into.extend(ResultMemory(unguessable=True).mint() or "" for _ in range(300))
+
+    threads = [threading.Thread(target=draw, args=(out,)) for out in drawn]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len({h for out in drawn for h in out}) == 1200
     if not hasattr(os, "fork"):
         return
     read, write = os.pipe()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -236,34 +237,35 @@ class ResultMemory:
 class _Entropy:
     """Random integers from the operating system's generator (``os.urandom``, what
     ``secrets`` reads), its bytes read 4 KiB ahead: an unguessable handle costs no system
-    call of its own. A forked child starts with none read: it must not draw its parent's.
+    call of its own. Each thread reads its own bytes (two threads never draw the same), and
+    a forked child starts with none read (it must not draw its parent's).
 
     >>> 0 <= _Entropy().below(10) < 10
     True
     """
 
-    __slots__ = ("_at", "_pool")
-
     _READ: Final = 4096
 
     def __init__(self) -> None:
-        self._pool = b""
-        self._at = 0
+        self._local = threading.local()
 
     def clear(self) -> None:
-        self._pool, self._at = b"", 0
+        self._local = threading.local()
 
     def below(self, n: int) -> int:
         """A uniform integer in ``[0, n)`` (rejection sampling, as ``secrets.randbelow``)."""
         bits = n.bit_length()
         size = (bits + 7) // 8
+        local = self._local
+        pool: bytes = getattr(local, "pool", b"")
+        at: int = getattr(local, "at", 0)
         while True:
-            if self._at + size > len(self._pool):
-                self._pool, self._at = os.urandom(self._READ), 0
-            chunk = self._pool[self._at : self._at + size]
-            self._at += size
-            r = int.from_bytes(chunk, "big") >> (size * 8 - bits)
+            if at + size > len(pool):
+                pool, at = os.urandom(self._READ), 0
+            r = int.from_bytes(pool[at : at + size], "big") >> (size * 8 - bits)
+            at += size
             if r < n:
+                local.pool, local.at = pool, at
                 return r
 
 
