@@ -72,11 +72,18 @@ def test_unguessable_handles_are_32_digits_a_reader_can_name() -> None:
 
 def test_unguessable_handles_spread_over_their_range_and_differ_in_a_forked_child() -> None:
     """The operating system's bytes are read ahead (a handle costs no system call): the
-    leading digits still take every value, threads draw apart, and a child forked with
-    bytes read ahead draws its own, never the parent's next handles."""
+    leading digits still take every value (a session's six-digit handles too), threads
+    draw apart, and a child forked with bytes read ahead draws its own, never the parent's
+    next handles."""
     memory = ResultMemory(unguessable=True)
     firsts = {(memory.mint() or "")[0] for _ in range(400)}
     assert firsts == set("123456789")
+    # A session's six-digit handles come from the same bytes, over their whole range.
+    session = ResultMemory()
+    short = [int(session.mint() or "0") for _ in range(400)]
+    assert all(100_000 <= h <= 999_999 for h in short) and {h // 100_000 for h in short} == set(
+        range(1, 10)
+    )
     # Threads read their own bytes: no two draw the same handle.
     drawn: list[list[str]] = [[], [], [], []]
 

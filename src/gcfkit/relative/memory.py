@@ -105,9 +105,8 @@ class ResultMemory:
             raise ValueError("a result memory holds at least one result and one byte")
         self.max_results = max_results
         self.max_bytes = max_bytes
-        self._rng: random.Random = (
-            random.Random(seed) if seed is not None else random.SystemRandom()
-        )
+        # Seeded: reproducible (tests). Else None: the operating system's bytes (_ENTROPY).
+        self._rng = random.Random(seed) if seed is not None else None
         self._held: OrderedDict[str, Held] = OrderedDict()
         self._bytes = 0
         self._minted: set[str] = set()
@@ -140,11 +139,9 @@ class ResultMemory:
                 return handle
 
     def _draw(self) -> str:
-        if not self.unguessable:
-            return str(self._rng.randint(_LOW, _HIGH))
-        if isinstance(self._rng, random.SystemRandom):
-            return str(_LONG_LOW + _ENTROPY.below(_LONG_SPAN))
-        return str(_LONG_LOW + self._rng.randrange(_LONG_SPAN))  # seeded: tests
+        low, span = (_LONG_LOW, _LONG_SPAN) if self.unguessable else (_LOW, _HIGH - _LOW + 1)
+        below = _ENTROPY.below if self._rng is None else self._rng.randrange
+        return str(low + below(span))
 
     @property
     def issued(self) -> Sequence[str]:
